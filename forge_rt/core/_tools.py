@@ -1,0 +1,257 @@
+"""Tool specifications and definitions, and the validation of a call's arguments.
+
+A :class:`ToolSpec` is what the model sees (name, description, parameter schema); a
+:class:`ToolDef` adds what the runtime needs to execute it (the callable, prerequisites, a
+timeout). Parameters may be a pydantic model or a JSON schema; both render to the same JSON
+schema and both validate arguments through pydantic.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from forge_rt.core._schema import model_from_json_schema
+from forge_rt.errors import ForgeError, WorkflowDefinitionError
+
+__all__ = [
+    "ArgumentError",
+    "Prerequisite",
+    "ToolArgumentError",
+    "ToolDef",
+    "ToolSpec",
+]
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")
+
+
+class ArgumentError(msgspec.Struct, frozen=True):
+    """One reason a call's arguments were rejected, located by a JSON path like ``$.year``."""
+
+    path: str
+    message: str
+
+    def render(self) -> str:
+        return f"{self.message} - at `{self.path}`"
+
+
+class ToolArgumentError(ForgeError):
+    """Arguments failed the tool's schema; ``errors`` says what and where, field by field."""
+
+    def __init__(self, tool: str, errors: list[ArgumentError]) -> None:
+        self.tool = tool
+        self.errors = tuple(errors)
+        lines = "; ".join(e.render() for e in errors)
+        super().__init__(f"invalid arguments for {tool}: {lines}")
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    out = "$"
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def _describe(error: Any) -> str:
+    kind = error["type"]
+    value = error.get("input")
+    got = type(value).__name__ if value is not None else "null"
+    if kind == "missing":
+        return "Missing required argument"
+    if kind == "extra_forbidden":
+        return "Unexpected argument (not in the schema)"
+    if kind == "literal_error":
+        return f"{error['msg']}, got {value!r}"
+    return f"{error['msg']} (got {got} {value!r})" if kind.endswith("_type") else error["msg"]
+
+
+class ToolSpec(BaseModel):
+    """What the model is told about a tool.
+
+    ``parameters`` is a pydantic model class or an object JSON schema. Arguments not named by the
+    schema are rejected (small models paste schema keys like ``"title"`` into calls) unless the
+    model or schema explicitly allows extra keys.
+    """
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    name: str
+    description: str = ""
+    parameters: type[BaseModel] | dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check(self) -> ToolSpec:
+        if not _NAME.match(self.name):
+            raise WorkflowDefinitionError(
+                f"tool name {self.name!r} is not valid: use letters, digits, _ . - "
+                "(start with a letter or _), at most 64 characters"
+            )
+        self._validator  # noqa: B018 -- build the validator now so a bad schema fails here
+        return self
+
+    @functools.cached_property
+    def _validator(self) -> type[BaseModel]:
+        if isinstance(self.parameters, dict):
+            return model_from_json_schema(self.name, self.parameters or {"type": "object"})
+        return self.parameters
+
+    @functools.cached_property
+    def _extra_allowed(self) -> bool:
+        return self._validator.model_config.get("extra") == "allow"
+
+    def json_schema(self) -> dict[str, Any]:
+        """The parameters as a JSON schema (what is sent to the backend)."""
+        if isinstance(self.parameters, dict):
+            return self.parameters or {"type": "object", "properties": {}}
+        return self.parameters.model_json_schema()
+
+    def property_names(self) -> tuple[str, ...]:
+        """Top-level argument names, in schema order (positional rescue relies on it)."""
+        props = self.json_schema().get("properties", {})
+        return tuple(props)
+
+    def validate_args(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Validated, type-coerced arguments, or :class:`ToolArgumentError` naming each problem."""
+        model = self._validator
+        errors: list[ArgumentError] = []
+        if not self._extra_allowed and model.model_config.get("extra") != "forbid":
+            # A user model that ignores extras would silently drop polluted keys: reject them.
+            known = {f.alias or n for n, f in model.model_fields.items()} | set(model.model_fields)
+            errors.extend(
+                ArgumentError(f"$.{k}", "Unexpected argument (not in the schema)")
+                for k in args
+                if k not in known
+            )
+        try:
+            validated = model.model_validate(args)
+        except pydantic.ValidationError as exc:
+            errors.extend(ArgumentError(_path(e["loc"]), _describe(e)) for e in exc.errors())
+            raise ToolArgumentError(self.name, errors) from exc
+        if errors:
+            raise ToolArgumentError(self.name, errors)
+        if isinstance(self.parameters, dict):
+            return validated.model_dump(by_alias=True, exclude_unset=True)
+        return validated.model_dump()
+
+    def example_args(self) -> dict[str, Any]:
+        """A concrete argument object that fits the schema, shown to the model in corrections."""
+        return _example_object(self.json_schema(), self.json_schema())
+
+
+def _example_value(schema: dict[str, Any], root: dict[str, Any], name: str) -> Any:
+    if "$ref" in schema:
+        ref = schema["$ref"].split("/")
+        target = root.get(ref[1], {}).get(ref[2], {}) if len(ref) == 3 else {}
+        return _example_value(target, root, name)
+    for key in ("examples", "example"):
+        if key in schema:
+            value = schema[key]
+            return value[0] if key == "examples" and isinstance(value, list) and value else value
+    if "default" in schema:
+        return schema["default"]
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf"):
+        if schema.get(key):
+            options = [o for o in schema[key] if o.get("type") != "null"] or schema[key]
+            return _example_value(options[0], root, name)
+    kind = schema.get("type", "object" if "properties" in schema else "string")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object":
+        return _example_object(schema, root)
+    if kind == "array":
+        return [_example_value(schema.get("items", {}), root, name)]
+    if kind == "integer":
+        return int(schema.get("minimum", 1))
+    if kind == "number":
+        return float(schema.get("minimum", 1.0))
+    if kind == "boolean":
+        return True
+    if kind == "null":
+        return None
+    return f"<{name}>"
+
+
+def _example_object(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    props: dict[str, Any] = schema.get("properties", {})
+    required = set(schema.get("required", props))
+    return {k: _example_value(v, root, k) for k, v in props.items() if k in required}
+
+
+class Prerequisite(BaseModel):
+    """A tool that must have been called first.
+
+    With ``match_arg`` set, the prerequisite must have been called with the same value for that
+    argument as this call has (``read_file(path=p)`` needs ``open_file(path=p)``);
+    ``prerequisite_arg`` names the argument on the prerequisite tool when it differs.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    tool: str
+    match_arg: str | None = None
+    prerequisite_arg: str | None = None
+
+    @property
+    def other_arg(self) -> str | None:
+        return self.prerequisite_arg or self.match_arg
+
+    def describe(self) -> str:
+        if self.match_arg is None:
+            return self.tool
+        return f"{self.tool}({self.other_arg}=<same {self.match_arg}>)"
+
+
+class ToolDef(BaseModel):
+    """A tool the runtime can execute: its spec, a sync or async callable, its prerequisites.
+
+    ``timeout`` (seconds) bounds one execution; ``None`` means the caller's deadlines apply.
+    """
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    spec: ToolSpec
+    callable: Callable[..., Any]
+    prerequisites: tuple[Prerequisite, ...] = ()
+    timeout: float | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _normalise(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "prerequisites" in data:
+            data = dict(data)
+            data["prerequisites"] = tuple(
+                Prerequisite(tool=p) if isinstance(p, str) else p for p in data["prerequisites"]
+            )
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> ToolDef:
+        if self.timeout is not None and self.timeout <= 0:
+            raise WorkflowDefinitionError(f"tool {self.name}: timeout must be > 0 seconds")
+        props = set(self.spec.property_names())
+        for prereq in self.prerequisites:
+            if prereq.match_arg is not None and props and prereq.match_arg not in props:
+                raise WorkflowDefinitionError(
+                    f"tool {self.name}: prerequisite {prereq.tool!r} matches on argument "
+                    f"{prereq.match_arg!r}, which is not one of its parameters {sorted(props)}"
+                )
+        return self
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.callable)

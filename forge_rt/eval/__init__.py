@@ -1,0 +1,1 @@
+"""forge_rt.eval (being built)."""

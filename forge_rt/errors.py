@@ -19,6 +19,8 @@ to do next.
     ├── MaxIterationsError           the loop hit max_iterations with work still pending
     ├── WorkflowCancelledError       the caller or a deadline cancelled the workflow (resumable)
     ├── StreamError                  a streamed reply could not be assembled
+    ├── SlotQueueFullError           an inference slot's queue is at its limit; try later
+    ├── InferenceDeadlineError       an inference call missed its deadline (queued or running)
     ├── BackendError                 a transport or HTTP fault talking to a backend
     ├── BackendStartError            a managed backend process exited or never became ready
     │   └── BackendExecutableNotFoundError  the backend's program (or xllamacpp) is not installed
@@ -44,11 +46,13 @@ __all__ = [
     "ContextBudgetError",
     "FaultKind",
     "ForgeError",
+    "InferenceDeadlineError",
     "MaxIterationsError",
     "ModelIntegrityError",
     "ModelPartsMissingError",
     "PrerequisiteError",
     "PromptTemplateError",
+    "SlotQueueFullError",
     "StepEnforcementError",
     "StreamError",
     "ToolCallError",
@@ -194,6 +198,25 @@ class StreamError(ForgeError):
     def __init__(self, message: str, *, partial: str = "") -> None:
         super().__init__(message)
         self.partial = partial
+
+
+class SlotQueueFullError(ForgeError):
+    """A SlotWorker refused a call because ``limit`` calls are already queued."""
+
+    def __init__(self, message: str, *, slot: str, limit: int) -> None:
+        super().__init__(message)
+        self.slot = slot
+        self.limit = limit
+
+
+class InferenceDeadlineError(ForgeError):
+    """An inference call did not finish by its deadline; ``started`` says if it ever ran."""
+
+    def __init__(self, message: str, *, slot: str, deadline_s: float, started: bool) -> None:
+        super().__init__(message)
+        self.slot = slot
+        self.deadline_s = deadline_s
+        self.started = started
 
 
 class FaultKind(enum.StrEnum):

@@ -93,6 +93,7 @@ class ActorCell:
         self._scope: trio.CancelScope | None = None  # the running incarnation's
         self._backoff_scope: trio.CancelScope | None = None
         self._first_instance: Actor | None = instance
+        self._task_status: trio.TaskStatus[None] | None = None
 
     # -- requests from outside the actor's task ------------------------------------------
 
@@ -158,13 +159,22 @@ class ActorCell:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Body of the actor's task: supervise incarnations until the actor terminates."""
         self.task = trio.lowlevel.current_task()
-        task_status.started()
+        self._task_status = task_status
         # If cancellation from outside (the system torn down) ends us, that is the reason.
         reason = StopReason.cancelled()
         try:
             reason = await self._supervise()
         finally:
             self._terminate(reason)
+        # It ended before any on_start() returned; spawn() returns the (dead) ref all the same,
+        # the failure having gone to watchers and supervision like any other.
+        self._signal_started()
+
+    def _signal_started(self) -> None:
+        status = self._task_status
+        if status is not None:
+            self._task_status = None
+            status.started()
 
     async def _supervise(self) -> StopReason:
         instance = self._first_instance
@@ -255,6 +265,7 @@ class ActorCell:
                     self.pending_escalation = None
                     raise escalation
                 await instance.on_start()
+                self._signal_started()
                 ended = await self._loop(instance)
             finished = True
         except Exception as exc:  # noqa: BLE001 - supervision boundary: a crash to handle

@@ -144,8 +144,12 @@ class ActorSystem:
         ``name`` defaults to the class name with a serial number. ``mailbox`` defaults to
         ``FifoMailbox()``. A crash restarts the actor according to ``restart``, waiting
         ``backoff`` (default ``Backoff()``) between restarts; more than ``max_restarts``
-        crashes within ``within`` seconds escalates instead. Returns once the actor's task
-        runs (``on_start`` may still be running; messages sent meanwhile wait in the mailbox).
+        crashes within ``within`` seconds escalates instead. Returns once the first
+        ``on_start`` has returned, so the actor is ready (like OTP's ``start_link``): its
+        ``on_start`` must not ask the actor that is spawning it, which is busy waiting here.
+        If the first incarnations crash in ``on_start``, spawn waits through the restarts;
+        if the actor ends instead, spawn returns its ref all the same (not alive), the failure
+        reported to watchers and supervision as usual.
         """
         return await self._spawn(
             factory,

@@ -1,0 +1,152 @@
+"""What a SlotWorker schedules: inference jobs, and the order it runs them in.
+
+Order is priority first (lower number first), then cache affinity (a job whose prompt continues
+what the slot last processed keeps the KV cache warm), then age. Aging lowers a waiting job's
+effective priority number by one level every ``aging_s`` seconds, which bounds how long
+low-priority work can starve.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import math
+from collections.abc import Sequence
+
+import msgspec
+import trio
+
+from forge_rt.clients.base import InferenceRequest, LLMResponse, StreamChunk
+from forge_rt.core import Message
+
+__all__ = ["InferenceJob", "JobFailed", "PreemptPolicy", "fingerprint", "pick_next"]
+
+_job_ids = itertools.count(1)
+
+
+class PreemptPolicy(enum.StrEnum):
+    """When a strictly higher-priority call may interrupt a running one."""
+
+    ALWAYS = "always"
+    BEFORE_FIRST_TOKEN = "before_first_token"
+    NEVER = "never"
+
+
+def fingerprint(messages: Sequence[Message]) -> tuple[int, ...]:
+    """One hash per message, so "continues the cached prompt" is a cheap prefix test."""
+    encode = msgspec.msgpack.encode
+    return tuple(hash(encode((m.role, m.content, m.tool_calls, m.tool_call_id))) for m in messages)
+
+
+class JobFailed(msgspec.Struct, frozen=True):
+    """Delivered to a job's caller instead of a final chunk when the call failed."""
+
+    error: BaseException
+
+
+class InferenceJob:
+    """One inference call waiting for, or running on, a slot.
+
+    The caller owns ``receive``; the slot writes stream chunks and then exactly one
+    ``FinalChunk`` or ``JobFailed`` into ``send`` (unbounded, so a slow reader never holds the
+    slot). ``abandon()`` is how a caller that went away releases the job without a message.
+    """
+
+    __slots__ = (
+        "abandoned",
+        "affinity_key",
+        "attempt_scope",
+        "attempts",
+        "finished",
+        "first_token_at",
+        "fp",
+        "id",
+        "preempt_requested",
+        "preemptions",
+        "prefill",
+        "priority",
+        "receive",
+        "request",
+        "send",
+        "started_at",
+        "submitted_at",
+    )
+
+    def __init__(
+        self, request: InferenceRequest, *, priority: int, affinity_key: str | None = None
+    ) -> None:
+        self.id = next(_job_ids)
+        self.request = request
+        self.priority = priority
+        self.affinity_key = affinity_key
+        self.fp = fingerprint(request.messages)
+        self.submitted_at = trio.current_time()
+        self.started_at: float | None = None
+        self.first_token_at: float | None = None
+        self.preemptions = 0
+        self.attempts = 0
+        self.preempt_requested = False
+        self.abandoned = False
+        self.finished = False
+        self.attempt_scope: trio.CancelScope | None = None
+        self.prefill = ""
+        self.send: trio.MemorySendChannel[StreamChunk | JobFailed]
+        self.receive: trio.MemoryReceiveChannel[StreamChunk | JobFailed]
+        self.send, self.receive = trio.open_memory_channel(math.inf)
+
+    def abandon(self) -> None:
+        """The caller is gone: stop the running attempt (closing its HTTP stream) or unqueue."""
+        if self.finished:
+            return
+        self.abandoned = True
+        if self.attempt_scope is not None:
+            self.attempt_scope.cancel()
+
+    def effective_priority(self, now: float, aging_s: float | None) -> float:
+        if aging_s is None:
+            return self.priority
+        return self.priority - math.floor((now - self.submitted_at) / aging_s)
+
+    def complete(self, response: LLMResponse) -> None:
+        from forge_rt.clients.base import FinalChunk
+
+        self.finished = True
+        self.send.send_nowait(FinalChunk(response))
+        self.send.close()
+
+    def fail(self, error: BaseException) -> None:
+        self.finished = True
+        self.send.send_nowait(JobFailed(error))
+        self.send.close()
+
+    def __repr__(self) -> str:
+        return f"<InferenceJob #{self.id} priority={self.priority} preempted={self.preemptions}>"
+
+
+def continues(job_fp: tuple[int, ...], cached: tuple[int, ...]) -> bool:
+    """Whether a prompt starts with everything the slot's KV cache holds."""
+    return bool(cached) and len(job_fp) >= len(cached) and job_fp[: len(cached)] == cached
+
+
+def pick_next(
+    queue: Sequence[InferenceJob],
+    *,
+    now: float,
+    cached: tuple[int, ...],
+    aging_s: float | None,
+) -> InferenceJob | None:
+    """The job to run next: priority (with aging), then cache affinity, then age."""
+    best: InferenceJob | None = None
+    best_key: tuple[float, int, float, int] | None = None
+    for job in queue:
+        if job.abandoned:
+            continue
+        key = (
+            job.effective_priority(now, aging_s),
+            0 if continues(job.fp, cached) else 1,
+            job.submitted_at,
+            job.id,
+        )
+        if best_key is None or key < best_key:
+            best, best_key = job, key
+    return best

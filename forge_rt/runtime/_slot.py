@@ -1,0 +1,511 @@
+"""SlotWorker: the only path to one inference slot, scheduling calls with priorities and preemption.
+
+Two actors per slot. The *scheduler* (``SlotWorkerActor``) owns the queue and decides what runs
+next; the *executor* runs one attempt at a time, streaming chunks straight to the caller. A
+strictly higher-priority arrival cancels the running attempt's cancel scope (which closes its HTTP
+stream, so the backend stops generating); the preempted job is re-queued and re-run -- continued
+from its partial text where the backend supports assistant prefill, otherwise restarted after a
+``ResetChunk`` tells the caller to discard what it saw. The caller sees only latency.
+
+Scheduling is per inference call, not per workflow: while one workflow runs its tools, another
+workflow's call uses the slot.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+import structlog
+import trio
+
+from actors import Actor, ActorRef, ActorSystem, handles
+from forge_rt.clients.base import (
+    FinalChunk,
+    InferenceRequest,
+    LLMClient,
+    LLMResponse,
+    ReasoningDeltaChunk,
+    ResetChunk,
+    StreamChunk,
+    TextDeltaChunk,
+    ToolCallDeltaChunk,
+)
+from forge_rt.core import TextResponse
+from forge_rt.errors import InferenceDeadlineError, SlotQueueFullError, StreamError
+from forge_rt.runtime._scheduling import (
+    InferenceJob,
+    JobFailed,
+    PreemptPolicy,
+    continues,
+    pick_next,
+)
+
+__all__ = ["PriorityWaits", "SlotStats", "SlotWorker", "SlotWorkerActor"]
+
+_log = structlog.get_logger(__name__)
+
+ChunkSink = Callable[[StreamChunk], Awaitable[None]]
+
+
+class PriorityWaits(msgspec.Struct, kw_only=True):
+    """Queue waits (submission to first start) of one priority level, in seconds."""
+
+    count: int = 0
+    total_s: float = 0.0
+    max_s: float = 0.0
+
+    @property
+    def mean_s(self) -> float:
+        return self.total_s / self.count if self.count else 0.0
+
+
+class SlotStats(msgspec.Struct, kw_only=True):
+    """A snapshot of one slot's work."""
+
+    name: str
+    queue_depth: int
+    running: bool
+    submitted: int
+    completed: int
+    failed: int
+    abandoned: int
+    rejected: int
+    preemptions: int
+    cache_hits: int
+    busy_s: float
+    uptime_s: float
+    waits: dict[int, PriorityWaits]
+
+    @property
+    def busy_fraction(self) -> float:
+        return self.busy_s / self.uptime_s if self.uptime_s > 0 else 0.0
+
+
+# --- messages ----------------------------------------------------------------------------------
+
+
+class _Submit(msgspec.Struct):
+    job: InferenceJob
+
+
+class _Accepted(msgspec.Struct):
+    pass
+
+
+class _Rejected(msgspec.Struct):
+    error: SlotQueueFullError
+
+
+class _RunJob(msgspec.Struct):
+    job: InferenceJob
+
+
+class _Completed(msgspec.Struct):
+    response: LLMResponse
+
+
+class _Preempted(msgspec.Struct):
+    partial_text: str
+    continuable: bool
+
+
+class _Abandoned(msgspec.Struct):
+    pass
+
+
+class _Failed(msgspec.Struct):
+    error: BaseException
+
+
+_Outcome = _Completed | _Preempted | _Abandoned | _Failed
+
+
+class _AttemptDone(msgspec.Struct):
+    job: InferenceJob
+    outcome: _Outcome
+
+
+class _GetStats(msgspec.Struct):
+    pass
+
+
+class Recheck(msgspec.Struct):
+    """Ask the scheduler to look at its queue again (a budget changed, room may have freed)."""
+
+
+# --- executor ------------------------------------------------------------------------------------
+
+
+class _SlotExecutor(Actor):
+    """Runs one attempt at a time on the backend and reports how it ended."""
+
+    def __init__(self, client: LLMClient, scheduler: ActorRef[Any]) -> None:
+        self._client = client
+        self._scheduler = scheduler
+
+    @handles(_RunJob)
+    async def on_run(self, msg: _RunJob) -> None:
+        outcome = await self._attempt(msg.job)
+        await self._scheduler.send(_AttemptDone(msg.job, outcome))
+
+    async def _attempt(self, job: InferenceJob) -> _Outcome:
+        request = job.request
+        if job.prefill:
+            request = msgspec.structs.replace(
+                request, assistant_prefill=(request.assistant_prefill or "") + job.prefill
+            )
+        scope = job.attempt_scope
+        assert scope is not None, "the scheduler sets the attempt scope before dispatch"
+        partial: list[str] = []
+        tool_delta = False
+        final: LLMResponse | None = None
+        try:
+            with scope:
+                async with self._client.stream(request) as chunks:
+                    async for chunk in chunks:
+                        if isinstance(chunk, FinalChunk):
+                            final = chunk.response
+                            break
+                        if isinstance(chunk, TextDeltaChunk):
+                            partial.append(chunk.text)
+                        elif isinstance(chunk, ToolCallDeltaChunk):
+                            tool_delta = True
+                        elif isinstance(chunk, ResetChunk):
+                            partial.clear()
+                            tool_delta = False
+                        if job.first_token_at is None and isinstance(
+                            chunk, TextDeltaChunk | ReasoningDeltaChunk | ToolCallDeltaChunk
+                        ):
+                            job.first_token_at = trio.current_time()
+                        job.send.send_nowait(chunk)
+        except trio.BrokenResourceError:
+            job.abandoned = True  # the caller closed its end: nobody wants the rest
+            return _Abandoned()
+        except Exception as exc:  # noqa: BLE001 -- not swallowed: delivered to the caller, who owns it
+            return _Failed(exc)
+        if final is not None:
+            return _Completed(_with_prefill(final, job.prefill))
+        if job.abandoned:
+            return _Abandoned()
+        if job.preempt_requested:
+            return _Preempted("".join(partial), continuable=not tool_delta)
+        return _Failed(StreamError("the backend stream ended without a final response"))
+
+
+def _with_prefill(response: LLMResponse, prefill: str) -> LLMResponse:
+    """A continued reply, made whole again: the text generated before preemption comes first."""
+    if not prefill:
+        return response
+    result = response.result
+    if isinstance(result, TextResponse):
+        result = TextResponse(content=prefill + result.content, reasoning=result.reasoning)
+    return msgspec.structs.replace(response, result=result, raw_text=prefill + response.raw_text)
+
+
+# --- scheduler -----------------------------------------------------------------------------------
+
+
+class SlotWorkerActor(Actor):
+    """Owns the queue of one slot; see the module docstring for the scheduling rules."""
+
+    def __init__(
+        self,
+        client: LLMClient,
+        *,
+        name: str,
+        policy: PreemptPolicy,
+        max_preemptions: int,
+        max_queue: int,
+        aging_s: float | None,
+        admit: Callable[[InferenceJob], bool] | None,
+    ) -> None:
+        self._client = client
+        self._name = name
+        self._policy = policy
+        self._max_preemptions = max_preemptions
+        self._max_queue = max_queue
+        self._aging_s = aging_s
+        self._admit = admit
+        self._queue: list[InferenceJob] = []
+        self._running: InferenceJob | None = None
+        self._executor: ActorRef[Any] | None = None
+        self._cached: tuple[int, ...] = ()
+        self._started = 0.0
+        self._busy_since: float | None = None
+        self._busy_s = 0.0
+        self._counts = dict.fromkeys(
+            (
+                "submitted",
+                "completed",
+                "failed",
+                "abandoned",
+                "rejected",
+                "preemptions",
+                "cache_hits",
+            ),
+            0,
+        )
+        self._waits: dict[int, PriorityWaits] = {}
+        self._prefill = client.capabilities.assistant_prefill
+
+    async def on_start(self) -> None:
+        self._started = trio.current_time()
+        client, me = self._client, self.context.self_ref
+        self._executor = await self.context.spawn(
+            lambda: _SlotExecutor(client, me), name=f"{self._name}.executor"
+        )
+
+    @handles(_Submit)
+    async def on_submit(self, msg: _Submit) -> _Accepted | _Rejected:
+        self._prune()
+        if len(self._queue) >= self._max_queue:
+            self._counts["rejected"] += 1
+            return _Rejected(
+                SlotQueueFullError(
+                    f"slot {self._name!r} already has {self._max_queue} calls queued; retry "
+                    "later or raise max_queue",
+                    slot=self._name,
+                    limit=self._max_queue,
+                )
+            )
+        job = msg.job
+        self._counts["submitted"] += 1
+        self._queue.append(job)
+        self._maybe_preempt(job)
+        self._dispatch()
+        return _Accepted()
+
+    @handles(_AttemptDone)
+    async def on_done(self, msg: _AttemptDone) -> None:
+        job, outcome = msg.job, msg.outcome
+        self._running = None
+        now = trio.current_time()
+        if self._busy_since is not None:
+            self._busy_s += now - self._busy_since
+            self._busy_since = None
+        job.attempt_scope = None
+        match outcome:
+            case _Completed(response):
+                self._counts["completed"] += 1
+                self._cached = job.fp
+                job.complete(response)
+            case _Failed(error):
+                self._counts["failed"] += 1
+                self._cached = ()
+                job.fail(error)
+            case _Abandoned():
+                self._counts["abandoned"] += 1
+                job.finished = True
+                job.send.close()
+            case _Preempted(partial, continuable):
+                self._requeue_preempted(job, partial, continuable)
+        self._dispatch()
+
+    @handles(Recheck)
+    async def on_recheck(self, msg: Recheck) -> None:
+        self._dispatch()
+
+    @handles(_GetStats)
+    async def on_stats(self, msg: _GetStats) -> SlotStats:
+        self._prune()
+        busy = self._busy_s
+        now = trio.current_time()
+        if self._busy_since is not None:
+            busy += now - self._busy_since
+        return SlotStats(
+            name=self._name,
+            queue_depth=len(self._queue),
+            running=self._running is not None,
+            busy_s=busy,
+            uptime_s=now - self._started,
+            waits={p: msgspec.structs.replace(w) for p, w in self._waits.items()},
+            **self._counts,
+        )
+
+    def _requeue_preempted(self, job: InferenceJob, partial: str, continuable: bool) -> None:
+        self._counts["preemptions"] += 1
+        job.preemptions += 1
+        job.preempt_requested = False
+        # The slot's cache now holds the preemptor's prompt, not this one.
+        if self._prefill and continuable:
+            job.prefill += partial
+        else:
+            job.prefill = ""
+            job.send.send_nowait(ResetChunk("preempted by a higher-priority call; restarting"))
+        _log.info(
+            "slot.preempted",
+            slot=self._name,
+            job=job.id,
+            priority=job.priority,
+            preemptions=job.preemptions,
+            continued=bool(job.prefill),
+        )
+        self._queue.append(job)
+
+    def _prune(self) -> None:
+        kept = []
+        for job in self._queue:
+            if job.abandoned:
+                self._counts["abandoned"] += 1
+                job.finished = True
+                job.send.close()
+            else:
+                kept.append(job)
+        self._queue = kept
+
+    def _maybe_preempt(self, arrival: InferenceJob) -> None:
+        running = self._running
+        if running is None or running.preempt_requested or self._policy is PreemptPolicy.NEVER:
+            return
+        if arrival.priority >= running.priority:
+            return
+        if running.preemptions >= self._max_preemptions:
+            return
+        if self._policy is PreemptPolicy.BEFORE_FIRST_TOKEN and running.first_token_at is not None:
+            return
+        running.preempt_requested = True
+        assert running.attempt_scope is not None
+        running.attempt_scope.cancel()
+
+    def _dispatch(self) -> None:
+        if self._running is not None:
+            return
+        self._prune()
+        now = trio.current_time()
+        candidates = self._queue
+        if self._admit is not None:
+            candidates = [j for j in candidates if self._admit(j)]
+        job = pick_next(candidates, now=now, cached=self._cached, aging_s=self._aging_s)
+        if job is None:
+            return
+        self._queue.remove(job)
+        if continues(job.fp, self._cached):
+            self._counts["cache_hits"] += 1
+        if job.started_at is None:
+            job.started_at = now
+            waits = self._waits.setdefault(job.priority, PriorityWaits())
+            wait = now - job.submitted_at
+            waits.count += 1
+            waits.total_s += wait
+            waits.max_s = max(waits.max_s, wait)
+        job.attempts += 1
+        job.attempt_scope = trio.CancelScope()
+        self._running = job
+        self._busy_since = now
+        assert self._executor is not None
+        self._executor.send_nowait(_RunJob(job))
+
+
+# --- the caller's handle -------------------------------------------------------------------------
+
+
+class SlotWorker:
+    """A caller's handle on one inference slot. Start one with ``await SlotWorker.start(...)``.
+
+    ``infer()`` queues one call and returns its response; chunks stream to ``on_chunk`` as they
+    are generated (a ``ResetChunk`` means: discard what this call streamed so far).
+    """
+
+    def __init__(self, ref: ActorRef[Any], name: str, client: LLMClient) -> None:
+        self._ref = ref
+        self.name = name
+        self.client = client
+
+    @classmethod
+    async def start(
+        cls,
+        system: ActorSystem,
+        client: LLMClient,
+        *,
+        name: str = "slot",
+        policy: PreemptPolicy | str = PreemptPolicy.ALWAYS,
+        max_preemptions: int = 3,
+        max_queue: int = 256,
+        aging_s: float | None = 30.0,
+        admit: Callable[[InferenceJob], bool] | None = None,
+    ) -> SlotWorker:
+        """Spawn the slot's actors in ``system``.
+
+        ``aging_s``: every this many seconds of waiting, a call counts one priority level more
+        urgent (``None`` disables aging). ``max_preemptions``: after this many, a call is no
+        longer preemptible. ``admit``: an optional admission test (the BudgetActor's), a call
+        it refuses stays queued until a ``Recheck``.
+        """
+        policy = PreemptPolicy(policy)
+        if max_queue < 1:
+            raise ValueError("max_queue must be at least 1")
+        if max_preemptions < 0:
+            raise ValueError("max_preemptions must be >= 0")
+        ref = await system.spawn(
+            lambda: SlotWorkerActor(
+                client,
+                name=name,
+                policy=policy,
+                max_preemptions=max_preemptions,
+                max_queue=max_queue,
+                aging_s=aging_s,
+                admit=admit,
+            ),
+            name=name,
+        )
+        return cls(ref, name, client)
+
+    @property
+    def ref(self) -> ActorRef[Any]:
+        return self._ref
+
+    async def infer(
+        self,
+        request: InferenceRequest,
+        *,
+        priority: int = 0,
+        deadline: float | None = None,
+        on_chunk: ChunkSink | None = None,
+        affinity_key: str | None = None,
+    ) -> LLMResponse:
+        """Run one inference on this slot; ``deadline`` is in seconds from now.
+
+        Raises ``SlotQueueFullError`` when the queue is full, ``InferenceDeadlineError`` when
+        the deadline passes (queued or running -- the running attempt is cancelled), and the
+        backend's own errors. Cancelling the caller cancels the call.
+        """
+        job = InferenceJob(request, priority=priority, affinity_key=affinity_key)
+        reply = await self._ref.ask(_Submit(job))
+        if isinstance(reply, _Rejected):
+            raise reply.error
+        limit = math.inf if deadline is None else trio.current_time() + deadline
+        try:
+            with trio.move_on_at(limit):
+                async with job.receive:
+                    async for item in job.receive:
+                        if isinstance(item, JobFailed):
+                            raise item.error
+                        if isinstance(item, FinalChunk):
+                            if on_chunk is not None:
+                                await on_chunk(item)
+                            return item.response
+                        if on_chunk is not None:
+                            await on_chunk(item)
+                raise StreamError("the slot closed the call without a response")
+            assert deadline is not None
+            raise InferenceDeadlineError(
+                f"inference on slot {self.name!r} missed its {deadline:g} s deadline "
+                f"({'while running' if job.started_at is not None else 'while queued'})",
+                slot=self.name,
+                deadline_s=deadline,
+                started=job.started_at is not None,
+            )
+        finally:
+            job.abandon()
+
+    async def stats(self) -> SlotStats:
+        """A snapshot of the slot's queue and counters."""
+        result: SlotStats = await self._ref.ask(_GetStats())
+        return result
+
+    async def recheck(self) -> None:
+        """Tell the scheduler to try dispatching again (after a budget change)."""
+        await self._ref.send(Recheck())

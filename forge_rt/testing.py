@@ -1,0 +1,155 @@
+"""Test doubles for forge_rt users: an in-process scripted LLM client that honours trio time.
+
+``ScriptedClient`` implements the :class:`~forge_rt.clients.base.LLMClient` protocol without any
+network: each call takes ``prefill_s`` seconds, then streams its reply one token (word) at a time
+every ``token_s`` seconds -- on trio's clock, so tests under ``MockClock(autojump_threshold=0)`` are
+deterministic and instant. For tests of HTTP behaviour use the simulated backend
+(``forge_rt.backends.sim``), which is a real server.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from contextlib import aclosing, asynccontextmanager
+
+import msgspec
+import trio
+
+from forge_rt.clients.base import (
+    ClientCapabilities,
+    FinalChunk,
+    InferenceRequest,
+    LLMResponse,
+    StreamChunk,
+    TextDeltaChunk,
+    Timings,
+    Usage,
+)
+from forge_rt.core import TextResponse, ToolCall
+
+__all__ = ["Reply", "ScriptedCall", "ScriptedClient"]
+
+Reply = str | list[ToolCall]
+ReplyFn = Callable[[InferenceRequest], Reply]
+
+
+class ScriptedCall(msgspec.Struct, kw_only=True):
+    """What the client saw of one call: when it started and how it ended."""
+
+    request: InferenceRequest
+    started_at: float
+    ended_at: float | None = None
+    tokens_sent: int = 0
+    outcome: str = "running"  # "completed" | "cancelled" | "running"
+
+
+_TOKEN = re.compile(r"\S+\s*|\s+")
+
+
+class ScriptedClient:
+    """Replies from a list (consumed in order) or a function of the request.
+
+    A text reply streams as text deltas; a list of ``ToolCall`` is returned whole at the end as
+    native calls (after ``len(calls) * 8`` token times). ``assistant_prefill`` is honoured: when a
+    request continues a text reply, only the rest is generated.
+    """
+
+    def __init__(
+        self,
+        replies: Sequence[Reply] | ReplyFn,
+        *,
+        prefill_s: float = 0.0,
+        token_s: float = 0.0,
+        prefill_support: bool = True,
+        model: str = "scripted",
+        context: int | None = 4096,
+    ) -> None:
+        self._replies = replies if callable(replies) else list(replies)
+        self._prefill_s = prefill_s
+        self._token_s = token_s
+        self._model = model
+        self._context = context
+        self._capabilities = ClientCapabilities(
+            native_tools=True, assistant_prefill=prefill_support, json_schema=True
+        )
+        self.calls: list[ScriptedCall] = []
+
+    @property
+    def model(self) -> str | None:
+        return self._model
+
+    @property
+    def capabilities(self) -> ClientCapabilities:
+        return self._capabilities
+
+    def _next_reply(self, request: InferenceRequest) -> Reply:
+        if callable(self._replies):
+            return self._replies(request)
+        if not self._replies:
+            raise AssertionError("ScriptedClient ran out of replies: the test scripted too few")
+        return self._replies.pop(0)
+
+    async def send(self, request: InferenceRequest) -> LLMResponse:
+        async with self.stream(request) as chunks:
+            async for chunk in chunks:
+                if isinstance(chunk, FinalChunk):
+                    return chunk.response
+        raise AssertionError("unreachable: stream always ends with a final chunk")
+
+    @asynccontextmanager
+    async def stream(self, request: InferenceRequest) -> AsyncIterator[AsyncIterator[StreamChunk]]:
+        reply = self._next_reply(request)
+        record = ScriptedCall(request=request, started_at=trio.current_time())
+        self.calls.append(record)
+        try:
+            async with aclosing(self._generate(request, reply, record)) as chunks:
+                yield chunks
+        finally:
+            if record.outcome == "running":
+                record.outcome = "cancelled"
+                record.ended_at = trio.current_time()
+
+    async def _generate(
+        self, request: InferenceRequest, reply: Reply, record: ScriptedCall
+    ) -> AsyncGenerator[StreamChunk, None]:
+        start = trio.current_time()
+        await trio.sleep(self._prefill_s)
+        first: float | None = None
+        if isinstance(reply, str):
+            prefill = request.assistant_prefill or ""
+            if prefill and not reply.startswith(prefill):
+                raise AssertionError(f"prefill {prefill!r} does not continue reply {reply!r}")
+            rest = reply[len(prefill) :]
+            for token in _TOKEN.findall(rest):
+                await trio.sleep(self._token_s)
+                first = first if first is not None else trio.current_time() - start
+                record.tokens_sent += 1
+                yield TextDeltaChunk(token)
+            result: list[ToolCall] | TextResponse = TextResponse(content=rest)
+            raw = rest
+            completion = len(_TOKEN.findall(rest))
+        else:
+            await trio.sleep(self._token_s * 8 * len(reply))
+            result, raw, completion = list(reply), "", 8 * len(reply)
+        record.outcome = "completed"
+        record.ended_at = trio.current_time()
+        yield FinalChunk(
+            LLMResponse(
+                result=result,
+                raw_text=raw,
+                usage=Usage(
+                    prompt_tokens=sum(len(m.content.split()) + 4 for m in request.messages),
+                    completion_tokens=completion,
+                ),
+                timings=Timings(total_s=trio.current_time() - start, first_token_s=first),
+                finish_reason="tool_calls" if isinstance(result, list) else "stop",
+                model=self._model,
+            )
+        )
+
+    async def context_length(self) -> int | None:
+        return self._context
+
+    async def aclose(self) -> None:
+        return None

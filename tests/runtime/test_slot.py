@@ -1,0 +1,285 @@
+"""SlotWorker: scheduling order, preemption, deadlines, queue limit, cancellation, stats."""
+
+from collections.abc import AsyncIterator
+
+import pytest
+import trio
+import trio.testing
+
+from actors import ActorSystem
+from forge_rt.clients.base import (
+    FinalChunk,
+    InferenceRequest,
+    ResetChunk,
+    StreamChunk,
+    TextDeltaChunk,
+)
+from forge_rt.core import Message, TextResponse
+from forge_rt.errors import InferenceDeadlineError, SlotQueueFullError
+from forge_rt.runtime import SlotWorker
+from forge_rt.testing import ScriptedClient
+
+REPLIES = {
+    "low": "one two three four five six seven eight nine ten",
+    "high": "urgent answer",
+    "a": "alpha",
+    "b": "bravo",
+    "c": "charlie",
+    "d": "delta",
+}
+
+
+def _reply(request: InferenceRequest) -> str:
+    return REPLIES[request.messages[-1].content]
+
+
+def _request(text: str, history: tuple[Message, ...] = ()) -> InferenceRequest:
+    return InferenceRequest(messages=(*history, Message.user(text)))
+
+
+@pytest.fixture
+async def system() -> AsyncIterator[ActorSystem]:
+    async with ActorSystem.open() as system:
+        yield system
+
+
+async def _run(slot: SlotWorker, text: str, order: list[str], **kw: object) -> str:
+    response = await slot.infer(_request(text), **kw)  # type: ignore[arg-type]
+    order.append(text)
+    assert isinstance(response.result, TextResponse)
+    return response.result.content
+
+
+async def test_single_call_streams_then_returns(
+    system: ActorSystem, autojump_clock: object
+) -> None:
+    """A call streams its text deltas to on_chunk and returns the assembled response."""
+    slot = await SlotWorker.start(system, ScriptedClient(_reply, token_s=0.1))
+    seen: list[StreamChunk] = []
+
+    async def sink(chunk: StreamChunk) -> None:
+        seen.append(chunk)
+
+    response = await slot.infer(_request("a"), on_chunk=sink)
+    assert response.result == TextResponse(content="alpha")
+    assert [type(c) for c in seen] == [TextDeltaChunk, FinalChunk]
+
+
+async def test_priority_then_fifo_order(system: ActorSystem, autojump_clock: object) -> None:
+    """Queued calls run by priority (lower first), FIFO within a priority."""
+    client = ScriptedClient(_reply, prefill_s=1.0)
+    slot = await SlotWorker.start(system, client, aging_s=None)
+    order: list[str] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_run, slot, "low", order)  # occupies the slot first
+        await trio.testing.wait_all_tasks_blocked()
+        for text, priority in (("a", 5), ("b", 1), ("c", 5), ("d", 1)):
+            nursery.start_soon(lambda t=text, p=priority: _run(slot, t, order, priority=p))
+            await trio.testing.wait_all_tasks_blocked()
+    assert order == ["low", "b", "d", "a", "c"]
+
+
+async def test_cache_affinity_breaks_priority_ties(
+    system: ActorSystem, autojump_clock: object
+) -> None:
+    """Of two equal-priority calls, the one continuing the slot's cached prompt goes first."""
+    client = ScriptedClient(_reply, prefill_s=1.0)
+    slot = await SlotWorker.start(system, client, aging_s=None)
+    first = _request("a")
+    await slot.infer(first)
+    order: list[str] = []
+
+    async def run(request: InferenceRequest, label: str) -> None:
+        await slot.infer(request)
+        order.append(label)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_run, slot, "c", order)  # busy while the two below queue
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(run, _request("b"), "stranger")
+        await trio.testing.wait_all_tasks_blocked()
+        continuing = _request("d", history=first.messages)
+        nursery.start_soon(run, continuing, "continues-a")
+    # "c" evicted "a"'s prompt, so neither is warm: plain age decides.
+    assert order == ["c", "stranger", "continues-a"]
+    order.clear()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run, _request("b"), "warmup-b")
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(run, _request("c"), "stranger")
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(run, _request("d", history=_request("b").messages), "continues-b")
+    assert order == ["warmup-b", "continues-b", "stranger"]
+    assert (await slot.stats()).cache_hits >= 1
+
+
+async def test_aging_bounds_low_priority_wait(system: ActorSystem, autojump_clock: object) -> None:
+    """A low-priority call that waited long enough overtakes fresher high-priority calls."""
+    client = ScriptedClient(_reply, prefill_s=10.0)
+    slot = await SlotWorker.start(system, client, aging_s=5.0, policy="never")
+    order: list[str] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_run, slot, "a", order)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(lambda: _run(slot, "low", order, priority=3))
+        await trio.sleep(9)  # "low" has aged ~2 levels by the time "a" ends at t=10
+        nursery.start_soon(lambda: _run(slot, "b", order, priority=2))
+    assert order == ["a", "low", "b"]
+
+
+async def test_preemption_continues_with_prefill(
+    system: ActorSystem, autojump_clock: object
+) -> None:
+    """A higher-priority arrival preempts mid-generation; the low call resumes from its partial text."""
+    client = ScriptedClient(_reply, token_s=1.0)
+    slot = await SlotWorker.start(system, client)
+    results: dict[str, str] = {}
+    low_chunks: list[StreamChunk] = []
+
+    async def low() -> None:
+        async def sink(chunk: StreamChunk) -> None:
+            low_chunks.append(chunk)
+
+        response = await slot.infer(_request("low"), priority=10, on_chunk=sink)
+        assert isinstance(response.result, TextResponse)
+        results["low"] = response.result.content
+
+    async def high() -> None:
+        await trio.sleep(3.5)
+        started = trio.current_time()
+        response = await slot.infer(_request("high"), priority=0)
+        assert isinstance(response.result, TextResponse)
+        results["high"] = response.result.content
+        results["high_wait"] = f"{client.calls[1].started_at - started:.3f}"
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(low)
+        nursery.start_soon(high)
+    assert results["low"] == REPLIES["low"]
+    assert results["high"] == REPLIES["high"]
+    assert results["high_wait"] == "0.000"
+    assert [c.outcome for c in client.calls] == ["cancelled", "completed", "completed"]
+    assert client.calls[2].request.assistant_prefill == "one two three "
+    assert not any(isinstance(c, ResetChunk) for c in low_chunks)
+    streamed = "".join(c.text for c in low_chunks if isinstance(c, TextDeltaChunk))
+    assert streamed == REPLIES["low"]
+    assert (await slot.stats()).preemptions == 1
+
+
+async def test_preemption_restarts_without_prefill(
+    system: ActorSystem, autojump_clock: object
+) -> None:
+    """Without prefill support the preempted call restarts and its caller gets a ResetChunk."""
+    client = ScriptedClient(_reply, token_s=1.0, prefill_support=False)
+    slot = await SlotWorker.start(system, client)
+    low_chunks: list[StreamChunk] = []
+
+    async def sink(chunk: StreamChunk) -> None:
+        low_chunks.append(chunk)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: slot.infer(_request("low"), priority=10, on_chunk=sink))
+        await trio.sleep(2.5)
+        nursery.start_soon(lambda: slot.infer(_request("high"), priority=0))
+    resets = [i for i, c in enumerate(low_chunks) if isinstance(c, ResetChunk)]
+    assert len(resets) == 1
+    after = "".join(c.text for c in low_chunks[resets[0] :] if isinstance(c, TextDeltaChunk))
+    assert after == REPLIES["low"]
+    assert client.calls[2].request.assistant_prefill is None
+
+
+@pytest.mark.parametrize(
+    ("policy", "arrival", "preempted"),
+    [
+        ("never", 0.5, False),
+        ("before_first_token", 0.5, True),  # still in prefill
+        ("before_first_token", 3.5, False),  # already generating
+        ("always", 3.5, True),
+    ],
+)
+async def test_preemption_policies(
+    system: ActorSystem, autojump_clock: object, policy: str, arrival: float, preempted: bool
+) -> None:
+    """Each policy preempts exactly when it says it does."""
+    client = ScriptedClient(_reply, prefill_s=1.0, token_s=1.0)
+    slot = await SlotWorker.start(system, client, policy=policy)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: slot.infer(_request("low"), priority=10))
+        await trio.sleep(arrival)
+        nursery.start_soon(lambda: slot.infer(_request("high"), priority=0))
+    assert ((await slot.stats()).preemptions == 1) is preempted
+
+
+async def test_preemption_cap(system: ActorSystem, autojump_clock: object) -> None:
+    """After max_preemptions a call is no longer preemptible."""
+    client = ScriptedClient(_reply, token_s=1.0)
+    slot = await SlotWorker.start(system, client, max_preemptions=1)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: slot.infer(_request("low"), priority=10))
+        for at in (1.5, 5.5):
+            await trio.sleep_until(at)
+            nursery.start_soon(lambda: slot.infer(_request("high"), priority=0))
+    assert (await slot.stats()).preemptions == 1
+
+
+async def test_queue_limit(system: ActorSystem, autojump_clock: object) -> None:
+    """A full queue rejects with SlotQueueFullError naming the limit."""
+    slot = await SlotWorker.start(system, ScriptedClient(_reply, prefill_s=5), max_queue=1)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: slot.infer(_request("a")))  # running
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(lambda: slot.infer(_request("b")))  # queued
+        await trio.testing.wait_all_tasks_blocked()
+        with pytest.raises(SlotQueueFullError) as info:
+            await slot.infer(_request("c"))
+        assert info.value.limit == 1
+    assert (await slot.stats()).rejected == 1
+
+
+async def test_deadline_while_queued_and_running(
+    system: ActorSystem, autojump_clock: object
+) -> None:
+    """A missed deadline raises InferenceDeadlineError; a running attempt is cancelled."""
+    client = ScriptedClient(_reply, prefill_s=10)
+    slot = await SlotWorker.start(system, client)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: slot.infer(_request("a")))
+        await trio.testing.wait_all_tasks_blocked()
+        with pytest.raises(InferenceDeadlineError) as queued:
+            await slot.infer(_request("b"), deadline=2)
+    assert queued.value.started is False
+    with pytest.raises(InferenceDeadlineError) as running:
+        await slot.infer(_request("c"), deadline=2)
+    assert running.value.started is True
+    await trio.testing.wait_all_tasks_blocked()
+    assert [c.outcome for c in client.calls] == ["completed", "cancelled"]
+
+
+async def test_caller_cancellation_frees_the_slot(
+    system: ActorSystem, autojump_clock: object
+) -> None:
+    """Cancelling the caller cancels its in-flight call, and the next call runs at once."""
+    client = ScriptedClient(_reply, prefill_s=10)
+    slot = await SlotWorker.start(system, client)
+    with trio.move_on_after(3):
+        await slot.infer(_request("a"))
+    before = trio.current_time()
+    await slot.infer(_request("b"))
+    assert client.calls[0].outcome == "cancelled"
+    assert client.calls[1].started_at == before
+    stats = await slot.stats()
+    assert (stats.completed, stats.abandoned) == (1, 1)
+
+
+async def test_stats_waits_and_busy_fraction(system: ActorSystem, autojump_clock: object) -> None:
+    """Stats report waits per priority and the busy fraction of the slot's lifetime."""
+    slot = await SlotWorker.start(system, ScriptedClient(_reply, prefill_s=2), aging_s=None)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: slot.infer(_request("a"), priority=1))
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(lambda: slot.infer(_request("b"), priority=4))
+    await trio.sleep(4)
+    stats = await slot.stats()
+    assert stats.waits[1].max_s == 0
+    assert stats.waits[4].max_s == 2
+    assert stats.busy_fraction == pytest.approx(0.5)

@@ -1,0 +1,154 @@
+"""One generation in progress: the planned reply cut into tokens, and what was emitted so far.
+
+The API codecs read a :class:`Generation` to build response bodies and stream events, so all
+three wire formats describe the same tokens, usage and timings.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+
+import msgspec
+
+from forge_rt.backends.sim._model import PlannedReply
+from forge_rt.backends.sim._tokens import THINK_CLOSE, THINK_OPEN, Tokenizer
+
+__all__ = ["Generation", "Unit", "UnitKind"]
+
+_decode_json = msgspec.json.decode
+
+
+class UnitKind(enum.IntEnum):
+    """What one generated token contributes to the reply."""
+
+    SILENT = 0  # costs time, shows nothing (chat markers, the tool-call wrapper)
+    REASONING = 1
+    CONTENT = 2
+    CALL_START = 3  # the last token before a call's arguments: the call's id and name are known
+    ARGS = 4
+
+
+class Unit(msgspec.Struct, frozen=True, array_like=True):
+    """One token of output: its text, what it is, and which tool call it belongs to."""
+
+    piece: str
+    kind: UnitKind
+    call: int = -1
+
+
+def plan_units(plan: PlannedReply, tokenizer: Tokenizer) -> list[Unit]:
+    """The reply as tokens, in the order the model writes them (the same as the chat template)."""
+    units: list[Unit] = []
+    if plan.reasoning:
+        units.append(Unit(THINK_OPEN, UnitKind.SILENT))
+        units += [Unit(p, UnitKind.REASONING) for p in tokenizer.pieces(plan.reasoning)]
+        units.append(Unit(THINK_CLOSE, UnitKind.SILENT))
+    units += [Unit(p, UnitKind.CONTENT) for p in tokenizer.pieces(plan.content)]
+    for index, call in enumerate(plan.calls):
+        tokens, start, end = tokenizer.call_tokens(call.name, call.arguments)
+        for position, piece in enumerate(tokens):
+            if position == start - 1:
+                kind = UnitKind.CALL_START
+            elif start <= position < end:
+                kind = UnitKind.ARGS
+            else:
+                kind = UnitKind.SILENT
+            units.append(Unit(piece, kind, index))
+    return units
+
+
+class Generation:
+    """State of one reply being generated, shared by the engine and the API codec.
+
+    ``units`` is what will be generated (already cut to ``max_tokens`` and the context window);
+    ``emitted`` how many have been. ``finish_reason`` is the OpenAI one (``stop``,
+    ``tool_calls`` or ``length``); codecs map it to their API's vocabulary.
+    """
+
+    def __init__(
+        self,
+        *,
+        id: str,
+        model: str,
+        plan: PlannedReply,
+        units: list[Unit],
+        truncated: bool,
+        prompt_tokens: int,
+    ) -> None:
+        self.id = id
+        self.model = model
+        self.created = int(time.time())
+        self.plan = plan
+        self.units = units
+        self.prompt_tokens = prompt_tokens
+        self.cached_tokens = 0
+        self.prompt_ms = 0.0
+        self.predicted_ms = 0.0
+        self.emitted = 0
+        if truncated:
+            self.finish_reason = "length"
+        elif plan.finish_reason is not None:
+            self.finish_reason = plan.finish_reason
+        else:
+            self.finish_reason = "tool_calls" if plan.calls else "stop"
+
+    @property
+    def completion_tokens(self) -> int:
+        return self.emitted
+
+    def _text(self, kind: UnitKind) -> str:
+        return "".join(u.piece for u in self.units[: self.emitted] if u.kind is kind)
+
+    @property
+    def content(self) -> str:
+        """Visible text emitted so far."""
+        return self._text(UnitKind.CONTENT)
+
+    @property
+    def reasoning(self) -> str:
+        """Reasoning text emitted so far."""
+        return self._text(UnitKind.REASONING)
+
+    def calls(self) -> list[tuple[str, str, str, bool]]:
+        """Tool calls started so far: ``(id, name, arguments so far, complete)``."""
+        out: list[tuple[str, str, str, bool]] = []
+        done = self.units[: self.emitted]
+        for index, call in enumerate(self.plan.calls):
+            pieces = [u for u in done if u.call == index]
+            if not any(u.kind is UnitKind.CALL_START for u in pieces):
+                break
+            args = "".join(u.piece for u in pieces if u.kind is UnitKind.ARGS)
+            out.append((call.id, call.name, args, args == call.arguments))
+        return out
+
+    @staticmethod
+    def arguments_object(arguments: str) -> dict[str, object] | None:
+        """``arguments`` decoded as a JSON object, or ``None`` if it is not one."""
+        try:
+            value = _decode_json(arguments)
+        except msgspec.DecodeError:
+            return None
+        return value if isinstance(value, dict) else None
+
+    def usage_openai(self) -> dict[str, object]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
+        }
+
+    def timings_llama(self) -> dict[str, object]:
+        prompt_n = self.prompt_tokens - self.cached_tokens
+        return {
+            "cache_n": self.cached_tokens,
+            "prompt_n": prompt_n,
+            "prompt_ms": self.prompt_ms,
+            "prompt_per_second": prompt_n / self.prompt_ms * 1000 if self.prompt_ms else None,
+            "predicted_n": self.completion_tokens,
+            "predicted_ms": self.predicted_ms,
+            "predicted_per_second": (
+                self.completion_tokens / self.predicted_ms * 1000 if self.predicted_ms else None
+            ),
+        }

@@ -1,0 +1,389 @@
+"""The simulated model: what it intends to do next, and how (often badly) it writes that down.
+
+Two sources of replies. A **script** is consumed in order per conversation. Otherwise an **oracle**
+says what a perfect model would do (call a tool with arguments, or answer), and the seeded
+:class:`~forge_rt.backends.sim.FailureRates` decide how the intended call is rendered: natively,
+as text in one of the dialects small models use, or wrong in content. The random draw is seeded by
+(seed, conversation, turn) only, so concurrent conversations never change each other's replies.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import msgspec
+
+from forge_rt.backends.sim._config import Dialect, FailureRates, Intent, SimReply, SimToolCall
+from forge_rt.backends.sim._view import RequestView, ViewTool
+from forge_rt.core import RESPOND_TOOL_NAME
+
+__all__ = [
+    "PlannedCall",
+    "PlannedReply",
+    "continue_prefill",
+    "default_oracle",
+    "example_value",
+    "plan_constrained",
+    "plan_from_intent",
+    "plan_scripted",
+    "reply_rng",
+    "schema_instance",
+]
+
+_encode_json = msgspec.json.Encoder().encode
+
+FINAL_TEXT = "All requested steps are complete."
+
+# Names a model invents when it calls a tool that does not exist.
+_INVENTED = ("search", "lookup", "get_info", "run_query", "execute", "fetch_data")
+
+_BARE_TEXT = (
+    "I will use the {name} tool to take care of this.",
+    "To do this I need to call {name} first, then report back.",
+    "Let me think about how to approach this. The {name} tool looks like the right choice.",
+    "Sure! I can help with that. I'll start by using {name}.",
+)
+
+
+class PlannedCall(msgspec.Struct, frozen=True):
+    """A native tool call in a reply; ``arguments`` is the JSON text as it goes on the wire."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+class PlannedReply(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything the model will write for one request, before any token is generated."""
+
+    content: str = ""
+    reasoning: str | None = None
+    calls: tuple[PlannedCall, ...] = ()
+    finish_reason: str | None = None
+    dialect: Dialect
+    intent: Intent | None = None
+
+
+def reply_rng(seed: int, conversation: str, turn: int) -> random.Random:
+    """The random source of one reply: a function of (seed, conversation, turn) only.
+
+    ``random.Random`` seeds deterministically from a string (via SHA-512), independent of
+    ``PYTHONHASHSEED``, so replies are the same across processes.
+    """
+    return random.Random(f"{seed}\x00{conversation}\x00{turn}")
+
+
+def _call_id(rng: random.Random) -> str:
+    return f"call_{rng.getrandbits(64):016x}"
+
+
+def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    seen = 0
+    while "$ref" in schema and seen < 32:
+        parts = schema["$ref"].lstrip("#/").split("/")
+        target: Any = root
+        for part in parts:
+            target = target.get(part, {}) if isinstance(target, dict) else {}
+        schema = target if isinstance(target, dict) else {}
+        seen += 1
+    return schema
+
+
+def example_value(
+    schema: dict[str, Any], root: dict[str, Any], name: str, text: str | None = None
+) -> Any:
+    """A value that fits ``schema``: declared examples, defaults, enums first, then by type.
+
+    Strings become ``"example <name>"`` (or ``text`` when given); ``pattern`` is not honoured.
+    """
+    schema = _resolve(schema, root)
+    for key in ("examples", "example"):
+        if key in schema:
+            value = schema[key]
+            return value[0] if key == "examples" and isinstance(value, list) and value else value
+    if "default" in schema:
+        return schema["default"]
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf", "allOf"):
+        if schema.get(key):
+            options = [o for o in schema[key] if _resolve(o, root).get("type") != "null"]
+            return example_value((options or schema[key])[0], root, name, text)
+    kind = schema.get("type", "object" if "properties" in schema else "string")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object":
+        props: dict[str, Any] = schema.get("properties", {})
+        required = set(schema.get("required", props))
+        return {k: example_value(v, root, k, text) for k, v in props.items() if k in required}
+    if kind == "array":
+        count = max(1, int(schema.get("minItems", 1)))
+        return [example_value(schema.get("items", {}), root, name, text) for _ in range(count)]
+    if kind == "integer":
+        return int(schema.get("minimum", schema.get("exclusiveMinimum", 0) + 1))
+    if kind == "number":
+        return float(schema.get("minimum", 1.0))
+    if kind == "boolean":
+        return True
+    if kind == "null":
+        return None
+    value = text if text is not None else f"example {name}"
+    return value.ljust(int(schema.get("minLength", 0)), "x")
+
+
+def _args_for(tool: ViewTool, text: str | None = None) -> dict[str, Any]:
+    value = example_value(tool.parameters or {"type": "object"}, tool.parameters, tool.name, text)
+    return value if isinstance(value, dict) else {}
+
+
+def default_oracle(view: RequestView) -> Intent:
+    """What a perfect model does next: call each offered tool once, in order, then finish.
+
+    ``respond`` is kept for last; once every other tool has been called the oracle calls
+    ``respond`` (if offered) with a short message, else answers in text. Arguments are example
+    values from each tool's schema. With no tools, or ``tool_choice`` ``none``, it answers.
+    """
+    if not view.tools or view.tool_choice == "none":
+        return FINAL_TEXT
+    if view.tool_choice not in (None, "auto", "required"):
+        forced = view.tool(view.tool_choice)
+        if forced is not None:
+            return SimToolCall(name=forced.name, arguments=_args_for(forced))
+    called = set(view.called_tools())
+    for tool in view.tools:
+        if tool.name != RESPOND_TOOL_NAME and tool.name not in called:
+            return SimToolCall(name=tool.name, arguments=_args_for(tool))
+    respond = view.tool(RESPOND_TOOL_NAME)
+    if respond is not None:
+        return SimToolCall(name=respond.name, arguments=_args_for(respond, FINAL_TEXT))
+    return FINAL_TEXT
+
+
+def _draw(rates: FailureRates, rng: random.Random) -> Dialect:
+    roll = rng.random()
+    for dialect, rate in rates.as_dict().items():
+        if roll < rate:
+            return dialect
+        roll -= rate
+    return Dialect.NATIVE
+
+
+def _wrong_type(schema: dict[str, Any]) -> Any:
+    kind = schema.get("type")
+    if schema.get("enum"):
+        return "not-one-of-the-choices"
+    if kind in ("integer", "number"):
+        return "not a number"
+    if kind == "boolean":
+        return "yes"
+    if kind == "array":
+        return "not a list"
+    if kind == "object":
+        return "not an object"
+    return 12345
+
+
+def _break_args(tool: ViewTool | None, args: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """``args`` with one required argument dropped or one argument given a wrong type."""
+    schema = tool.parameters if tool is not None else {}
+    props: dict[str, Any] = schema.get("properties", {})
+    required = [r for r in schema.get("required", []) if r in args]
+    typed = [k for k in props if k in args]
+    broken = dict(args)
+    if required and (not typed or rng.random() < 0.5):
+        del broken[rng.choice(required)]
+    elif typed:
+        key = rng.choice(typed)
+        broken[key] = _wrong_type(_resolve(props[key], schema))
+    else:
+        broken["unexpected_argument"] = True
+    return broken
+
+
+def _invent_name(intended: str, offered: set[str], rng: random.Random) -> str:
+    candidates = [f"{intended}_v2", f"get_{intended}", f"{intended}_tool", *_INVENTED]
+    return rng.choice([c for c in candidates if c not in offered])
+
+
+def _call_text(dialect: Dialect, name: str, args: dict[str, Any]) -> str:
+    """An intended call written as text in one of the dialects small models use."""
+    payload = {"name": name, "arguments": args}
+    if dialect is Dialect.BARE_JSON:
+        return json.dumps(payload)
+    if dialect is Dialect.FENCED_JSON:
+        return "```json\n" + json.dumps(payload, indent=2) + "\n```"
+    if dialect is Dialect.HERMES:
+        return "<tool_call>\n" + json.dumps(payload) + "\n</tool_call>"
+    if dialect is Dialect.QWEN_CODER:
+        params = "".join(
+            f"<parameter={k}>\n{v if isinstance(v, str) else json.dumps(v)}\n</parameter>\n"
+            for k, v in args.items()
+        )
+        return f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>"
+    if dialect is Dialect.MISTRAL:
+        return f"[TOOL_CALLS]{name}{json.dumps(args)}"
+    raise AssertionError(f"{dialect} is not a text dialect")
+
+
+_TEXT_DIALECTS = frozenset(
+    {Dialect.BARE_JSON, Dialect.FENCED_JSON, Dialect.HERMES, Dialect.QWEN_CODER, Dialect.MISTRAL}
+)
+
+
+def plan_from_intent(
+    view: RequestView, intent: Intent, rates: FailureRates, rng: random.Random
+) -> PlannedReply:
+    """Render an oracle's intent as the seeded-random small model would write it."""
+    if isinstance(intent, str):
+        return PlannedReply(content=intent, dialect=Dialect.TEXT, intent=intent)
+    args = intent.arguments
+    if isinstance(args, str):
+        native = PlannedCall(intent.id or _call_id(rng), intent.name, args)
+        return PlannedReply(calls=(native,), dialect=Dialect.NATIVE, intent=intent)
+    dialect = _draw(rates, rng)
+    call_id = intent.id or _call_id(rng)
+    name = intent.name
+    if dialect in _TEXT_DIALECTS:
+        return PlannedReply(content=_call_text(dialect, name, args), dialect=dialect, intent=intent)
+    if dialect is Dialect.BARE_TEXT:
+        text = rng.choice(_BARE_TEXT).format(name=name.replace("_", " "))
+        return PlannedReply(content=text, dialect=dialect, intent=intent)
+    if dialect is Dialect.UNKNOWN_TOOL:
+        name = _invent_name(name, {t.name for t in view.tools}, rng)
+    elif dialect is Dialect.WRONG_ARGS:
+        args = _break_args(view.tool(name), args, rng)
+    elif dialect is Dialect.PREMATURE_TERMINAL:
+        respond = view.tool(RESPOND_TOOL_NAME)
+        if respond is None or name == RESPOND_TOOL_NAME:
+            dialect = Dialect.NATIVE  # nothing to call early: the intended call goes out as is
+        else:
+            name, args = respond.name, _args_for(respond, FINAL_TEXT)
+    call = PlannedCall(call_id, name, _encode_json(args).decode())
+    return PlannedReply(calls=(call,), dialect=dialect, intent=intent)
+
+
+def plan_scripted(reply: SimReply, rng: random.Random) -> PlannedReply:
+    """A scripted reply, exactly as written."""
+    calls = tuple(
+        PlannedCall(
+            c.id or _call_id(rng),
+            c.name,
+            c.arguments if isinstance(c.arguments, str) else _encode_json(c.arguments).decode(),
+        )
+        for c in reply.tool_calls
+    )
+    return PlannedReply(
+        content=reply.text,
+        reasoning=reply.reasoning,
+        calls=calls,
+        finish_reason=reply.finish_reason,
+        dialect=Dialect.SCRIPTED,
+    )
+
+
+_NAME_KEYS = ("name", "tool", "tool_name", "function")
+_ARGS_KEYS = ("arguments", "parameters", "args", "input")
+_TEXT_KEYS = ("message", "text", "content", "answer", "response")
+
+
+def _mentions(schema: dict[str, Any], root: dict[str, Any], name: str) -> bool:
+    """Whether ``schema`` pins a property to the tool name ``name`` (a tool-call branch)."""
+    schema = _resolve(schema, root)
+    for key in _NAME_KEYS:
+        sub = _resolve(schema.get("properties", {}).get(key, {}), root)
+        if sub.get("const") == name or name in sub.get("enum", ()):
+            return True
+    return False
+
+
+def schema_instance(schema: dict[str, Any], root: dict[str, Any], intent: Intent) -> Any:
+    """A JSON instance of ``schema`` that carries ``intent`` wherever the schema has room for it.
+
+    A tool-call shaped schema (an object with a name-like and an arguments-like property, or a
+    union of such branches) gets the intended name and arguments; a union picks the branch that
+    names the intended tool; a plain object takes the intended arguments that it declares; a
+    text intent fills a message-like string property. Everything else gets example values.
+    """
+    schema = _resolve(schema, root)
+    name = intent.name if isinstance(intent, SimToolCall) else None
+    args = intent.arguments if isinstance(intent, SimToolCall) else None
+    for key in ("anyOf", "oneOf"):
+        if schema.get(key):
+            branches = [_resolve(b, root) for b in schema[key]]
+            chosen = next((b for b in branches if name and _mentions(b, root, name)), None)
+            if chosen is None:
+                chosen = next((b for b in branches if b.get("type") != "null"), branches[0])
+            return schema_instance(chosen, root, intent)
+    if schema.get("allOf") and len(schema["allOf"]) == 1:
+        return schema_instance(schema["allOf"][0], root, intent)
+    kind = schema.get("type", "object" if "properties" in schema else None)
+    if kind == "array" and "items" in schema:
+        count = max(1, int(schema.get("minItems", 1)))
+        return [schema_instance(schema["items"], root, intent) for _ in range(count)]
+    if kind != "object" or "properties" not in schema:
+        text = intent if isinstance(intent, str) else None
+        return example_value(schema, root, "value", text)
+    props: dict[str, Any] = schema["properties"]
+    required = set(schema.get("required", props))
+    out: dict[str, Any] = {}
+    for key, sub in props.items():
+        resolved = _resolve(sub, root)
+        if key in _NAME_KEYS and name is not None and resolved.get("type", "string") == "string":
+            pinned = resolved.get("const", None)
+            allowed = resolved.get("enum")
+            fits = pinned in (None, name) and (allowed is None or name in allowed)
+            out[key] = name if fits else example_value(resolved, root, key)
+        elif key in _ARGS_KEYS and isinstance(args, dict) and _args_fit(args, resolved):
+            out[key] = args
+        elif isinstance(args, dict) and key in args:
+            out[key] = args[key]
+        elif isinstance(intent, str) and key in _TEXT_KEYS and resolved.get("type") == "string":
+            out[key] = intent
+        elif key in required:
+            out[key] = (
+                schema_instance(resolved, root, intent)
+                if "properties" in resolved or ("anyOf" in resolved or "oneOf" in resolved)
+                else example_value(resolved, root, key)
+            )
+    return out
+
+
+def _args_fit(args: dict[str, Any], schema: dict[str, Any]) -> bool:
+    props = schema.get("properties")
+    if props is None:
+        return bool(schema.get("type", "object") == "object")
+    required = set(schema.get("required", ()))
+    return set(args) <= set(props) and required <= set(args)
+
+
+def plan_constrained(view: RequestView, intent: Intent) -> PlannedReply:
+    """The intended move written as an instance of the request's output constraint.
+
+    A JSON schema gets a schema instance; a GBNF grammar (which the sim does not parse) gets
+    the intended call as bare ``{"name": …, "arguments": …}`` JSON, the shape tool-call
+    grammars describe; a schema-less JSON mode gets the same.
+    """
+    if view.schema is not None:
+        value = schema_instance(view.schema, view.schema, intent)
+    elif isinstance(intent, SimToolCall):
+        value = {"name": intent.name, "arguments": intent.arguments}
+    else:
+        value = {"response": intent}
+    return PlannedReply(
+        content=_encode_json(value).decode(), dialect=Dialect.CONSTRAINED, intent=intent
+    )
+
+
+def continue_prefill(plan: PlannedReply, prefill: str) -> PlannedReply:
+    """The part of ``plan`` that follows an assistant prefill the client already has.
+
+    When the planned text starts with the prefill only the rest is written (a resumed reply
+    continues where it stopped); otherwise the model writes its whole reply after the prefill.
+    """
+    if not plan.content.startswith(prefill):
+        return plan
+    return msgspec.structs.replace(plan, content=plan.content[len(prefill) :])

@@ -1,0 +1,614 @@
+"""The simulated backend: a real HTTP server on a local port, driven by a model of small LLMs.
+
+:class:`SimBackend` accepts connections in a nursery owned by :meth:`SimBackend.serve`, answers
+the OpenAI, llama-server, Ollama and Anthropic endpoints, and runs each inference through one
+engine: pick a fault, plan the reply (script or oracle + failure rates), take a slot, pay for
+the uncached part of the prompt, then generate token by token, stopping at once if the client
+goes away.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import msgspec
+import structlog
+import trio
+
+from forge_rt.backends.sim._codec import BadRequest, Codec
+from forge_rt.backends.sim._config import Fault, SimConfig, SimReply
+from forge_rt.backends.sim._generation import Generation, plan_units
+from forge_rt.backends.sim._http import Exchange, serve_connection
+from forge_rt.backends.sim._metrics import metrics_registry, metrics_text
+from forge_rt.backends.sim._model import (
+    PlannedReply,
+    continue_prefill,
+    default_oracle,
+    plan_constrained,
+    plan_from_intent,
+    plan_scripted,
+    reply_rng,
+)
+from forge_rt.backends.sim._openai import OpenAICodec
+from forge_rt.backends.sim._slots import Slot, SlotPool, common_prefix
+from forge_rt.backends.sim._stats import ReplyRecord, SimStats, SlotStats
+from forge_rt.backends.sim._tokens import Tokenizer
+from forge_rt.backends.sim._view import RequestView
+
+__all__ = ["SimBackend"]
+
+logger = structlog.get_logger(__name__)
+
+_encode = msgspec.json.Encoder().encode
+FAULT_HEADER = "x-sim-fault"
+
+# Faults that strike before any generation: they hold no slot and consume no scripted reply.
+_EARLY_FAULTS = frozenset(
+    {Fault.HTTP_500, Fault.HTTP_503, Fault.RESET_BEFORE_FIRST_BYTE, Fault.HANG}
+)
+
+
+class _ScriptError(Exception):
+    """The script has no reply for a request: a bug in the test, reported as HTTP 500."""
+
+
+class _Tokenize(msgspec.Struct):
+    content: str
+    add_special: bool = False
+    with_pieces: bool = False
+
+
+class _Detokenize(msgspec.Struct):
+    tokens: list[int]
+
+
+class SimBackend:
+    """A running simulated model server; create it with :meth:`serve`.
+
+    ``url`` is ``http://HOST:PORT``; ``stats`` is a live :class:`SimStats`; ``config`` may be
+    replaced between requests (except ``host``, ``port`` and ``n_slots``).
+    """
+
+    def __init__(self, config: SimConfig, nursery: trio.Nursery) -> None:
+        self._config = config
+        self._nursery = nursery
+        self.stats = SimStats(
+            slots=[SlotStats(id=i) for i in range(config.n_slots)],
+            replies=deque(maxlen=config.reply_log_size),
+        )
+        self._changed = trio.Event()
+        self._pool = SlotPool(self.stats.slots, self._notify)
+        self._tokenizer = Tokenizer(config.chars_per_token)
+        self._injected: deque[Fault] = deque()
+        self._cursors: dict[str, int] = {}
+        self._fault_rng = random.Random(config.seed)
+        self._ids = itertools.count(1)
+        self._started = int(time.time())
+        self._port = config.port
+        self._serving: trio.CancelScope | None = None
+        self._stopped = trio.Event()
+        self._registry = metrics_registry(self.stats, config.n_ctx)
+        openai = OpenAICodec()
+        self._routes: dict[str, tuple[str, Callable[[Exchange], Awaitable[None]]]] = {
+            "/v1/chat/completions": ("POST", lambda ex: self._infer(ex, openai)),
+            "/chat/completions": ("POST", lambda ex: self._infer(ex, openai)),
+            "/v1/models": ("GET", self._models),
+            "/models": ("GET", self._models),
+            "/health": ("GET", self._health),
+            "/v1/health": ("GET", self._health),
+            "/props": ("GET", self._props),
+            "/slots": ("GET", self._slots),
+            "/metrics": ("GET", self._metrics),
+            "/tokenize": ("POST", self._tokenize),
+            "/detokenize": ("POST", self._detokenize),
+        }
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @classmethod
+    @asynccontextmanager
+    async def serve(cls, config: SimConfig | None = None) -> AsyncIterator[SimBackend]:
+        """Serve until the block exits; connections and generations are cancelled then."""
+        async with trio.open_nursery() as nursery:
+            sim = cls(config if config is not None else SimConfig(), nursery)
+            await sim._listen()
+            try:
+                yield sim
+            finally:
+                nursery.cancel_scope.cancel()
+
+    @property
+    def port(self) -> int:
+        """The TCP port the sim listens on (the same across restarts)."""
+        return self._port
+
+    @property
+    def url(self) -> str:
+        """Base URL, e.g. ``http://127.0.0.1:40123`` (append ``/v1`` for OpenAI clients)."""
+        return f"http://{self._config.host}:{self._port}"
+
+    async def _listen(self) -> None:
+        listeners = await trio.open_tcp_listeners(self._port, host=self._config.host)
+        listener = listeners[0]
+        self._port = listener.socket.getsockname()[1]
+        self._stopped = trio.Event()
+        self._serving = await self._nursery.start(self._accept, listener)
+        logger.info("sim.listening", url=self.url, model=self._config.model)
+
+    async def _accept(
+        self, listener: trio.SocketListener, *, task_status: trio.TaskStatus[trio.CancelScope]
+    ) -> None:
+        try:
+            with trio.CancelScope() as scope:
+                async with trio.open_nursery() as connections:
+                    task_status.started(scope)
+                    while True:
+                        stream = await listener.accept()
+                        connections.start_soon(serve_connection, stream, self._handle)
+        finally:
+            with trio.CancelScope(shield=True):  # the port must be free before restart rebinds it
+                await listener.aclose()
+            self._stopped.set()
+
+    async def restart(self, downtime: float = 0.0) -> None:
+        """Stop listening and drop every connection, stay down ``downtime`` seconds, come back.
+
+        Like a real server restart: in-flight requests see their connection close, slot caches
+        are emptied, and the sim listens again on the same port.
+        """
+        assert self._serving is not None
+        self._serving.cancel()
+        await self._stopped.wait()
+        for slot in self._pool.slots:
+            slot.cache = []
+            slot.stats.cache_tokens = 0
+        self.stats.restarts += 1
+        logger.info("sim.restarting", url=self.url, downtime=downtime)
+        await trio.sleep(downtime)
+        await self._listen()
+        self._notify()
+
+    # -- control -----------------------------------------------------------------------------
+
+    @property
+    def config(self) -> SimConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: SimConfig) -> None:
+        for name in ("host", "n_slots"):
+            if getattr(config, name) != getattr(self._config, name):
+                raise ValueError(
+                    f"SimConfig.{name} cannot change while serving "
+                    f"({getattr(self._config, name)!r} -> {getattr(config, name)!r}); "
+                    "start another SimBackend instead"
+                )
+        if config.port not in (0, self._port):
+            raise ValueError(
+                f"SimConfig.port cannot change while serving (listening on {self._port})"
+            )
+        if config.chars_per_token != self._config.chars_per_token:
+            self._tokenizer = Tokenizer(config.chars_per_token)
+            for slot in self._pool.slots:  # cached tokens no longer match the new tokenizer
+                slot.cache = []
+                slot.stats.cache_tokens = 0
+        if config.reply_log_size != self._config.reply_log_size:
+            self.stats.replies = deque(self.stats.replies, maxlen=config.reply_log_size)
+        if config.script != self._config.script:
+            self._cursors.clear()
+        if config.n_ctx != self._config.n_ctx:
+            self._registry = metrics_registry(self.stats, config.n_ctx)
+        self._config = config
+
+    def set_script(self, script: Mapping[str, Sequence[SimReply | str]] | None) -> None:
+        """Replace the script (``None``: back to the oracle); every conversation starts over."""
+        self.config = SimConfig(**{**dict(self._config), "script": script})
+        self._cursors.clear()
+
+    def inject(self, fault: Fault, *, count: int = 1) -> None:
+        """Make the next ``count`` inference requests fail with ``fault``."""
+        if count < 1:
+            raise ValueError(f"inject count must be at least 1, got {count}")
+        self._injected.extend([Fault(fault)] * count)
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def wait_until(self, predicate: Callable[[SimStats], bool]) -> None:
+        """Return once ``predicate(stats)`` holds; re-checked at every state change.
+
+        For tests: ``await sim.wait_until(lambda s: s.waiting == 1)`` orders steps without
+        sleeping. Wrap it in ``trio.fail_after`` to bound the wait.
+        """
+        while not predicate(self.stats):
+            await self._changed.wait()
+
+    # -- routing -----------------------------------------------------------------------------
+
+    async def _handle(self, ex: Exchange) -> None:
+        self.stats.requests[ex.path] += 1
+        route = self._routes.get(ex.path)
+        if route is None:
+            message = f"no such endpoint: {ex.method} {ex.path}"
+            await ex.send(
+                404,
+                _encode({"error": {"code": 404, "message": message, "type": "not_found_error"}}),
+            )
+        elif route[0] != ex.method:
+            message = f"{ex.path} takes {route[0]}, not {ex.method}"
+            await ex.send(
+                405,
+                _encode(
+                    {"error": {"code": 405, "message": message, "type": "invalid_request_error"}}
+                ),
+                headers=[("allow", route[0])],
+            )
+        else:
+            await route[1](ex)
+
+    # -- llama-server / OpenAI metadata endpoints --------------------------------------------
+
+    async def _models(self, ex: Exchange) -> None:
+        n_ctx = self._config.n_ctx
+        model = {
+            "id": self._config.model,
+            "object": "model",
+            "created": self._started,
+            "owned_by": "forge-rt-sim",
+            "max_model_len": n_ctx,
+            "meta": {"n_ctx_train": n_ctx, "n_ctx": n_ctx},
+        }
+        await ex.send(200, _encode({"object": "list", "data": [model]}))
+
+    async def _health(self, ex: Exchange) -> None:
+        await ex.send(200, b'{"status":"ok"}')
+
+    async def _props(self, ex: Exchange) -> None:
+        config = self._config
+        props = {
+            "default_generation_settings": {"n_ctx": config.n_ctx, "model": config.model},
+            "total_slots": config.n_slots,
+            "model_path": f"/sim/{config.model}.gguf",
+            "chat_template": "chatml",
+            "build_info": "forge-rt-sim",
+        }
+        await ex.send(200, _encode(props))
+
+    async def _slots(self, ex: Exchange) -> None:
+        slots = [
+            {
+                "id": s.id,
+                "n_ctx": self._config.n_ctx,
+                "is_processing": s.is_processing,
+                "cache_tokens": s.cache_tokens,
+            }
+            for s in self.stats.slots
+        ]
+        await ex.send(200, _encode(slots))
+
+    async def _metrics(self, ex: Exchange) -> None:
+        await ex.send(200, metrics_text(self._registry), "text/plain; version=0.0.4; charset=utf-8")
+
+    async def _tokenize(self, ex: Exchange) -> None:
+        try:
+            request = msgspec.json.decode(ex.body, type=_Tokenize)
+        except msgspec.DecodeError as exc:
+            await ex.send(
+                400,
+                _encode(
+                    {
+                        "error": {
+                            "code": 400,
+                            "message": f"invalid /tokenize body: {exc}",
+                            "type": "invalid_request_error",
+                        }
+                    }
+                ),
+            )
+            return
+        ids = self._tokenizer.encode(request.content)
+        if request.with_pieces:
+            tokens: list[Any] = [{"id": i, "piece": self._tokenizer.piece(i)} for i in ids]
+        else:
+            tokens = ids
+        await ex.send(200, _encode({"tokens": tokens}))
+
+    async def _detokenize(self, ex: Exchange) -> None:
+        try:
+            request = msgspec.json.decode(ex.body, type=_Detokenize)
+            content = "".join(self._tokenizer.piece(t) for t in request.tokens)
+        except (msgspec.DecodeError, KeyError) as exc:
+            message = f"invalid /detokenize request: {exc.args[0]}"
+            await ex.send(
+                400,
+                _encode(
+                    {"error": {"code": 400, "message": message, "type": "invalid_request_error"}}
+                ),
+            )
+            return
+        await ex.send(200, _encode({"content": content}))
+
+    # -- inference ---------------------------------------------------------------------------
+
+    async def _infer(self, ex: Exchange, codec: Codec) -> None:
+        """Serve one inference request on any API."""
+        try:
+            view = codec.parse(ex.body, ex.headers)
+            self._check(view, ex.headers, codec)
+        except BadRequest as exc:
+            await ex.send(exc.status, codec.error(exc.status, str(exc), exc.kind))
+            return
+        stats = self.stats
+        stats.in_flight += 1
+        stats.max_concurrent = max(stats.max_concurrent, stats.in_flight)
+        self._notify()
+        try:
+            async with trio.open_nursery() as nursery:
+                work = trio.CancelScope()
+                nursery.start_soon(ex.watch_peer, work.cancel)
+                with work:
+                    try:
+                        await self._run(ex, codec, view)
+                    except trio.BrokenResourceError:
+                        ex.peer_gone = True  # a write found the client gone
+                nursery.cancel_scope.cancel()
+        finally:
+            stats.in_flight -= 1
+            self._notify()
+
+    def _check(self, view: RequestView, headers: Mapping[str, str], codec: Codec) -> None:
+        config = self._config
+        if config.api_key is not None and not codec.authorised(headers, config.api_key):
+            raise BadRequest(
+                f"missing or wrong API key for the {codec.api} API on this sim",
+                status=401,
+                kind="authentication_error",
+            )
+        if view.slot_id is not None and not 0 <= view.slot_id < config.n_slots:
+            raise BadRequest(
+                f"id_slot {view.slot_id} does not exist: this server has slots "
+                f"0..{config.n_slots - 1}"
+            )
+        if view.constraint is not None:
+            self.stats.constraints[view.constraint] += 1
+        if view.priority is not None:
+            self.stats.priorities.append(view.priority)
+
+    def _external_fault(self, headers: Mapping[str, str]) -> Fault | None:
+        named = headers.get(FAULT_HEADER)
+        if named is not None:
+            try:
+                return Fault(named)
+            except ValueError:
+                known = ", ".join(f.value for f in Fault)
+                raise BadRequest(
+                    f"unknown {FAULT_HEADER} value {named!r}; use one of: {known}"
+                ) from None
+        if self._injected:
+            return self._injected.popleft()
+        rates = self._config.fault_rates
+        if rates:
+            roll = self._fault_rng.random()
+            for fault, rate in rates.items():
+                if roll < rate:
+                    return fault
+                roll -= rate
+        return None
+
+    def _scripted(self, view: RequestView, *, consume: bool) -> SimReply:
+        script = self._config.script
+        assert script is not None
+        key = view.conversation if view.conversation in script else "*"
+        replies = script.get(key)
+        if replies is None:
+            raise _ScriptError(
+                f"sim script has no replies for conversation {view.conversation!r} and no '*' "
+                f"default list (script keys: {sorted(script)}); key a list by the "
+                "x-sim-conversation header or the first user message's text"
+            )
+        cursor = self._cursors.get(key, 0)
+        if cursor >= len(replies):
+            raise _ScriptError(
+                f"sim script for conversation {key!r} is exhausted: all {len(replies)} scripted "
+                "replies were consumed; add replies with sim.set_script(...) or check that the "
+                "client does not send more requests than the test expects"
+            )
+        if consume:
+            self._cursors[key] = cursor + 1
+        return replies[cursor]
+
+    def _plan(self, view: RequestView, *, consume: bool) -> tuple[PlannedReply, Fault | None]:
+        config = self._config
+        rng = reply_rng(config.seed, view.conversation, view.turn)
+        if config.script is not None:
+            reply = self._scripted(view, consume=consume)
+            return plan_scripted(reply, rng), reply.fault
+        oracle = config.oracle if config.oracle is not None else default_oracle
+        intent = oracle(view)
+        if view.constraint is not None:
+            return plan_constrained(view, intent), None
+        return plan_from_intent(view, intent, config.rates, rng), None
+
+    async def _run(self, ex: Exchange, codec: Codec, view: RequestView) -> None:
+        try:
+            fault = self._external_fault(ex.headers)
+        except BadRequest as exc:
+            await ex.send(exc.status, codec.error(exc.status, str(exc), exc.kind))
+            return
+        if fault in _EARLY_FAULTS:
+            await self._early_fault(ex, codec, fault)
+            return
+        try:
+            plan, reply_fault = self._plan(view, consume=fault is None)
+        except _ScriptError as exc:
+            await ex.send(500, codec.error(500, str(exc), "sim_script_error"))
+            return
+        except Exception as exc:
+            message = f"sim oracle raised {type(exc).__name__}: {exc}"
+            await ex.send(500, codec.error(500, message, "sim_oracle_error"))
+            raise
+        self.stats.dialects[plan.dialect] += 1
+        if view.prefill:
+            plan = continue_prefill(plan, view.prefill)
+        if fault is None and reply_fault is not None:
+            fault = reply_fault
+            if fault in _EARLY_FAULTS:
+                await self._early_fault(ex, codec, fault)
+                return
+        if fault is not None:
+            self.stats.faults[fault] += 1
+        if fault is Fault.SLOW_DRIP:
+            ex.drip = self._config.slow_drip_interval_s
+        prompt = self._tokenizer.prompt(view)
+        n_ctx = self._config.n_ctx
+        if len(prompt) > n_ctx:
+            message = (
+                f"the request exceeds the available context size ({len(prompt)} prompt tokens, "
+                f"n_ctx {n_ctx}); shorten the prompt or raise n_ctx"
+            )
+            await ex.send(400, codec.error(400, message, "exceed_context_size_error"))
+            return
+        units = plan_units(plan, self._tokenizer)
+        limit = n_ctx - len(prompt)
+        if view.max_tokens is not None:
+            limit = min(limit, view.max_tokens)
+        generation = Generation(
+            id=f"{codec.id_prefix}sim-{next(self._ids):06d}",
+            model=self._config.model,
+            plan=plan,
+            units=units[:limit],
+            truncated=len(units) > limit,
+            prompt_tokens=len(prompt),
+        )
+        completed = False
+        try:
+            completed = await self._generate(ex, codec, view, generation, prompt, fault)
+        finally:
+            self.stats.replies.append(
+                ReplyRecord(
+                    endpoint=ex.path,
+                    conversation=view.conversation,
+                    turn=view.turn,
+                    dialect=plan.dialect,
+                    intent=plan.intent,
+                    content=plan.content,
+                    tool_calls=tuple((c.name, c.arguments) for c in plan.calls),
+                    constraint=view.constraint,
+                    completed=completed,
+                )
+            )
+
+    async def _early_fault(self, ex: Exchange, codec: Codec, fault: Fault) -> None:
+        self.stats.faults[fault] += 1
+        self._notify()
+        if fault is Fault.HTTP_500:
+            await ex.send(
+                500,
+                codec.error(
+                    500, "simulated internal server error (fault http_500)", "server_error"
+                ),
+            )
+        elif fault is Fault.HTTP_503:
+            body = codec.error(
+                503, "simulated overload: the server is busy (fault http_503)", "unavailable_error"
+            )
+            await ex.send(503, body, headers=[("retry-after", "1")])
+        elif fault is Fault.RESET_BEFORE_FIRST_BYTE:
+            await ex.reset()
+        else:  # HANG: answer nothing; the watcher cancels this when the client gives up
+            await trio.sleep_forever()
+
+    async def _generate(
+        self,
+        ex: Exchange,
+        codec: Codec,
+        view: RequestView,
+        gen: Generation,
+        prompt: list[str],
+        fault: Fault | None,
+    ) -> bool:
+        """Prefill and decode ``gen`` on a slot; ``True`` if the whole response was sent."""
+        config = self._config
+        slot: Slot = await self._pool.acquire(prompt, view.slot_id)
+        holding = True
+        try:
+            common = common_prefix(slot.cache, prompt)
+            gen.cached_tokens = common
+            slot.stats.cached_tokens += common
+            slot.stats.prefilled_tokens += len(prompt) - common
+            del slot.cache[common:]
+            slot.stats.cache_tokens = common
+            started = trio.current_time()
+            delay = config.first_token_latency_s
+            if config.prefill_tps is not None:
+                delay += (len(prompt) - common) / config.prefill_tps
+            if delay:
+                await trio.sleep(delay)
+            slot.cache = prompt
+            slot.stats.cache_tokens = len(prompt)
+            decode_start = trio.current_time()
+            gen.prompt_ms = (decode_start - started) * 1000
+            encoder = codec.encoder(gen, view) if view.stream else None
+            if encoder is not None:
+                ex.begin_stream(codec.stream_content_type)
+                for event in encoder.open():
+                    await ex.event(event)
+            tps = config.decode_tps
+            cut = max(1, len(gen.units) // 2) if fault is Fault.RESET_MID_STREAM else -1
+            if cut > len(gen.units) and encoder is not None:
+                await ex.reset()
+                return False
+            self._notify()
+            for index, unit in enumerate(gen.units):
+                if tps is not None:
+                    await trio.sleep_until(decode_start + (index + 1) / tps)
+                slot.cache.append(unit.piece)
+                slot.stats.generated_tokens += 1
+                slot.stats.cache_tokens += 1
+                gen.emitted = index + 1
+                if encoder is not None:
+                    for event in encoder.delta(unit):
+                        await ex.event(event)
+                    if index == 0 and fault is Fault.MALFORMED_SSE:
+                        await ex.event(encoder.malformed())
+                    if index + 1 == cut:
+                        await ex.reset()
+                        return False
+            gen.predicted_ms = (trio.current_time() - decode_start) * 1000
+            self.stats.completed += 1
+            self._pool.release(slot)
+            holding = False
+            if encoder is not None:
+                if fault is Fault.TRUNCATED_JSON:
+                    await ex.event(encoder.truncated())
+                else:
+                    for event in encoder.close():
+                        await ex.event(event)
+                await ex.end_stream()
+                return fault is None or fault is Fault.SLOW_DRIP
+            body = codec.response(gen)
+            if fault is Fault.RESET_MID_STREAM:
+                await ex.send_cut(200, body, len(body) // 2, "application/json")
+                return False
+            if fault is Fault.TRUNCATED_JSON:
+                body = body[: len(body) // 2]
+            elif fault is Fault.MALFORMED_SSE:
+                body = b"data: " + body + b"\n\n"
+            await ex.send(200, body)
+            return fault is None or fault is Fault.SLOW_DRIP
+        except trio.BrokenResourceError:
+            ex.peer_gone = True
+            raise
+        finally:
+            if holding:
+                # Stopped early: the cache keeps the prompt and only what was generated.
+                if ex.peer_gone:
+                    self.stats.disconnects += 1
+                self._pool.release(slot)

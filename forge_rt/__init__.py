@@ -16,12 +16,14 @@ from forge_rt.core import ToolSpec as ToolSpec
 from forge_rt.core import Workflow as Workflow
 from forge_rt.errors import BackendError as BackendError
 from forge_rt.errors import ForgeError as ForgeError
+from forge_rt.guardrails import Guardrails as Guardrails
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BackendError",
     "ForgeError",
+    "Guardrails",
     "Message",
     "MessageType",
     "Prerequisite",

@@ -9,9 +9,66 @@ testable and composable.
 # --- end rescue block ---
 
 # --- validation, nudges, budgets, steps, loop guard, facade (exports) ---
+from forge_rt.guardrails._actions import Action as Action
+from forge_rt.guardrails._actions import BlockReason as BlockReason
+from forge_rt.guardrails._actions import Execute as Execute
+from forge_rt.guardrails._actions import Fatal as Fatal
+from forge_rt.guardrails._actions import RetryWithNudge as RetryWithNudge
+from forge_rt.guardrails._actions import StepBlocked as StepBlocked
+from forge_rt.guardrails._actions import TextAnswer as TextAnswer
+from forge_rt.guardrails._actions import ToolErrors as ToolErrors
+from forge_rt.guardrails._errors_budget import ErrorTracker as ErrorTracker
+from forge_rt.guardrails._facade import Budgets as Budgets
+from forge_rt.guardrails._facade import Guardrails as Guardrails
+from forge_rt.guardrails._facade import RecordOutcome as RecordOutcome
+from forge_rt.guardrails._facade import ToolResult as ToolResult
+from forge_rt.guardrails._loop_guard import LoopGuard as LoopGuard
+from forge_rt.guardrails._nudges import Nudge as Nudge
+from forge_rt.guardrails._nudges import RetryCause as RetryCause
+from forge_rt.guardrails._nudges import bad_args_nudge as bad_args_nudge
+from forge_rt.guardrails._nudges import example_call as example_call
+from forge_rt.guardrails._nudges import held_back_nudge as held_back_nudge
+from forge_rt.guardrails._nudges import loop_nudge as loop_nudge
+from forge_rt.guardrails._nudges import premature_terminal_nudge as premature_terminal_nudge
+from forge_rt.guardrails._nudges import prerequisite_nudge as prerequisite_nudge
+from forge_rt.guardrails._nudges import retry_nudge as retry_nudge
+from forge_rt.guardrails._nudges import unknown_tool_nudge as unknown_tool_nudge
+from forge_rt.guardrails._steps import StepEnforcer as StepEnforcer
+from forge_rt.guardrails._validator import ResponseValidator as ResponseValidator
+from forge_rt.guardrails._validator import ValidationResult as ValidationResult
+from forge_rt.guardrails._validator import collapse_calls as collapse_calls
+
 # --- end validation block ---
 
 __all__: list[str] = [
     # rescue block names
     # validation block names
+    "Action",
+    "BlockReason",
+    "Budgets",
+    "ErrorTracker",
+    "Execute",
+    "Fatal",
+    "Guardrails",
+    "LoopGuard",
+    "Nudge",
+    "RecordOutcome",
+    "ResponseValidator",
+    "RetryCause",
+    "RetryWithNudge",
+    "StepBlocked",
+    "StepEnforcer",
+    "TextAnswer",
+    "ToolErrors",
+    "ToolResult",
+    "ValidationResult",
+    "bad_args_nudge",
+    "collapse_calls",
+    "example_call",
+    "held_back_nudge",
+    "loop_nudge",
+    "premature_terminal_nudge",
+    "prerequisite_nudge",
+    "retry_nudge",
+    "unknown_tool_nudge",
 ]

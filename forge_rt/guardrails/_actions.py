@@ -1,0 +1,148 @@
+"""What to do with one checked reply: the closed set of actions a loop must handle.
+
+Every action renders the exact messages the loop appends to its history
+(:meth:`messages`), so the runtime, the proxy and foreign loops never build correction messages
+themselves. Rejected replies and their corrections are ``transient``: a long-running session
+keeps them out of its persisted history, and compaction drops them first.
+
+A reply is accepted or rejected as a whole. When one call of a batch is rejected, the valid
+calls beside it are not run either (each gets a ``[NotExecuted]`` note); the model re-sends the
+batch once it is fixed. Running half a batch would leave the model reasoning about results of
+calls whose siblings never happened, and small models re-send the full batch anyway.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from forge_rt.core import Message, MessageType, Role, ToolCall
+from forge_rt.errors import ForgeError
+from forge_rt.guardrails._nudges import Nudge
+
+__all__ = [
+    "Action",
+    "BlockReason",
+    "Execute",
+    "Fatal",
+    "RetryWithNudge",
+    "StepBlocked",
+    "TextAnswer",
+    "ToolErrors",
+]
+
+BlockReason = Literal["premature_terminal", "prerequisite", "loop"]
+
+
+def _strip_reasoning(calls: list[ToolCall]) -> tuple[ToolCall, ...]:
+    return tuple(msgspec.structs.replace(c, reasoning=None) if c.reasoning else c for c in calls)
+
+
+def _rejected_batch(calls: list[ToolCall], nudges: list[Nudge], content: str) -> list[Message]:
+    by_id = {n.call_id: n for n in nudges}
+    missing = [c.call_id for c in calls if c.call_id not in by_id]
+    if missing:
+        raise ValueError(f"rejected batch has no correction for call(s) {missing}")
+    out = [Message.assistant_calls(calls, content=content, transient=True)]
+    out.extend(by_id[c.call_id].message() for c in calls)
+    return out
+
+
+class Execute(msgspec.Struct, frozen=True, kw_only=True):
+    """Run ``calls`` (arguments already validated and coerced), then report with ``record()``.
+
+    ``collapsed`` counts identical calls dropped from the reply; ``rescued_dialects`` names the
+    text formats the calls were rescued from (empty for native calls).
+    """
+
+    calls: list[ToolCall]
+    collapsed: int = 0
+    rescued_dialects: tuple[object, ...] = ()
+    reasoning: str | None = None
+    text: str = ""
+
+    def messages(self, raw_text: str | None = None) -> list[Message]:
+        """The reasoning (if any) and the assistant tool-call turn.
+
+        The calls are rendered structurally; their content is ``raw_text`` when given, else the
+        prose that came with native calls (empty for rescued calls, so the history shows the
+        model the canonical call shape rather than its malformed text).
+        """
+        out: list[Message] = []
+        if self.reasoning:
+            out.append(
+                Message(role=Role.ASSISTANT, content=self.reasoning, type=MessageType.REASONING)
+            )
+        content = self.text if raw_text is None else raw_text
+        out.append(Message.assistant_calls(_strip_reasoning(self.calls), content=content))
+        return out
+
+
+class RetryWithNudge(msgspec.Struct, frozen=True, kw_only=True):
+    """The reply held no usable call: show it, then ask again on the user channel."""
+
+    nudge: Nudge
+    raw: str = ""
+
+    def messages(self, raw_text: str | None = None) -> list[Message]:
+        """The failed reply as a transient assistant turn, then the transient nudge."""
+        text = self.raw if raw_text is None else raw_text
+        return [Message.assistant_text(text, transient=True), self.nudge.message()]
+
+
+class ToolErrors(msgspec.Struct, frozen=True, kw_only=True):
+    """Some calls name unknown tools or carry bad arguments; the whole batch is retried.
+
+    ``errors`` holds one correction per failing call, ``held_back`` one note per valid call of
+    the same reply that was not run; both are paired with their call by ``call_id``.
+    """
+
+    calls: list[ToolCall]
+    errors: list[Nudge]
+    held_back: list[Nudge] = msgspec.field(default_factory=list)
+    collapsed: int = 0
+    text: str = ""
+
+    def messages(self, raw_text: str | None = None) -> list[Message]:
+        """The transient assistant tool-call turn and one transient tool message per call."""
+        content = self.text if raw_text is None else raw_text
+        return _rejected_batch(self.calls, [*self.errors, *self.held_back], content)
+
+
+class StepBlocked(msgspec.Struct, frozen=True, kw_only=True):
+    """Valid calls that may not run now (``reason`` says which rule); the whole batch is blocked."""
+
+    calls: list[ToolCall]
+    errors: list[Nudge]
+    reason: BlockReason
+    held_back: list[Nudge] = msgspec.field(default_factory=list)
+    text: str = ""
+
+    def messages(self, raw_text: str | None = None) -> list[Message]:
+        """The transient assistant tool-call turn and one transient tool message per call."""
+        content = self.text if raw_text is None else raw_text
+        return _rejected_batch(self.calls, [*self.errors, *self.held_back], content)
+
+
+class TextAnswer(msgspec.Struct, frozen=True, kw_only=True):
+    """Bare text ends the run as the answer (only when retry nudges are switched off)."""
+
+    text: str
+
+    def messages(self, raw_text: str | None = None) -> list[Message]:
+        """The answer as a (kept) assistant turn."""
+        return [Message.assistant_text(self.text if raw_text is None else raw_text)]
+
+
+class Fatal(msgspec.Struct, frozen=True, kw_only=True):
+    """A budget is exhausted; ``error`` says which, with full context. The run must end."""
+
+    error: ForgeError
+
+    def messages(self, raw_text: str | None = None) -> list[Message]:
+        """Nothing: the run ends with ``error``."""
+        return []
+
+
+Action = Execute | RetryWithNudge | ToolErrors | StepBlocked | TextAnswer | Fatal

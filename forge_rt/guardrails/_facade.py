@@ -1,0 +1,364 @@
+"""The Guardrails facade: forge_rt's reliability stack for a loop you own.
+
+Two calls per turn. ``check(reply)`` returns the :data:`Action` to take -- run these calls,
+retry with this nudge, feed back these tool errors, the batch is blocked, or stop (a budget is
+exhausted) -- with the messages to append. After running the calls, ``record(results)`` feeds
+the results (successes and failures) back: it tracks steps and the tool-error budget and says
+whether a terminal tool finished the task. The runtime and the proxy use the same object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgspec
+import structlog
+
+from forge_rt.core import (
+    RESPOND_TOOL_NAME,
+    Message,
+    MessageType,
+    Prerequisite,
+    Role,
+    StepTracker,
+    ToolCall,
+    ToolSpec,
+    Workflow,
+)
+from forge_rt.errors import (
+    ForgeError,
+    PrerequisiteError,
+    StepEnforcementError,
+    ToolCallError,
+    ToolExecutionError,
+    ToolLoopError,
+    ToolResolutionError,
+    WorkflowDefinitionError,
+)
+from forge_rt.guardrails._actions import (
+    Action,
+    Execute,
+    Fatal,
+    RetryWithNudge,
+    TextAnswer,
+    ToolErrors,
+)
+from forge_rt.guardrails._errors_budget import ErrorTracker
+from forge_rt.guardrails._loop_guard import LoopGuard
+from forge_rt.guardrails._nudges import (
+    MAX_TIER,
+    Nudge,
+    held_back,
+    resolution_text,
+    retry_nudge,
+    tool_error_text,
+)
+from forge_rt.guardrails._steps import StepEnforcer
+from forge_rt.guardrails._validator import Reply, ResponseValidator, ValidationResult
+
+__all__ = ["Budgets", "Guardrails", "RecordOutcome", "ToolResult"]
+
+log = structlog.get_logger(__name__)
+
+
+class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
+    """How one executed call went: its ``output``, or the ``error`` it raised.
+
+    Raise :class:`~forge_rt.errors.ToolResolutionError` from a tool to tell the model it was
+    called wrong; that is fed back without counting as a failure.
+    """
+
+    call: ToolCall
+    output: str | None = None
+    error: BaseException | None = None
+
+    def __post_init__(self) -> None:
+        if self.output is not None and self.error is not None:
+            raise ValueError(
+                f"ToolResult for {self.call.tool!r} has both an output and an error; give one"
+            )
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class RecordOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """What recording a batch's results means for the loop.
+
+    ``messages`` are the tool-result messages to append, in call order. ``done`` is set when a
+    terminal tool succeeded (``terminal_call`` / ``terminal_output`` say which and what it
+    returned); the run ends with that result and budgets no longer matter. Otherwise ``fatal``
+    is set when the tool-error budget ran out: append the messages, then end the run with it.
+    """
+
+    messages: list[Message]
+    done: bool = False
+    terminal_call: ToolCall | None = None
+    terminal_output: str | None = None
+    fatal: ForgeError | None = None
+    succeeded: int = 0
+    failed: int = 0
+
+
+class Budgets(msgspec.Struct, frozen=True, kw_only=True):
+    """A snapshot of every budget: used so far (in a row) against its limit."""
+
+    retries: int
+    max_retries: int
+    tool_errors: int
+    max_tool_errors: int
+    premature: int
+    max_premature: int
+    prereq: int
+    max_prereq: int
+    loop_streak: int
+    loop_repeats: int | None
+    completed_steps: tuple[str, ...]
+
+
+# The budget errors check() turns into Fatal actions instead of raising.
+_FATAL_ON_CHECK = (ToolCallError, StepEnforcementError, PrerequisiteError, ToolLoopError)
+
+
+class Guardrails:
+    """Validation, rescue, nudges, step and prerequisite enforcement, budgets and the loop guard.
+
+    Each guardrail can be switched off (the eval's ablations): ``rescue=False`` accepts native
+    calls only; ``retry_nudges=False`` ends the run with the text as the answer when a reply has
+    no call; ``steps=False`` ignores required steps and prerequisites; ``recovery=False`` makes
+    the first tool failure fatal; ``loop_repeats=None`` disables the loop guard.
+
+    ``respond_tool=True`` adds the synthetic ``respond`` tool; when no ``terminal_tools`` are
+    given it is the terminal tool. Pass ``tracker`` to resume with steps already done.
+    """
+
+    def __init__(
+        self,
+        tools: Sequence[ToolSpec],
+        *,
+        required_steps: Sequence[str] = (),
+        terminal_tools: Sequence[str] | frozenset[str] = (),
+        prerequisites: Mapping[str, Sequence[Prerequisite | str]] | None = None,
+        rescue: bool = True,
+        retry_nudges: bool = True,
+        steps: bool = True,
+        recovery: bool = True,
+        max_retries: int = 3,
+        max_tool_errors: int = 2,
+        max_premature: int = 3,
+        max_prereq: int = 3,
+        loop_repeats: int | None = 3,
+        respond_tool: bool = False,
+        tracker: StepTracker | None = None,
+    ) -> None:
+        specs = list(tools)
+        terminal = frozenset(terminal_tools)
+        if respond_tool:
+            # Imported here: the respond tool is a sibling module of this package, still landing.
+            from forge_rt.guardrails import respond_spec  # type: ignore[attr-defined]
+
+            specs.append(respond_spec())
+            terminal = terminal or frozenset({RESPOND_TOOL_NAME})
+        prereqs = dict(prerequisites or {})
+        _check_names(specs, required_steps, terminal, prereqs)
+        self._validator = ResponseValidator(specs, rescue=rescue)
+        self._errors = ErrorTracker(max_retries, max_tool_errors if recovery else 0)
+        self._tracker = tracker if tracker is not None else StepTracker()
+        self._steps = StepEnforcer(
+            required_steps, terminal, prereqs, self._tracker, max_premature, max_prereq
+        )
+        self._loop = LoopGuard(loop_repeats) if loop_repeats is not None else None
+        self._retry_nudges = retry_nudges
+        self._steps_on = steps
+        self._recovery = recovery
+
+    @classmethod
+    def from_workflow(cls, workflow: Workflow, **overrides: Any) -> Guardrails:
+        """Guardrails for ``workflow``: its tools (and respond tool), steps and prerequisites."""
+        options: dict[str, Any] = {
+            "required_steps": workflow.required_steps,
+            "terminal_tools": workflow.terminal_tools,
+            "prerequisites": {n: t.prerequisites for n, t in workflow.tools.items()},
+            "respond_tool": workflow.respond_tool,
+        }
+        options.update(overrides)
+        return cls([t.spec for t in workflow.tools.values()], **options)
+
+    @property
+    def tools(self) -> tuple[ToolSpec, ...]:
+        """Every tool the model may call (including ``respond`` when enabled)."""
+        return self._validator.tools
+
+    @property
+    def terminal_tools(self) -> frozenset[str]:
+        return self._steps.terminal_tools
+
+    @property
+    def required_steps(self) -> tuple[str, ...]:
+        return self._steps.required_steps
+
+    @property
+    def tracker(self) -> StepTracker:
+        """The steps done so far; control state that lives outside the message history."""
+        return self._tracker
+
+    @property
+    def errors(self) -> ErrorTracker:
+        return self._errors
+
+    @property
+    def budgets(self) -> Budgets:
+        """How much of each budget is used right now, for reporting."""
+        return Budgets(
+            retries=self._errors.retries,
+            max_retries=self._errors.max_retries,
+            tool_errors=self._errors.tool_errors,
+            max_tool_errors=self._errors.max_tool_errors,
+            premature=self._steps.premature_count,
+            max_premature=self._steps.max_premature,
+            prereq=self._steps.prereq_count,
+            max_prereq=self._steps.max_prereq,
+            loop_streak=self._loop.longest_streak if self._loop is not None else 0,
+            loop_repeats=self._loop.max_repeats if self._loop is not None else None,
+            completed_steps=self._tracker.completed_steps,
+        )
+
+    def check(self, response: Reply) -> Action:
+        """Decide what to do with one reply (an LLMResponse, native calls, or text).
+
+        Order: rescue and validation (no call → retry nudge; unknown tool or bad arguments →
+        tool errors), then premature terminal calls, prerequisites, and the loop guard. An
+        exhausted budget comes back as :class:`Fatal`, never raised.
+        """
+        try:
+            return self._check(response)
+        except _FATAL_ON_CHECK as exc:
+            return Fatal(error=exc)
+
+    def _check(self, response: Reply) -> Action:
+        result = self._validator.validate(response)
+        if result.needs_retry:
+            return self._retry(result)
+        if result.errors:
+            self._errors.record_retry(_last_raw(result), _summary(result.errors))
+            return ToolErrors(
+                calls=result.calls,
+                errors=result.errors,
+                held_back=held_back(result.calls, result.errors, kind=MessageType.RETRY_NUDGE),
+                collapsed=result.collapsed,
+                text=result.text,
+            )
+        self._errors.reset_retries()
+        if self._steps_on:
+            blocked = self._steps.check(result.calls, text=result.text)
+            if blocked is not None:
+                return blocked
+        if self._loop is not None:
+            looping = self._loop.observe(result.calls, text=result.text)
+            if looping is not None:
+                return looping
+        return Execute(
+            calls=result.calls,
+            collapsed=result.collapsed,
+            rescued_dialects=result.dialects,
+            reasoning=result.reasoning,
+            text=result.text,
+        )
+
+    def _retry(self, result: ValidationResult) -> Action:
+        if not self._retry_nudges:
+            return TextAnswer(text=result.raw)
+        assert result.cause is not None  # set by the validator whenever needs_retry is
+        tier = self._errors.record_retry(result.raw, result.cause.value)
+        nudge = Nudge(
+            kind=MessageType.RETRY_NUDGE,
+            role=Role.USER,
+            content=retry_nudge(tier, self.tools, cause=result.cause),
+            tier=min(tier, MAX_TIER),
+        )
+        log.info("guardrails.retry", cause=result.cause.value, tier=nudge.tier)
+        return RetryWithNudge(nudge=nudge, raw=result.raw)
+
+    def record(self, results: Sequence[ToolResult]) -> RecordOutcome:
+        """Feed back how the calls of an :class:`Execute` went.
+
+        Successes are recorded as steps (before anything else, so control state is right even
+        when a budget runs out) and break the tool-error and blocked-reply rows. A
+        ToolResolutionError is fed back without counting and is not a step; any other error is
+        fed back and counted. Returns the tool-result messages to append and whether the task
+        is done.
+        """
+        for result in results:
+            if result.ok:
+                self._steps.record(result.call)
+        messages: list[Message] = []
+        terminal: ToolResult | None = None
+        fatal: ForgeError | None = None
+        for result in results:
+            call = result.call
+            if result.error is None:
+                messages.append(Message.tool_result(call, result.output or ""))
+                self._errors.reset_tool_errors()
+                if terminal is None and call.tool in self.terminal_tools:
+                    terminal = result
+            elif isinstance(result.error, ToolResolutionError) and self._recovery:
+                messages.append(Message.tool_result(call, resolution_text(call.tool, result.error)))
+            else:
+                messages.append(Message.tool_result(call, tool_error_text(call.tool, result.error)))
+                if fatal is None:
+                    try:
+                        self._errors.record_tool_error(call.tool, result.error)
+                    except ToolExecutionError as exc:
+                        fatal = exc
+        failed = sum(1 for r in results if not r.ok)
+        if terminal is not None:
+            log.info("guardrails.done", tool=terminal.call.tool)
+            return RecordOutcome(
+                messages=messages,
+                done=True,
+                terminal_call=terminal.call,
+                terminal_output=terminal.output,
+                succeeded=len(results) - failed,
+                failed=failed,
+            )
+        return RecordOutcome(
+            messages=messages, fatal=fatal, succeeded=len(results) - failed, failed=failed
+        )
+
+
+def _last_raw(result: ValidationResult) -> str:
+    """The reply as sent: its text, or its native calls as JSON when it had no text."""
+    if result.raw:
+        return result.raw
+    calls = [{"name": c.tool, "arguments": c.args} for c in result.calls]
+    return msgspec.json.encode(calls).decode()
+
+
+def _summary(errors: Sequence[Nudge]) -> str:
+    return "; ".join(e.content.splitlines()[0] for e in errors)
+
+
+def _check_names(
+    tools: Sequence[ToolSpec],
+    required_steps: Sequence[str],
+    terminal: frozenset[str],
+    prerequisites: Mapping[str, Sequence[Prerequisite | str]],
+) -> None:
+    names = {t.name for t in tools}
+
+    def known(name: str, role: str) -> None:
+        if name not in names:
+            raise WorkflowDefinitionError(
+                f"Guardrails: {role} {name!r} is not one of the tools {sorted(names)}"
+            )
+
+    for step in required_steps:
+        known(step, "required step")
+    for tool in terminal:
+        known(tool, "terminal tool")
+    for tool, prereqs in prerequisites.items():
+        known(tool, "tool with prerequisites")
+        for p in prereqs:
+            known(p if isinstance(p, str) else p.tool, f"prerequisite of {tool!r}")

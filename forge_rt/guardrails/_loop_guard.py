@@ -1,0 +1,100 @@
+"""The loop guard: stop a model that sends the same call, reply after reply.
+
+Small models stuck in a loop re-send one call with the same arguments until the iteration cap.
+The guard counts, per distinct call (tool + canonical arguments), how many checked replies in a
+row contained it. At ``max_repeats`` the reply is blocked with a tool-channel correction; one
+more identical reply raises :class:`~forge_rt.errors.ToolLoopError`. Identical calls *within*
+one reply are collapsed by the validator and count once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+import structlog
+
+from forge_rt.core import MessageType, Role, ToolCall
+from forge_rt.errors import ToolLoopError
+from forge_rt.guardrails._actions import StepBlocked
+from forge_rt.guardrails._nudges import Nudge, loop_nudge
+from forge_rt.guardrails._steps import blocked_batch
+
+__all__ = ["LoopGuard"]
+
+log = structlog.get_logger(__name__)
+
+_Key = tuple[str, bytes]
+
+
+def _key(call: ToolCall) -> _Key:
+    return call.tool, msgspec.json.encode(call.args, order="sorted")
+
+
+class LoopGuard:
+    """Counts consecutive replies that repeat a call; nudges at ``max_repeats``, then raises.
+
+    ``max_repeats=3``: the first two identical replies run, the third is blocked with a loop
+    nudge, a fourth in a row raises :class:`ToolLoopError`. A reply without the call breaks its
+    row. Only replies passed to :meth:`observe` count (the facade passes those that got past
+    validation and step enforcement).
+    """
+
+    def __init__(self, max_repeats: int = 3) -> None:
+        if max_repeats < 2:
+            raise ValueError(
+                f"max_repeats must be >= 2 (1 would block every call), got {max_repeats}"
+            )
+        self.max_repeats = max_repeats
+        self._streaks: dict[_Key, int] = {}
+
+    def streak(self, call: ToolCall) -> int:
+        """How many observed replies in a row contained ``call``."""
+        return self._streaks.get(_key(call), 0)
+
+    @property
+    def longest_streak(self) -> int:
+        """The longest current row of any call (0 when nothing has been observed)."""
+        return max(self._streaks.values(), default=0)
+
+    def observe(self, calls: Sequence[ToolCall], *, text: str = "") -> StepBlocked | None:
+        """Count this reply's calls; a blocked batch at the limit, ``None`` when it may run.
+
+        Raises :class:`ToolLoopError` when a call is repeated past the limit.
+        """
+        streaks = {k: self._streaks.get(k, 0) + 1 for k in dict.fromkeys(map(_key, calls))}
+        self._streaks = streaks
+        over = [c for c in calls if streaks[_key(c)] > self.max_repeats]
+        if over:
+            call = over[0]
+            repeats = streaks[_key(call)]
+            args = msgspec.json.encode(call.args, order="sorted").decode()
+            log.warning("guardrails.loop_exhausted", tool=call.tool, repeats=repeats)
+            raise ToolLoopError(
+                f"the model called {call.tool!r} with {args} {repeats} times in a row despite a "
+                f"loop warning (limit {self.max_repeats}). The task is not progressing: check "
+                "that the tool's result tells the model what to do next",
+                tool=call.tool,
+                args_repr=args,
+                repeats=repeats,
+            )
+        looping = [c for c in calls if streaks[_key(c)] == self.max_repeats]
+        if not looping:
+            return None
+        errors = [
+            Nudge(
+                kind=MessageType.STEP_NUDGE,
+                role=Role.TOOL,
+                content=loop_nudge(c.tool, c.args, self.max_repeats),
+                call_id=c.call_id,
+                tool=c.tool,
+                tier=3,
+            )
+            for c in looping
+        ]
+        log.info("guardrails.loop", tool=looping[0].tool, repeats=self.max_repeats)
+        return blocked_batch(calls, errors, "loop", kind=MessageType.STEP_NUDGE, tier=3, text=text)
+
+    def reset(self) -> None:
+        """Forget every row (a new task starts)."""
+        self._streaks = {}

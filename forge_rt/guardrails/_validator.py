@@ -1,0 +1,395 @@
+"""Turn one model reply into calls that may run, or the corrections the model must see.
+
+The validator is stateless: it rescues calls written as text, collapses identical calls repeated
+inside one reply, and checks each call's tool name and arguments against the tools' schemas.
+Budgets and escalation live elsewhere (:mod:`._errors_budget`, :mod:`._facade`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgspec
+import pydantic
+import structlog
+
+from forge_rt.clients.base import LLMResponse
+from forge_rt.core import (
+    ArgumentError,
+    MessageType,
+    Role,
+    TextResponse,
+    ToolArgumentError,
+    ToolCall,
+    ToolSpec,
+)
+from forge_rt.guardrails._nudges import Nudge, RetryCause, bad_args_nudge, unknown_tool_nudge
+
+__all__ = ["ResponseValidator", "ValidationResult", "argument_errors", "collapse_calls"]
+
+log = structlog.get_logger(__name__)
+
+Reply = LLMResponse | list[ToolCall] | TextResponse | str
+
+# Keys of a JSON schema that small models paste into a call's arguments.
+_SCHEMA_KEYS = frozenset(
+    {
+        "$defs",
+        "$schema",
+        "additionalProperties",
+        "definitions",
+        "properties",
+        "required",
+        "title",
+        "type",
+    }
+)
+# Chat-template markup a model echoes into argument values instead of real content.
+_ECHO_MARKUP = ("<tool_response", "</tool_response>", "<tool_call>", "</tool_call>")
+_PLACEHOLDER = re.compile(r"^<([A-Za-z_][\w\- ]*)>$")
+# Text that echoes our own corrections back (see the phrasing in _nudges).
+_NUDGE_ECHO = re.compile(
+    r"\[(ToolError|ArgumentError|StepEnforcementError|PrereqError|LoopError|NotExecuted)\]"
+    r"|please call one of the tools|your next reply must be|still no tool call|valid tool call",
+    re.IGNORECASE,
+)
+_CALL_LIKE = re.compile(r"[{\[]\s*\"?(name|tool|function|arguments)\"?\s*:", re.IGNORECASE)
+
+
+class ValidationResult(msgspec.Struct, frozen=True, kw_only=True):
+    """What one reply amounts to.
+
+    ``calls`` are the reply's calls in order, identical repeats collapsed (``collapsed`` says how
+    many were dropped); a call that passed validation carries its schema-coerced arguments.
+    ``errors`` holds one tool-channel nudge per call that cannot run (unknown tool, bad
+    arguments), paired by ``call_id``. ``needs_retry`` is set when the reply held no call at
+    all; ``cause`` then says why. ``text`` is the reply's prose that accompanies native calls
+    (empty for rescued calls, which are re-rendered structurally), ``raw`` the reply's text as
+    received.
+    """
+
+    calls: list[ToolCall]
+    errors: list[Nudge]
+    needs_retry: bool
+    dialects: tuple[Any, ...] = ()
+    collapsed: int = 0
+    cause: RetryCause | None = None
+    raw: str = ""
+    text: str = ""
+    reasoning: str | None = None
+    rescued: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """Whether every call may run."""
+        return not self.needs_retry and not self.errors
+
+    @property
+    def failed_ids(self) -> frozenset[str]:
+        """The call ids that got an error."""
+        return frozenset(e.call_id for e in self.errors if e.call_id is not None)
+
+
+def _call_key(call: ToolCall) -> tuple[str, bytes]:
+    return call.tool, msgspec.json.encode(call.args, order="sorted")
+
+
+def collapse_calls(calls: Sequence[ToolCall]) -> tuple[list[ToolCall], int]:
+    """The calls with identical ones (same tool, same arguments) kept once, first id wins.
+
+    Small models repeat one call dozens of times in a single reply; running each copy blows the
+    context for nothing. Returns the kept calls in order and how many were dropped.
+    """
+    seen: set[tuple[str, bytes]] = set()
+    kept: list[ToolCall] = []
+    for call in calls:
+        key = _call_key(call)
+        if key not in seen:
+            seen.add(key)
+            kept.append(call)
+    return kept, len(calls) - len(kept)
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, list | tuple):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+_EXPECTED = {
+    "int_type": "int",
+    "int_parsing": "int",
+    "int_from_float": "int",
+    "float_type": "number",
+    "float_parsing": "number",
+    "string_type": "str",
+    "bool_type": "bool",
+    "bool_parsing": "bool",
+    "list_type": "array",
+    "tuple_type": "array",
+    "dict_type": "object",
+    "model_type": "object",
+    "model_attributes_type": "object",
+}
+_BOUNDS = {
+    "greater_than_equal": ("ge", ">="),
+    "greater_than": ("gt", ">"),
+    "less_than_equal": ("le", "<="),
+    "less_than": ("lt", "<"),
+}
+_LENGTHS = {
+    "string_too_short": ("str", "min_length", ">="),
+    "string_too_long": ("str", "max_length", "<="),
+    "too_short": ("array", "min_length", ">="),
+    "too_long": ("array", "max_length", "<="),
+}
+
+
+def _path(loc: Sequence[int | str]) -> str:
+    out = "$"
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def _msgspec_style(error: Mapping[str, Any]) -> ArgumentError:
+    """One pydantic error rendered the way msgspec words it: expected, got, where."""
+    kind: str = error["type"]
+    loc: tuple[int | str, ...] = tuple(error["loc"])
+    value = error.get("input")
+    ctx: Mapping[str, Any] = error.get("ctx") or {}
+    if kind == "missing":
+        return ArgumentError(_path(loc[:-1]), f"Object missing required field `{loc[-1]}`")
+    if kind == "extra_forbidden":
+        return ArgumentError(_path(loc[:-1]), f"Object contains unknown field `{loc[-1]}`")
+    if kind in _EXPECTED:
+        return ArgumentError(_path(loc), f"Expected `{_EXPECTED[kind]}`, got `{_json_type(value)}`")
+    if kind in _BOUNDS:
+        key, op = _BOUNDS[kind]
+        return ArgumentError(_path(loc), f"Expected `{_json_type(value)}` {op} {ctx[key]}")
+    if kind in _LENGTHS:
+        name, key, op = _LENGTHS[kind]
+        return ArgumentError(_path(loc), f"Expected `{name}` of length {op} {ctx[key]}")
+    if kind == "string_pattern_mismatch":
+        return ArgumentError(_path(loc), f"Expected `str` matching regex {ctx['pattern']!r}")
+    if kind == "literal_error":
+        return ArgumentError(_path(loc), f"Expected {ctx['expected']}, got {value!r}")
+    return ArgumentError(_path(loc), f"{error['msg']}, got `{_json_type(value)}`")
+
+
+def argument_errors(exc: ToolArgumentError) -> list[ArgumentError]:
+    """The errors of ``exc`` in msgspec wording ("Expected `int`, got `str`" - at `$.year`).
+
+    ``ToolSpec.validate_args`` lists its own unknown-key errors first, then one per pydantic
+    error (kept as ``__cause__``); the pydantic ones are re-worded from their structured form.
+    """
+    cause = exc.__cause__
+    if not isinstance(cause, pydantic.ValidationError):
+        return list(exc.errors)
+    details = cause.errors()
+    own = list(exc.errors[: len(exc.errors) - len(details)])
+    return own + [_msgspec_style(e) for e in details]
+
+
+def _pollution(spec: ToolSpec, args: Mapping[str, Any]) -> list[ArgumentError]:
+    """Schema keywords pasted in as arguments, and placeholder or echoed markup as values."""
+    props = set(spec.property_names())
+    found = [
+        ArgumentError(
+            f"$.{key}",
+            f"`{key}` is a JSON-schema keyword copied from the tool definition, not an argument",
+        )
+        for key in args
+        if key in _SCHEMA_KEYS and props and key not in props
+    ]
+    found.extend(_placeholders(args, "$"))
+    return found
+
+
+def _placeholders(value: Any, path: str, key: str | None = None) -> list[ArgumentError]:
+    if isinstance(value, dict):
+        return [e for k, v in value.items() for e in _placeholders(v, f"{path}.{k}", str(k))]
+    if isinstance(value, list):
+        return [e for i, v in enumerate(value) for e in _placeholders(v, f"{path}[{i}]", key)]
+    if not isinstance(value, str):
+        return []
+    if any(mark in value for mark in _ECHO_MARKUP):
+        return [ArgumentError(path, "Expected real content, got echoed <tool_response> markup")]
+    match = _PLACEHOLDER.match(value.strip())
+    if match is not None and key is not None and match.group(1) == key:
+        return [ArgumentError(path, f"Expected a real value, got the placeholder {value!r}")]
+    return []
+
+
+def _merge(first: list[ArgumentError], second: list[ArgumentError]) -> list[ArgumentError]:
+    """``first`` plus the errors of ``second`` at paths ``first`` does not already explain."""
+    covered = {e.path for e in first}
+    return first + [e for e in second if e.path not in covered]
+
+
+class ResponseValidator:
+    """Checks replies against a fixed set of tools.
+
+    ``rescue`` turns calls written as text (bare or fenced JSON, XML, Python-call syntax, ...)
+    into structured calls; with it off, any reply without native tool calls needs a retry.
+    """
+
+    def __init__(self, tools: Sequence[ToolSpec], *, rescue: bool = True) -> None:
+        if not tools:
+            raise ValueError("ResponseValidator needs at least one tool")
+        by_name: dict[str, ToolSpec] = {}
+        for spec in tools:
+            if spec.name in by_name:
+                raise ValueError(f"tool {spec.name!r} is given twice; tool names must be unique")
+            by_name[spec.name] = spec
+        self._tools = by_name
+        self._rescue = rescue
+
+    @property
+    def tools(self) -> tuple[ToolSpec, ...]:
+        """The tools replies are checked against."""
+        return tuple(self._tools.values())
+
+    @property
+    def rescue_enabled(self) -> bool:
+        return self._rescue
+
+    def validate(self, response: Reply) -> ValidationResult:
+        """Validate one reply: native calls, a text reply, or an LLMResponse holding either."""
+        raw, reasoning, native = _unpack(response)
+        if native:
+            return self._check(
+                native, raw=raw, text=raw, reasoning=reasoning, dialects=(), rescued=False
+            )
+        if self._rescue:
+            return self._rescued(raw, reasoning)
+        return self._retry(raw, reasoning)
+
+    def _rescued(self, raw: str, reasoning: str | None) -> ValidationResult:
+        # Imported here: the rescue parser is a sibling module of this package, still landing.
+        from forge_rt.guardrails import rescue  # type: ignore[attr-defined]
+
+        found = rescue(raw, self.tools)
+        calls = [*found.calls, *found.unknown_calls]
+        thought = reasoning if reasoning is not None else found.reasoning
+        if not calls:
+            return self._retry(raw, thought)
+        return self._check(
+            calls,
+            raw=raw,
+            text="",
+            reasoning=thought,
+            dialects=tuple(found.dialects),
+            rescued=True,
+        )
+
+    def _retry(self, raw: str, reasoning: str | None) -> ValidationResult:
+        cause = _retry_cause(raw)
+        log.debug("guardrails.no_call", cause=cause.value, chars=len(raw))
+        return ValidationResult(
+            calls=[], errors=[], needs_retry=True, cause=cause, raw=raw, reasoning=reasoning
+        )
+
+    def _check(
+        self,
+        calls: Sequence[ToolCall],
+        *,
+        raw: str,
+        text: str,
+        reasoning: str | None,
+        dialects: tuple[Any, ...],
+        rescued: bool,
+    ) -> ValidationResult:
+        kept, collapsed = collapse_calls(calls)
+        if collapsed:
+            log.info("guardrails.collapsed", collapsed=collapsed, kept=len(kept))
+        checked: list[ToolCall] = []
+        errors: list[Nudge] = []
+        for call in kept:
+            spec = self._tools.get(call.tool)
+            if spec is None:
+                errors.append(_tool_error(call, unknown_tool_nudge(call.tool, self.tools)))
+                checked.append(call)
+                continue
+            valid, problems = _validate_args(spec, call.args)
+            if problems:
+                errors.append(_tool_error(call, bad_args_nudge(spec, problems)))
+                checked.append(call)
+            else:
+                checked.append(msgspec.structs.replace(call, args=valid))
+        return ValidationResult(
+            calls=checked,
+            errors=errors,
+            needs_retry=False,
+            dialects=dialects,
+            collapsed=collapsed,
+            raw=raw,
+            text=text,
+            reasoning=reasoning,
+            rescued=rescued,
+        )
+
+
+def _validate_args(
+    spec: ToolSpec, args: dict[str, Any]
+) -> tuple[dict[str, Any], list[ArgumentError]]:
+    polluted = _pollution(spec, args)
+    try:
+        valid = spec.validate_args(args)
+    except ToolArgumentError as exc:
+        return args, _merge(polluted, argument_errors(exc))
+    return valid, polluted
+
+
+def _tool_error(call: ToolCall, content: str) -> Nudge:
+    return Nudge(
+        kind=MessageType.RETRY_NUDGE,
+        role=Role.TOOL,
+        content=content,
+        call_id=call.call_id,
+        tool=call.tool,
+    )
+
+
+def _unpack(response: Reply) -> tuple[str, str | None, list[ToolCall]]:
+    """The reply's raw text, its reasoning, and its native calls (empty for a text reply)."""
+    if isinstance(response, str):
+        return response, None, []
+    if isinstance(response, TextResponse):
+        return response.content, response.reasoning, []
+    if isinstance(response, list):
+        return "", _call_reasoning(response), list(response)
+    result = response.result
+    if isinstance(result, TextResponse):
+        text = response.raw_text or result.content
+        return text, result.reasoning, []
+    return response.raw_text, _call_reasoning(result), list(result)
+
+
+def _call_reasoning(calls: Sequence[ToolCall]) -> str | None:
+    return next((c.reasoning for c in calls if c.reasoning), None)
+
+
+def _retry_cause(raw: str) -> RetryCause:
+    text = raw.strip()
+    if not text:
+        return RetryCause.EMPTY
+    if any(mark in text for mark in _ECHO_MARKUP) or _NUDGE_ECHO.search(text):
+        return RetryCause.ECHO
+    if _CALL_LIKE.search(text):
+        return RetryCause.BROKEN_CALL
+    return RetryCause.PROSE

@@ -1,17 +1,57 @@
 """The actor runtime: SlotWorker (shared inference slots), BudgetActor, WorkflowActor, runners."""
 
+from forge_rt.runtime._budget import Available as Available
+from forge_rt.runtime._budget import BudgetActor as BudgetActor
+from forge_rt.runtime._budget import BudgetBoard as BudgetBoard
+from forge_rt.runtime._budget import BudgetMonitor as BudgetMonitor
+from forge_rt.runtime._budget import BudgetReport as BudgetReport
+from forge_rt.runtime._budget import BudgetSource as BudgetSource
+from forge_rt.runtime._budget import ClientContextSource as ClientContextSource
+from forge_rt.runtime._budget import GetBudget as GetBudget
+from forge_rt.runtime._budget import LlamaServerSource as LlamaServerSource
+from forge_rt.runtime._budget import NvmlSource as NvmlSource
+from forge_rt.runtime._budget import ObservedUsage as ObservedUsage
+from forge_rt.runtime._budget import Unavailable as Unavailable
+from forge_rt.runtime._budget import VLLMMetricsSource as VLLMMetricsSource
+from forge_rt.runtime._runner import Session as Session
+from forge_rt.runtime._runner import WorkflowHandle as WorkflowHandle
+from forge_rt.runtime._runner import WorkflowRunner as WorkflowRunner
 from forge_rt.runtime._scheduling import InferenceJob as InferenceJob
 from forge_rt.runtime._scheduling import PreemptPolicy as PreemptPolicy
 from forge_rt.runtime._slot import PriorityWaits as PriorityWaits
 from forge_rt.runtime._slot import Recheck as Recheck
 from forge_rt.runtime._slot import SlotStats as SlotStats
 from forge_rt.runtime._slot import SlotWorker as SlotWorker
+from forge_rt.runtime._workflow_actor import RunStats as RunStats
+from forge_rt.runtime._workflow_actor import TurnOptions as TurnOptions
+from forge_rt.runtime._workflow_actor import WorkflowActor as WorkflowActor
+from forge_rt.runtime._workflow_actor import WorkflowResult as WorkflowResult
 
 __all__ = [
+    "Available",
+    "BudgetActor",
+    "BudgetBoard",
+    "BudgetMonitor",
+    "BudgetReport",
+    "BudgetSource",
+    "ClientContextSource",
+    "GetBudget",
     "InferenceJob",
+    "LlamaServerSource",
+    "NvmlSource",
+    "ObservedUsage",
     "PreemptPolicy",
     "PriorityWaits",
     "Recheck",
+    "RunStats",
+    "Session",
     "SlotStats",
     "SlotWorker",
+    "TurnOptions",
+    "Unavailable",
+    "VLLMMetricsSource",
+    "WorkflowActor",
+    "WorkflowHandle",
+    "WorkflowResult",
+    "WorkflowRunner",
 ]

@@ -1,0 +1,318 @@
+"""The front doors: ``WorkflowRunner`` for one call, ``Session`` for a long-running daemon.
+
+``await WorkflowRunner(client).run(workflow, "text")`` spins up an actor system with a SlotWorker
+and one WorkflowActor for the call. A ``Session`` keeps one ``ActorSystem``, one shared
+SlotWorker and an optional BudgetMonitor, and runs many concurrent workflows (each its own
+actor, each a ``WorkflowHandle`` that can take many turns).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import structlog
+import trio
+
+from actors import ActorRef, ActorSystem
+from forge_rt.clients.base import LLMClient, OutputConstraint, Sampling
+from forge_rt.context import ContextManager
+from forge_rt.core import Workflow
+from forge_rt.errors import WorkflowCancelledError
+from forge_rt.runtime._budget import BudgetMonitor, BudgetSource
+from forge_rt.runtime._scheduling import PreemptPolicy
+from forge_rt.runtime._slot import SlotWorker
+from forge_rt.runtime._workflow_actor import (
+    ChunkSink,
+    MessageSink,
+    TurnOptions,
+    WorkflowActor,
+    WorkflowResult,
+    _GetHistory,
+    _Turn,
+    _TurnFailed,
+    unique_actor_name,
+)
+
+__all__ = ["Session", "WorkflowHandle", "WorkflowRunner"]
+
+_log = structlog.get_logger(__name__)
+
+
+def _decide_constraint(
+    workflow: Workflow, client: LLMClient
+) -> tuple[OutputConstraint | None, str | None]:
+    if workflow.constrain == "never":
+        return None, "never: constrained decoding off for this workflow"
+    from forge_rt.guardrails import Guardrails, choose_constraint
+
+    tools = Guardrails.from_workflow(workflow).tools
+    decision = choose_constraint(workflow.constrain, client.capabilities, tools)
+    return decision.constraint, decision.reason
+
+
+class WorkflowHandle:
+    """One running workflow actor: send it turns, cancel a turn, read its history."""
+
+    def __init__(self, ref: ActorRef[Any], name: str, workflow: Workflow, priority: int) -> None:
+        self._ref = ref
+        self.name = name
+        self.workflow = workflow
+        self.priority = priority
+        self._scope: trio.CancelScope | None = None
+        self.last_cancelled: WorkflowCancelledError | None = None
+
+    async def send(
+        self,
+        user_message: str,
+        *,
+        deadline: float | None = None,
+        inference_deadline: float | None = None,
+        on_chunk: ChunkSink | None = None,
+        on_message: MessageSink | None = None,
+        prompt_variables: Mapping[str, str] | None = None,
+        priority: int | None = None,
+    ) -> WorkflowResult:
+        """Run one user turn to its terminal tool; raises the loop's typed errors."""
+        options = TurnOptions(
+            priority=self.priority if priority is None else priority,
+            deadline=deadline,
+            inference_deadline=inference_deadline,
+            on_chunk=on_chunk,
+            on_message=on_message,
+            prompt_variables=prompt_variables,
+        )
+        return await self._turn(user_message, options)
+
+    async def resume(self, **options: Any) -> WorkflowResult:
+        """Continue a cancelled turn from where it stopped (no new user message)."""
+        return await self._turn(None, TurnOptions(priority=self.priority, **options))
+
+    async def _turn(self, user_message: str | None, options: TurnOptions) -> WorkflowResult:
+        scope = trio.CancelScope()
+        self._scope = scope
+        try:
+            reply = await self._ref.ask(_Turn(user_message, options, scope))
+        except trio.Cancelled:
+            scope.cancel()  # the caller went away: stop the loop, its inference and its tools
+            raise
+        finally:
+            self._scope = None
+        if isinstance(reply, _TurnFailed):
+            if isinstance(reply.error, WorkflowCancelledError):
+                self.last_cancelled = reply.error
+            raise reply.error
+        result: WorkflowResult = reply.result
+        return result
+
+    def cancel(self) -> None:
+        """Cancel the turn in progress; it raises WorkflowCancelledError (resumable)."""
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def history(self, *, persisted: bool = True) -> tuple[Any, ...]:
+        """The message history; ``persisted`` leaves out nudges and failed attempts."""
+        result: tuple[Any, ...] = await self._ref.ask(_GetHistory(persisted))
+        return result
+
+
+class Session:
+    """Many workflows on one ``ActorSystem``, sharing a SlotWorker (and a BudgetMonitor)."""
+
+    def __init__(
+        self,
+        system: ActorSystem,
+        client: LLMClient,
+        slot: SlotWorker,
+        budget: BudgetMonitor | None,
+        defaults: dict[str, Any],
+    ) -> None:
+        self.system = system
+        self.client = client
+        self.slot = slot
+        self.budget = budget
+        self._defaults = defaults
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls,
+        client: LLMClient,
+        *,
+        slot_policy: PreemptPolicy | str = PreemptPolicy.ALWAYS,
+        max_preemptions: int = 3,
+        max_queue: int = 256,
+        aging_s: float | None = 30.0,
+        budget_sources: Sequence[BudgetSource] = (),
+        budget_interval: float | None = 5.0,
+        max_iterations: int = 15,
+        sampling: Sampling | None = None,
+        guardrails: Mapping[str, Any] | None = None,
+    ) -> AsyncIterator[Session]:
+        """Start the actors; on exit every workflow, the slot and the monitor are cancelled."""
+        async with ActorSystem.open(shutdown="cancel") as system:
+            slot = await SlotWorker.start(
+                system,
+                client,
+                policy=slot_policy,
+                max_preemptions=max_preemptions,
+                max_queue=max_queue,
+                aging_s=aging_s,
+            )
+            budget = (
+                await BudgetMonitor.start(system, budget_sources, interval=budget_interval)
+                if budget_sources
+                else None
+            )
+            defaults = {
+                "max_iterations": max_iterations,
+                "sampling": sampling or Sampling(),
+                "guardrails": dict(guardrails or {}),
+            }
+            yield cls(system, client, slot, budget, defaults)
+
+    async def start(
+        self,
+        workflow: Workflow,
+        *,
+        name: str | None = None,
+        priority: int = 0,
+        max_iterations: int | None = None,
+        context: ContextManager | None = None,
+        sampling: Sampling | None = None,
+        guardrails: Mapping[str, Any] | None = None,
+        resume_from: WorkflowCancelledError | None = None,
+    ) -> WorkflowHandle:
+        """Spawn a workflow actor; each ``send`` on the handle is one user turn.
+
+        ``guardrails`` overrides Guardrails options (e.g. ``{"rescue": False}`` for ablations).
+        ``resume_from`` seeds the actor with a cancelled run's messages, steps and iteration.
+        """
+        actor_name = name or unique_actor_name(workflow.name)
+        constraint, reason = _decide_constraint(workflow, self.client)
+        options = {**self._defaults["guardrails"], **(guardrails or {})}
+        seed: dict[str, Any] = {}
+        if resume_from is not None:
+            seed = {
+                "seed_messages": resume_from.messages,
+                "completed_steps": resume_from.completed_steps,
+                "iteration": resume_from.iteration,
+            }
+        ref = await self.system.spawn(
+            lambda: WorkflowActor(
+                workflow,
+                self.slot,
+                name=actor_name,
+                max_iterations=max_iterations or self._defaults["max_iterations"],
+                context=context,
+                sampling=sampling or self._defaults["sampling"],
+                guardrail_options=options,
+                constraint=constraint,
+                constraint_reason=reason,
+                budget=self.budget.ref if self.budget is not None else None,
+                **seed,
+            ),
+            name=actor_name,
+        )
+        return WorkflowHandle(ref, actor_name, workflow, priority)
+
+    async def run(self, workflow: Workflow, user_message: str, **options: Any) -> WorkflowResult:
+        """Run one turn of ``workflow`` in a fresh actor, then stop it."""
+        start_keys = {"name", "priority", "max_iterations", "context", "sampling", "guardrails"}
+        start_opts = {k: options.pop(k) for k in list(options) if k in start_keys}
+        handle = await self.start(workflow, **start_opts)
+        try:
+            return await handle.send(user_message, **options)
+        finally:
+            with trio.CancelScope(shield=True):  # stopping must finish even if we were cancelled
+                await self.system.stop(handle._ref, mode="cancel")
+
+
+class WorkflowRunner:
+    """One call, one workflow: ``await WorkflowRunner(client).run(workflow, "text")``."""
+
+    def __init__(
+        self,
+        client: LLMClient,
+        *,
+        max_iterations: int = 15,
+        context: ContextManager | None = None,
+        sampling: Sampling | None = None,
+        guardrails: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.client = client
+        self._max_iterations = max_iterations
+        self._context = context
+        self._sampling = sampling
+        self._guardrails = dict(guardrails or {})
+
+    async def run(
+        self,
+        workflow: Workflow,
+        user_message: str,
+        *,
+        priority: int = 0,
+        deadline: float | None = None,
+        on_chunk: ChunkSink | None = None,
+        on_message: MessageSink | None = None,
+        prompt_variables: Mapping[str, str] | None = None,
+    ) -> WorkflowResult:
+        """Run ``workflow`` on ``user_message`` until its terminal tool succeeds."""
+        return await self._go(
+            workflow,
+            user_message,
+            None,
+            priority=priority,
+            deadline=deadline,
+            on_chunk=on_chunk,
+            on_message=on_message,
+            prompt_variables=prompt_variables,
+        )
+
+    async def resume(
+        self,
+        error: WorkflowCancelledError,
+        workflow: Workflow,
+        *,
+        priority: int = 0,
+        deadline: float | None = None,
+        on_chunk: ChunkSink | None = None,
+        on_message: MessageSink | None = None,
+    ) -> WorkflowResult:
+        """Continue a cancelled run from its messages, completed steps and iteration."""
+        return await self._go(
+            workflow,
+            None,
+            error,
+            priority=priority,
+            deadline=deadline,
+            on_chunk=on_chunk,
+            on_message=on_message,
+            prompt_variables=None,
+        )
+
+    async def _go(
+        self,
+        workflow: Workflow,
+        user_message: str | None,
+        resume_from: WorkflowCancelledError | None,
+        **turn: Any,
+    ) -> WorkflowResult:
+        async with Session.open(
+            self.client,
+            max_iterations=self._max_iterations,
+            sampling=self._sampling,
+            guardrails=self._guardrails,
+        ) as session:
+            handle = await session.start(
+                workflow,
+                priority=turn["priority"],
+                context=self._context,
+                resume_from=resume_from,
+            )
+            if user_message is None:
+                turn.pop("prompt_variables")
+                turn.pop("priority")
+                return await handle.resume(**turn)
+            return await handle.send(user_message, **turn)

@@ -1,0 +1,427 @@
+"""WorkflowActor: one workflow run or chat session, owning its history and running the guarded loop.
+
+Each iteration: cancellation check → compaction against the budget → one inference through the
+SlotWorker → validate/rescue → step and prerequisite enforcement → execute the batch → terminal
+check. Guardrails and compaction run here, inside the loop; control state (completed steps,
+iteration, error budgets) lives in the Guardrails object, outside the history, so compaction can
+never erase it. Cancellation (the caller, a deadline, shutdown) goes through the turn's cancel
+scope and ends the turn with a resumable ``WorkflowCancelledError``.
+"""
+
+from __future__ import annotations
+
+import collections
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+import msgspec
+import pydantic
+import structlog
+import trio
+
+from actors import Actor, ActorRef, handles
+from forge_rt.clients.base import (
+    InferenceRequest,
+    LLMResponse,
+    OutputConstraint,
+    ResetChunk,
+    Sampling,
+    StreamChunk,
+)
+from forge_rt.context import CompactEvent, ContextManager
+from forge_rt.core import (
+    RESPOND_TOOL_NAME,
+    Message,
+    StepTracker,
+    ToolCall,
+    ToolDef,
+    Workflow,
+)
+from forge_rt.errors import ForgeError, MaxIterationsError, WorkflowCancelledError
+from forge_rt.guardrails import (
+    Execute,
+    Fatal,
+    Guardrails,
+    RetryWithNudge,
+    StepBlocked,
+    TextAnswer,
+    ToolErrors,
+    ToolResult,
+)
+from forge_rt.runtime._slot import SlotWorker
+
+__all__ = [
+    "MessageSink",
+    "RunStats",
+    "TurnOptions",
+    "WorkflowActor",
+    "WorkflowResult",
+]
+
+_log = structlog.get_logger(__name__)
+
+ChunkSink = Callable[[StreamChunk], Awaitable[None]]
+MessageSink = Callable[[Message], Awaitable[None] | None]
+
+
+class RunStats(msgspec.Struct, kw_only=True):
+    """What one turn cost and which guardrails fired (the eval records these)."""
+
+    iterations: int = 0
+    inferences: int = 0
+    tool_calls: int = 0
+    tool_errors: int = 0
+    retries: dict[str, int] = msgspec.field(default_factory=dict)
+    rescued: dict[str, int] = msgspec.field(default_factory=dict)
+    collapsed: int = 0
+    compactions: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    constraint: str | None = None
+    wall_s: float = 0.0
+
+    def count_retry(self, cause: str) -> None:
+        self.retries[cause] = self.retries.get(cause, 0) + 1
+
+
+class WorkflowResult(msgspec.Struct, frozen=True, kw_only=True):
+    """How a turn ended: the terminal tool's output (or the model's answer), and the state.
+
+    ``output`` is the terminal tool's result; for the ``respond`` tool it is the message to the
+    user. ``answer_only`` is set when retry nudges were off and plain text ended the turn.
+    """
+
+    output: str
+    terminal_call: ToolCall | None
+    messages: tuple[Message, ...]
+    completed_steps: tuple[str, ...]
+    iteration: int
+    stats: RunStats
+    answer_only: bool = False
+
+
+class TurnOptions(msgspec.Struct, kw_only=True):
+    """Per-turn settings of a WorkflowActor."""
+
+    priority: int = 0
+    deadline: float | None = None  # seconds for the whole turn
+    inference_deadline: float | None = None  # seconds for each inference call
+    on_chunk: ChunkSink | None = None
+    on_message: MessageSink | None = None
+    prompt_variables: Mapping[str, str] | None = None
+
+
+class _Turn(msgspec.Struct):
+    user_text: str | None  # None: resume the loop without a new user message
+    options: TurnOptions
+    scope: trio.CancelScope
+
+
+class _TurnOk(msgspec.Struct):
+    result: WorkflowResult
+
+
+class _TurnFailed(msgspec.Struct):
+    error: ForgeError
+
+
+class _GetHistory(msgspec.Struct):
+    persisted: bool = True
+
+
+class WorkflowActor(Actor):
+    """Runs turns of one workflow; the turn's reply is ``_TurnOk`` or ``_TurnFailed``.
+
+    Failures are replies, not crashes: a workflow that exhausts a budget is an expected outcome
+    that the caller must see typed, and the actor keeps its state so the caller can resume.
+    """
+
+    def __init__(
+        self,
+        workflow: Workflow,
+        slot: SlotWorker,
+        *,
+        name: str,
+        max_iterations: int,
+        context: ContextManager | None,
+        sampling: Sampling,
+        guardrail_options: Mapping[str, Any],
+        constraint: OutputConstraint | None,
+        constraint_reason: str | None,
+        budget: ActorRef[Any] | None,
+        seed_messages: tuple[Message, ...] = (),
+        completed_steps: tuple[str, ...] = (),
+        iteration: int = 0,
+    ) -> None:
+        self._workflow = workflow
+        self._slot = slot
+        self._name = name
+        self._max_iterations = max_iterations
+        self._context = context
+        self._sampling = sampling
+        self._constraint = constraint
+        self._constraint_reason = constraint_reason
+        self._budget = budget
+        self._guardrails = Guardrails.from_workflow(
+            workflow, tracker=StepTracker(completed_steps), **guardrail_options
+        )
+        self._history: list[Message] = list(seed_messages)
+        self._iteration = iteration
+        self._turn_start = len(self._history)
+
+    # --- messages ------------------------------------------------------------------------------
+
+    @handles(_Turn)
+    async def on_turn(self, msg: _Turn) -> _TurnOk | _TurnFailed:
+        started = trio.current_time()
+        stats = RunStats(constraint=self._constraint_reason)
+        if msg.user_text is not None:
+            if not self._history:
+                await self._append(
+                    Message.system(
+                        self._workflow.render_system_prompt(msg.options.prompt_variables)
+                    ),
+                    msg.options,
+                )
+            self._forget_transients()
+            self._turn_start = len(self._history)
+            await self._append(Message.user(msg.user_text), msg.options)
+        outcome: _TurnOk | _TurnFailed | None = None
+        with msg.scope:
+            if msg.options.deadline is not None:
+                msg.scope.deadline = min(
+                    msg.scope.deadline, trio.current_time() + msg.options.deadline
+                )
+            try:
+                outcome = _TurnOk(await self._loop(msg.options, stats))
+            except ForgeError as exc:
+                outcome = _TurnFailed(exc)
+        stats.wall_s = trio.current_time() - started
+        if outcome is None:
+            outcome = _TurnFailed(
+                WorkflowCancelledError(
+                    f"workflow {self._workflow.name!r} was cancelled at iteration "
+                    f"{self._iteration}; pass this error to resume() to continue",
+                    messages=self._history,
+                    completed_steps=self._guardrails.tracker.completed_steps,
+                    iteration=self._iteration,
+                )
+            )
+        if isinstance(outcome, _TurnOk):
+            self._forget_transients()
+        _log.info(
+            "workflow.turn",
+            workflow=self._workflow.name,
+            actor=self._name,
+            ok=isinstance(outcome, _TurnOk),
+            error=type(outcome.error).__name__ if isinstance(outcome, _TurnFailed) else None,
+            iterations=stats.iterations,
+            inferences=stats.inferences,
+        )
+        return outcome
+
+    @handles(_GetHistory)
+    async def on_history(self, msg: _GetHistory) -> tuple[Message, ...]:
+        if msg.persisted:
+            return tuple(m for m in self._history if not m.transient)
+        return tuple(self._history)
+
+    # --- the loop ------------------------------------------------------------------------------
+
+    async def _loop(self, options: TurnOptions, stats: RunStats) -> WorkflowResult:
+        guardrails = self._guardrails
+        while True:
+            if self._iteration >= self._max_iterations:
+                raise MaxIterationsError(
+                    f"workflow {self._workflow.name!r} reached max_iterations="
+                    f"{self._max_iterations} without its terminal tool succeeding; pending "
+                    f"steps: {guardrails.tracker.pending(self._workflow.required_steps)}",
+                    iterations=self._iteration,
+                    pending_steps=guardrails.tracker.pending(self._workflow.required_steps),
+                    messages=self._history,
+                )
+            self._iteration += 1
+            stats.iterations += 1
+            await self._compact(stats)
+            response = await self._infer(options, stats)
+            action = guardrails.check(response)
+            match action:
+                case Execute():
+                    if action.collapsed:
+                        stats.collapsed += action.collapsed
+                    for dialect in action.rescued_dialects:
+                        key = str(dialect)
+                        stats.rescued[key] = stats.rescued.get(key, 0) + 1
+                    await self._extend(action.messages(), options)
+                    result = await self._execute(action.calls, options, stats)
+                    if result is not None:
+                        return result
+                case RetryWithNudge():
+                    stats.count_retry(str(action.nudge.kind))
+                    await self._reject(action.messages(), options)
+                case ToolErrors():
+                    stats.count_retry("tool_errors")
+                    await self._reject(action.messages(), options)
+                case StepBlocked():
+                    stats.count_retry(action.reason)
+                    await self._reject(action.messages(), options)
+                case TextAnswer():
+                    await self._extend(action.messages(), options)
+                    return self._result(action.text, None, stats, answer_only=True)
+                case Fatal():
+                    raise action.error
+
+    async def _compact(self, stats: RunStats) -> None:
+        context = self._context
+        if context is None:
+            return
+        if self._budget is not None:
+            from forge_rt.runtime._budget import GetBudget
+
+            budget = await self._budget.ask(GetBudget(self._name))
+            if budget is not None:
+                context.budget_tokens = budget
+        compacted, event = context.maybe_compact(self._history)
+        if event is not None:
+            self._history = list(compacted)
+            stats.compactions += 1
+            _log_compaction(self._name, event)
+
+    async def _infer(self, options: TurnOptions, stats: RunStats) -> LLMResponse:
+        request = InferenceRequest(
+            messages=tuple(self._history),
+            tools=self._guardrails.tools,
+            sampling=self._sampling,
+            constraint=self._constraint,
+            priority=options.priority,
+        )
+        response = await self._slot.infer(
+            request,
+            priority=options.priority,
+            deadline=options.inference_deadline,
+            on_chunk=options.on_chunk,
+            affinity_key=self._name,
+        )
+        stats.inferences += 1
+        usage = response.usage
+        stats.prompt_tokens += usage.prompt_tokens or 0
+        stats.completion_tokens += usage.completion_tokens or 0
+        if self._budget is not None and usage.prompt_tokens is not None:
+            from forge_rt.runtime._budget import ObservedUsage
+
+            await self._budget.send(
+                ObservedUsage(self._name, usage.prompt_tokens + (usage.completion_tokens or 0))
+            )
+        if self._context is not None and usage.prompt_tokens is not None:
+            self._context.estimator.observe_usage(self._history, usage.prompt_tokens)
+        return response
+
+    async def _execute(
+        self, calls: list[ToolCall], options: TurnOptions, stats: RunStats
+    ) -> WorkflowResult | None:
+        results = []
+        for call in calls:
+            results.append(await self._run_tool(call))
+        stats.tool_calls += len(calls)
+        stats.tool_errors += sum(1 for r in results if not r.ok)
+        outcome = self._guardrails.record(results)
+        await self._extend(outcome.messages, options)
+        if outcome.done:
+            assert outcome.terminal_call is not None
+            return self._result(outcome.terminal_output or "", outcome.terminal_call, stats)
+        if outcome.fatal is not None:
+            raise outcome.fatal
+        return None
+
+    async def _run_tool(self, call: ToolCall) -> ToolResult:
+        if call.tool == RESPOND_TOOL_NAME:
+            return ToolResult(call=call, output=str(call.args.get("message", "")))
+        tool = self._workflow.tools[call.tool]
+        try:
+            with _timeout(tool):
+                value = await _invoke(tool, call.args)
+        except trio.TooSlowError:
+            return ToolResult(
+                call=call,
+                error=TimeoutError(f"{call.tool} did not finish within {tool.timeout:g} s"),
+            )
+        except Exception as exc:  # noqa: BLE001 -- a tool's failure is fed back to the model, counted
+            return ToolResult(call=call, error=exc)
+        return ToolResult(call=call, output=_render(value))
+
+    # --- history -------------------------------------------------------------------------------
+
+    async def _append(self, message: Message, options: TurnOptions) -> None:
+        self._history.append(message)
+        sink = options.on_message
+        if sink is not None:
+            pending = sink(message)
+            if inspect.isawaitable(pending):
+                await pending
+
+    async def _extend(self, messages: list[Message], options: TurnOptions) -> None:
+        for message in messages:
+            await self._append(message, options)
+
+    async def _reject(self, messages: list[Message], options: TurnOptions) -> None:
+        if options.on_chunk is not None:
+            await options.on_chunk(ResetChunk("reply rejected by the guardrails; retrying"))
+        await self._extend(messages, options)
+
+    def _forget_transients(self) -> None:
+        """Drop nudges and failed attempts of finished turns; they only cost context now."""
+        self._history = [m for m in self._history if not m.transient]
+
+    def _result(
+        self, output: str, call: ToolCall | None, stats: RunStats, *, answer_only: bool = False
+    ) -> WorkflowResult:
+        return WorkflowResult(
+            output=output,
+            terminal_call=call,
+            messages=tuple(self._history),
+            completed_steps=self._guardrails.tracker.completed_steps,
+            iteration=self._iteration,
+            stats=stats,
+            answer_only=answer_only,
+        )
+
+
+def _timeout(tool: ToolDef) -> AbstractContextManager[object]:
+    return trio.fail_after(tool.timeout) if tool.timeout is not None else nullcontext()
+
+
+async def _invoke(tool: ToolDef, args: dict[str, Any]) -> Any:
+    if tool.is_async:
+        return await tool.callable(**args)
+    # A sync tool runs in a worker thread so it cannot stall every other actor; it cannot be
+    # interrupted, so on cancellation its result is abandoned.
+    return await trio.to_thread.run_sync(lambda: tool.callable(**args), abandon_on_cancel=True)
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, pydantic.BaseModel):
+        return value.model_dump_json()
+    return msgspec.json.encode(value).decode()
+
+
+def _log_compaction(name: str, event: CompactEvent) -> None:
+    _log.info(
+        "workflow.compacted",
+        actor=name,
+        phase=event.phase,
+        tokens_before=event.tokens_before,
+        tokens_after=event.tokens_after,
+    )
+
+
+# Cheap per-process id counter for actor names.
+_names: collections.Counter[str] = collections.Counter()
+
+
+def unique_actor_name(workflow: str) -> str:
+    _names[workflow] += 1
+    return f"workflow.{workflow}.{_names[workflow]}"

@@ -1,0 +1,50 @@
+"""Deterministic tools and a workflow shared by the runtime tests."""
+
+from typing import Any
+
+import trio
+
+from forge_rt.core import ToolDef, ToolSpec, Workflow
+from forge_rt.errors import ToolResolutionError
+
+CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+
+
+class Tools:
+    """Deterministic tools that record what they were called with."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.tool_started = trio.Event()
+
+    def get_weather(self, city: str) -> str:
+        self.calls.append(("get_weather", {"city": city}))
+        if city == "Atlantis":
+            raise ToolResolutionError("no such city: Atlantis; try a real city name")
+        if city == "Error":
+            raise RuntimeError("weather service down")
+        return f"22C and sunny in {city}"
+
+    async def slow_lookup(self, city: str) -> str:
+        self.calls.append(("slow_lookup", {"city": city}))
+        self.tool_started.set()
+        await trio.sleep(100)
+        return "never"
+
+    def workflow(self, **overrides: Any) -> Workflow:
+        fields: dict[str, Any] = {
+            "name": "weather",
+            "tools": [
+                ToolDef(
+                    spec=ToolSpec(name="get_weather", parameters=CITY), callable=self.get_weather
+                ),
+                ToolDef(
+                    spec=ToolSpec(name="slow_lookup", parameters=CITY), callable=self.slow_lookup
+                ),
+            ],
+            "required_steps": ["get_weather"],
+            "system_prompt_template": "You answer weather questions.",
+            "constrain": "never",
+        }
+        fields.update(overrides)
+        return Workflow(**fields)

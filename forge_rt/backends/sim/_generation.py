@@ -8,15 +8,25 @@ from __future__ import annotations
 
 import enum
 import time
+from typing import Any
 
 import msgspec
 
 from forge_rt.backends.sim._model import PlannedReply
 from forge_rt.backends.sim._tokens import THINK_CLOSE, THINK_OPEN, Tokenizer
 
-__all__ = ["Generation", "Unit", "UnitKind"]
+__all__ = ["Generation", "Unit", "UnitKind", "object_or_none", "plan_units"]
 
 _decode_json = msgspec.json.decode
+
+
+def object_or_none(text: str) -> dict[str, Any] | None:
+    """``text`` decoded as a JSON object, or ``None`` if it is not one."""
+    try:
+        value = _decode_json(text)
+    except msgspec.DecodeError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 class UnitKind(enum.IntEnum):
@@ -122,14 +132,22 @@ class Generation:
             out.append((call.id, call.name, args, args == call.arguments))
         return out
 
-    @staticmethod
-    def arguments_object(arguments: str) -> dict[str, object] | None:
-        """``arguments`` decoded as a JSON object, or ``None`` if it is not one."""
-        try:
-            value = _decode_json(arguments)
-        except msgspec.DecodeError:
-            return None
-        return value if isinstance(value, dict) else None
+    def object_calls(self) -> tuple[list[tuple[str, str, dict[str, Any]]], str]:
+        """Calls as ``(id, name, arguments object)`` for APIs that carry arguments as objects.
+
+        A call whose arguments are not (or not yet, when cut short) a JSON object cannot go on
+        such a wire; like a server whose tool parser failed, it is returned as raw text instead
+        (the second item, in the chat template's Hermes form).
+        """
+        calls: list[tuple[str, str, dict[str, Any]]] = []
+        raw: list[str] = []
+        for call_id, name, arguments, complete in self.calls():
+            value = object_or_none(arguments) if complete else None
+            if value is None:
+                raw.append(f'<tool_call>{{"name": "{name}", "arguments": {arguments}')
+            else:
+                calls.append((call_id, name, value))
+        return calls, "".join(raw)
 
     def usage_openai(self) -> dict[str, object]:
         return {

@@ -21,6 +21,7 @@ import msgspec
 import structlog
 import trio
 
+from forge_rt.backends.sim._anthropic import AnthropicCodec
 from forge_rt.backends.sim._codec import BadRequest, Codec
 from forge_rt.backends.sim._config import Fault, SimConfig, SimReply
 from forge_rt.backends.sim._generation import Generation, plan_units
@@ -35,6 +36,7 @@ from forge_rt.backends.sim._model import (
     plan_scripted,
     reply_rng,
 )
+from forge_rt.backends.sim._ollama import OllamaCodec
 from forge_rt.backends.sim._openai import OpenAICodec
 from forge_rt.backends.sim._slots import Slot, SlotPool, common_prefix
 from forge_rt.backends.sim._stats import ReplyRecord, SimStats, SlotStats
@@ -94,7 +96,7 @@ class SimBackend:
         self._serving: trio.CancelScope | None = None
         self._stopped = trio.Event()
         self._registry = metrics_registry(self.stats, config.n_ctx)
-        openai = OpenAICodec()
+        openai, anthropic, ollama = OpenAICodec(), AnthropicCodec(), OllamaCodec()
         self._routes: dict[str, tuple[str, Callable[[Exchange], Awaitable[None]]]] = {
             "/v1/chat/completions": ("POST", lambda ex: self._infer(ex, openai)),
             "/chat/completions": ("POST", lambda ex: self._infer(ex, openai)),
@@ -107,6 +109,11 @@ class SimBackend:
             "/metrics": ("GET", self._metrics),
             "/tokenize": ("POST", self._tokenize),
             "/detokenize": ("POST", self._detokenize),
+            "/v1/messages": ("POST", lambda ex: self._infer(ex, anthropic)),
+            "/api/chat": ("POST", lambda ex: self._infer(ex, ollama)),
+            "/api/tags": ("GET", self._ollama_tags),
+            "/api/show": ("POST", self._ollama_show),
+            "/api/version": ("GET", self._ollama_version),
         }
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -114,14 +121,23 @@ class SimBackend:
     @classmethod
     @asynccontextmanager
     async def serve(cls, config: SimConfig | None = None) -> AsyncIterator[SimBackend]:
-        """Serve until the block exits; connections and generations are cancelled then."""
-        async with trio.open_nursery() as nursery:
-            sim = cls(config if config is not None else SimConfig(), nursery)
-            await sim._listen()
-            try:
-                yield sim
-            finally:
-                nursery.cancel_scope.cancel()
+        """Serve until the block exits; connections and generations are cancelled then.
+
+        An exception raised in the block comes out as itself, not wrapped in the exception
+        group of the nursery that runs the server (so ``pytest.raises`` and ``except`` work).
+        """
+        try:
+            async with trio.open_nursery() as nursery:
+                sim = cls(config if config is not None else SimConfig(), nursery)
+                await sim._listen()
+                try:
+                    yield sim
+                finally:
+                    nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
 
     @property
     def port(self) -> int:
@@ -165,9 +181,7 @@ class SimBackend:
         assert self._serving is not None
         self._serving.cancel()
         await self._stopped.wait()
-        for slot in self._pool.slots:
-            slot.cache = []
-            slot.stats.cache_tokens = 0
+        self._drop_caches()
         self.stats.restarts += 1
         logger.info("sim.restarting", url=self.url, downtime=downtime)
         await trio.sleep(downtime)
@@ -195,9 +209,7 @@ class SimBackend:
             )
         if config.chars_per_token != self._config.chars_per_token:
             self._tokenizer = Tokenizer(config.chars_per_token)
-            for slot in self._pool.slots:  # cached tokens no longer match the new tokenizer
-                slot.cache = []
-                slot.stats.cache_tokens = 0
+            self._drop_caches()  # cached tokens no longer match the new tokenizer
         if config.reply_log_size != self._config.reply_log_size:
             self.stats.replies = deque(self.stats.replies, maxlen=config.reply_log_size)
         if config.script != self._config.script:
@@ -205,6 +217,11 @@ class SimBackend:
         if config.n_ctx != self._config.n_ctx:
             self._registry = metrics_registry(self.stats, config.n_ctx)
         self._config = config
+
+    def _drop_caches(self) -> None:
+        for slot in self._pool.slots:
+            slot.cache = []
+            slot.stats.cache_tokens = 0
 
     def set_script(self, script: Mapping[str, Sequence[SimReply | str]] | None) -> None:
         """Replace the script (``None``: back to the oracle); every conversation starts over."""
@@ -335,6 +352,42 @@ class SimBackend:
             return
         await ex.send(200, _encode({"content": content}))
 
+    # -- Ollama metadata endpoints ------------------------------------------------------------
+
+    def _ollama_details(self) -> dict[str, Any]:
+        return {
+            "format": "gguf",
+            "family": "sim",
+            "parameter_size": "0B",
+            "quantization_level": "none",
+        }
+
+    async def _ollama_tags(self, ex: Exchange) -> None:
+        model = {
+            "name": self._config.model,
+            "model": self._config.model,
+            "modified_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._started)),
+            "size": 0,
+            "digest": "sim",
+            "details": self._ollama_details(),
+        }
+        await ex.send(200, _encode({"models": [model]}))
+
+    async def _ollama_show(self, ex: Exchange) -> None:
+        n_ctx = self._config.n_ctx
+        show = {
+            "modelfile": f"FROM {self._config.model}",
+            "parameters": f"num_ctx {n_ctx}",
+            "template": "chatml",
+            "details": self._ollama_details(),
+            "model_info": {"general.architecture": "sim", "sim.context_length": n_ctx},
+            "capabilities": ["completion", "tools"],
+        }
+        await ex.send(200, _encode(show))
+
+    async def _ollama_version(self, ex: Exchange) -> None:
+        await ex.send(200, b'{"version":"0.0.0-sim"}')
+
     # -- inference ---------------------------------------------------------------------------
 
     async def _infer(self, ex: Exchange, codec: Codec) -> None:
@@ -380,6 +433,12 @@ class SimBackend:
             self.stats.constraints[view.constraint] += 1
         if view.priority is not None:
             self.stats.priorities.append(view.priority)
+        if view.api == "ollama":
+            wanted = view.num_ctx if view.num_ctx is not None else config.n_ctx
+            if self.stats.ollama_num_ctx not in (None, wanted):
+                self.stats.ollama_num_ctx_changes += 1
+                self._drop_caches()  # Ollama reloads the model: every cached prefix is lost
+            self.stats.ollama_num_ctx = wanted
 
     def _external_fault(self, headers: Mapping[str, str]) -> Fault | None:
         named = headers.get(FAULT_HEADER)
@@ -539,7 +598,8 @@ class SimBackend:
         slot: Slot = await self._pool.acquire(prompt, view.slot_id)
         holding = True
         try:
-            common = common_prefix(slot.cache, prompt)
+            # Like llama-server, a fully cached prompt still evaluates its last token.
+            common = min(common_prefix(slot.cache, prompt), len(prompt) - 1)
             gen.cached_tokens = common
             slot.stats.cached_tokens += common
             slot.stats.prefilled_tokens += len(prompt) - common

@@ -51,7 +51,8 @@ class RequestView(msgspec.Struct, frozen=True, kw_only=True):
     counted: it is the reply being continued, in ``prefill``). ``tool_choice`` is ``auto``,
     ``required``, ``none`` or a tool name. ``schema`` is the JSON schema the output is
     constrained to, if any; ``constraint`` names the request field that carried the constraint.
-    ``include_usage`` asks for a usage event at the end of a stream (OpenAI ``stream_options``).
+    ``include_usage`` asks for a usage event at the end of a stream (OpenAI ``stream_options``);
+    ``num_ctx`` is the context size an Ollama request asked the server to load.
     """
 
     api: Api
@@ -68,6 +69,7 @@ class RequestView(msgspec.Struct, frozen=True, kw_only=True):
     include_usage: bool = False
     slot_id: int | None = None
     priority: int | None = None
+    num_ctx: int | None = None
     headers: Mapping[str, str] = msgspec.field(default_factory=dict)
 
     def called_tools(self) -> list[str]:

@@ -1,0 +1,109 @@
+"""``forge-rt sim``: serve a simulated backend in the foreground until Ctrl-C."""
+
+from __future__ import annotations
+
+import click
+import pydantic
+import trio
+
+from forge_rt.backends.sim._config import FailureRates, Fault, SimConfig
+from forge_rt.backends.sim._server import SimBackend
+
+__all__ = ["sim_command"]
+
+
+def _pairs(option: str, values: tuple[str, ...], known: list[str]) -> dict[str, float]:
+    """``NAME=P`` strings as a mapping, or a usage error naming the bad one."""
+    out: dict[str, float] = {}
+    for value in values:
+        name, sep, number = value.partition("=")
+        if not sep or name not in known:
+            raise click.BadParameter(
+                f"{value!r} is not NAME=PROBABILITY with NAME one of: {', '.join(known)}",
+                param_hint=option,
+            )
+        try:
+            out[name] = float(number)
+        except ValueError:
+            raise click.BadParameter(
+                f"{value!r}: {number!r} is not a number", param_hint=option
+            ) from None
+    return out
+
+
+@click.command("sim")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=0, show_default=True, help="TCP port; 0 picks a free one.")
+@click.option("--model", default="sim-model", show_default=True, help="Model name to report.")
+@click.option("--n-ctx", default=8192, show_default=True, help="Context window of each slot.")
+@click.option("--n-slots", default=1, show_default=True, help="Concurrent inference slots.")
+@click.option("--prefill-tps", type=float, help="Prompt tokens per second (default: instant).")
+@click.option("--decode-tps", type=float, help="Generated tokens per second (default: instant).")
+@click.option(
+    "--first-token-latency",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Seconds added before the first token.",
+)
+@click.option("--seed", default=0, show_default=True, help="Seed of the random model.")
+@click.option(
+    "--rate",
+    "rates",
+    multiple=True,
+    metavar="DIALECT=P",
+    help="Failure rate of one dialect, e.g. --rate bare_json=0.2 (repeatable).",
+)
+@click.option(
+    "--fault-rate",
+    "fault_rates",
+    multiple=True,
+    metavar="FAULT=P",
+    help="Rate of one injected fault, e.g. --fault-rate http_503=0.05 (repeatable).",
+)
+@click.option("--api-key", help="Require this API key (Bearer / x-api-key).")
+def sim_command(
+    host: str,
+    port: int,
+    model: str,
+    n_ctx: int,
+    n_slots: int,
+    prefill_tps: float | None,
+    decode_tps: float | None,
+    first_token_latency: float,
+    seed: int,
+    rates: tuple[str, ...],
+    fault_rates: tuple[str, ...],
+    api_key: str | None,
+) -> None:
+    """Serve a simulated model server (OpenAI, llama-server, Ollama and Anthropic APIs)."""
+    try:
+        config = SimConfig(
+            host=host,
+            port=port,
+            model=model,
+            n_ctx=n_ctx,
+            n_slots=n_slots,
+            prefill_tps=prefill_tps,
+            decode_tps=decode_tps,
+            first_token_latency_s=first_token_latency,
+            seed=seed,
+            rates=FailureRates(**_pairs("--rate", rates, list(FailureRates.model_fields))),
+            fault_rates={
+                Fault(k): v
+                for k, v in _pairs("--fault-rate", fault_rates, [f.value for f in Fault]).items()
+            },
+            api_key=api_key,
+        )
+    except pydantic.ValidationError as exc:
+        raise click.UsageError(f"invalid sim settings: {exc}") from exc
+
+    async def serve() -> None:
+        async with SimBackend.serve(config) as sim:
+            click.echo(f"sim serving {config.model} at {sim.url} (Ctrl-C stops it)")
+            await trio.sleep_forever()
+
+    try:
+        trio.run(serve)
+    except KeyboardInterrupt:
+        click.echo("sim stopped")

@@ -20,6 +20,7 @@ from forge_rt.runtime._scheduling import InferenceJob as InferenceJob
 from forge_rt.runtime._scheduling import PreemptPolicy as PreemptPolicy
 from forge_rt.runtime._slot import PriorityWaits as PriorityWaits
 from forge_rt.runtime._slot import Recheck as Recheck
+from forge_rt.runtime._slot import SlotPool as SlotPool
 from forge_rt.runtime._slot import SlotStats as SlotStats
 from forge_rt.runtime._slot import SlotWorker as SlotWorker
 from forge_rt.runtime._workflow_actor import RunStats as RunStats
@@ -45,6 +46,7 @@ __all__ = [
     "Recheck",
     "RunStats",
     "Session",
+    "SlotPool",
     "SlotStats",
     "SlotWorker",
     "TurnOptions",

@@ -229,6 +229,22 @@ class Session:
                 await self.system.stop(handle._ref, mode="cancel")
 
 
+async def run_on_slot(
+    slot: SlotWorker, workflow: Workflow, user_message: str, *, priority: int = 0, **options: Any
+) -> WorkflowResult:
+    """One workflow turn on an existing slot, in that slot's actor system (``SlotWorker.submit``)."""
+    start_keys = {"max_iterations", "context", "sampling", "guardrails"}
+    start_opts = {k: options.pop(k) for k in list(options) if k in start_keys}
+    session = Session(
+        slot.system,
+        slot.client,
+        slot,
+        None,
+        {"max_iterations": 15, "sampling": Sampling(), "guardrails": {}},
+    )
+    return await session.run(workflow, user_message, priority=priority, **start_opts, **options)
+
+
 class WorkflowRunner:
     """One call, one workflow: ``await WorkflowRunner(client).run(workflow, "text")``."""
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import structlog
@@ -33,7 +33,7 @@ from forge_rt.clients.base import (
     TextDeltaChunk,
     ToolCallDeltaChunk,
 )
-from forge_rt.core import TextResponse
+from forge_rt.core import TextResponse, Workflow
 from forge_rt.errors import InferenceDeadlineError, SlotQueueFullError, StreamError
 from forge_rt.runtime._scheduling import (
     InferenceJob,
@@ -43,7 +43,10 @@ from forge_rt.runtime._scheduling import (
     pick_next,
 )
 
-__all__ = ["PriorityWaits", "SlotStats", "SlotWorker", "SlotWorkerActor"]
+if TYPE_CHECKING:
+    from forge_rt.runtime._workflow_actor import WorkflowResult
+
+__all__ = ["PriorityWaits", "SlotPool", "SlotStats", "SlotWorker", "SlotWorkerActor"]
 
 _log = structlog.get_logger(__name__)
 
@@ -142,9 +145,10 @@ class Recheck(msgspec.Struct):
 class _SlotExecutor(Actor):
     """Runs one attempt at a time on the backend and reports how it ended."""
 
-    def __init__(self, client: LLMClient, scheduler: ActorRef[Any]) -> None:
+    def __init__(self, client: LLMClient, scheduler: ActorRef[Any], slot_id: int | None) -> None:
         self._client = client
         self._scheduler = scheduler
+        self._slot_id = slot_id
 
     @handles(_RunJob)
     async def on_run(self, msg: _RunJob) -> None:
@@ -153,6 +157,8 @@ class _SlotExecutor(Actor):
 
     async def _attempt(self, job: InferenceJob) -> _Outcome:
         request = job.request
+        if self._slot_id is not None and request.slot_id != self._slot_id:
+            request = msgspec.structs.replace(request, slot_id=self._slot_id)
         if job.prefill:
             request = msgspec.structs.replace(
                 request, assistant_prefill=(request.assistant_prefill or "") + job.prefill
@@ -221,8 +227,10 @@ class SlotWorkerActor(Actor):
         max_queue: int,
         aging_s: float | None,
         admit: Callable[[InferenceJob], bool] | None,
+        slot_id: int | None = None,
     ) -> None:
         self._client = client
+        self._slot_id = slot_id
         self._name = name
         self._policy = policy
         self._max_preemptions = max_preemptions
@@ -253,9 +261,9 @@ class SlotWorkerActor(Actor):
 
     async def on_start(self) -> None:
         self._started = trio.current_time()
-        client, me = self._client, self.context.self_ref
+        client, me, slot_id = self._client, self.context.self_ref, self._slot_id
         self._executor = await self.context.spawn(
-            lambda: _SlotExecutor(client, me), name=f"{self._name}.executor"
+            lambda: _SlotExecutor(client, me, slot_id), name=f"{self._name}.executor"
         )
 
     @handles(_Submit)
@@ -409,10 +417,13 @@ class SlotWorker:
     are generated (a ``ResetChunk`` means: discard what this call streamed so far).
     """
 
-    def __init__(self, ref: ActorRef[Any], name: str, client: LLMClient) -> None:
+    def __init__(
+        self, ref: ActorRef[Any], name: str, client: LLMClient, system: ActorSystem
+    ) -> None:
         self._ref = ref
         self.name = name
         self.client = client
+        self.system = system
 
     @classmethod
     async def start(
@@ -426,13 +437,15 @@ class SlotWorker:
         max_queue: int = 256,
         aging_s: float | None = 30.0,
         admit: Callable[[InferenceJob], bool] | None = None,
+        slot_id: int | None = None,
     ) -> SlotWorker:
         """Spawn the slot's actors in ``system``.
 
         ``aging_s``: every this many seconds of waiting, a call counts one priority level more
         urgent (``None`` disables aging). ``max_preemptions``: after this many, a call is no
         longer preemptible. ``admit``: an optional admission test (the BudgetActor's), a call
-        it refuses stays queued until a ``Recheck``.
+        it refuses stays queued until a ``Recheck``. ``slot_id`` pins every call to that backend
+        slot (llama-server ``id_slot``).
         """
         policy = PreemptPolicy(policy)
         if max_queue < 1:
@@ -448,10 +461,11 @@ class SlotWorker:
                 max_queue=max_queue,
                 aging_s=aging_s,
                 admit=admit,
+                slot_id=slot_id,
             ),
             name=name,
         )
-        return cls(ref, name, client)
+        return cls(ref, name, client, system)
 
     @property
     def ref(self) -> ActorRef[Any]:
@@ -506,6 +520,63 @@ class SlotWorker:
         result: SlotStats = await self._ref.ask(_GetStats())
         return result
 
+    async def submit(
+        self, workflow: Workflow, user_message: str, *, priority: int = 0, **options: Any
+    ) -> WorkflowResult:
+        """Run a whole workflow turn on this slot (forge's SlotWorker convenience).
+
+        Spawns a WorkflowActor in this slot's actor system; its inference calls are scheduled
+        on this slot one by one, interleaved with other workflows' calls.
+        """
+        from forge_rt.runtime._runner import run_on_slot
+
+        return await run_on_slot(self, workflow, user_message, priority=priority, **options)
+
     async def recheck(self) -> None:
         """Tell the scheduler to try dispatching again (after a budget change)."""
         await self._ref.send(Recheck())
+
+
+class SlotPool:
+    """Several slots of one backend (llama-server ``--parallel N``), each with its own SlotWorker.
+
+    Each workflow (by ``key``) is pinned to one slot the first time it asks, so its prompt stays
+    in that slot's KV cache; new keys go to the slot with the fewest pinned keys. Requests carry
+    the slot index as ``slot_id`` (llama-server's ``id_slot``).
+    """
+
+    def __init__(self, slots: list[SlotWorker]) -> None:
+        if not slots:
+            raise ValueError("a SlotPool needs at least one slot")
+        self.slots = slots
+        self._pins: dict[str, int] = {}
+
+    @classmethod
+    async def start(
+        cls, system: ActorSystem, client: LLMClient, n_slots: int, **options: Any
+    ) -> SlotPool:
+        """Start ``n_slots`` SlotWorkers named ``slot0``, ``slot1``, ... (options as SlotWorker)."""
+        slots = [
+            await SlotWorker.start(system, client, name=f"slot{i}", slot_id=i, **options)
+            for i in range(n_slots)
+        ]
+        return cls(slots)
+
+    def slot_for(self, key: str) -> SlotWorker:
+        """The slot ``key`` is pinned to (pinning it now if it is new)."""
+        index = self._pins.get(key)
+        if index is None:
+            loads = [0] * len(self.slots)
+            for pinned in self._pins.values():
+                loads[pinned] += 1
+            index = loads.index(min(loads))
+            self._pins[key] = index
+        return self.slots[index]
+
+    def release(self, key: str) -> None:
+        """Forget ``key``'s pin (its workflow ended)."""
+        self._pins.pop(key, None)
+
+    async def infer(self, request: InferenceRequest, *, key: str, **options: Any) -> LLMResponse:
+        """Run ``request`` on ``key``'s slot; options as ``SlotWorker.infer``."""
+        return await self.slot_for(key).infer(request, affinity_key=key, **options)

@@ -283,3 +283,19 @@ async def test_stats_waits_and_busy_fraction(system: ActorSystem, autojump_clock
     assert stats.waits[1].max_s == 0
     assert stats.waits[4].max_s == 2
     assert stats.busy_fraction == pytest.approx(0.5)
+
+
+async def test_slot_pool_pins_workflows_to_slots(
+    system: ActorSystem, autojump_clock: object
+) -> None:
+    """A pool spreads new keys over slots, keeps a key on its slot, and sends the slot id."""
+    from forge_rt.runtime import SlotPool
+
+    client = ScriptedClient(_reply, prefill_s=1)
+    pool = await SlotPool.start(system, client, 2)
+    async with trio.open_nursery() as nursery:
+        for key, text in (("w1", "a"), ("w2", "b"), ("w1", "c")):
+            nursery.start_soon(lambda k=key, t=text: pool.infer(_request(t), key=k))
+    by_text = {c.request.messages[-1].content: c.request.slot_id for c in client.calls}
+    assert by_text == {"a": 0, "b": 1, "c": 0}
+    assert pool.slot_for("w3") is pool.slots[0]

@@ -27,7 +27,8 @@ to do next.
     ├── ModelPartsMissingError       a packaged model part is not installed (names the pip package)
     ├── ModelIntegrityError          a joined model file's size or sha256 is not the expected one
     ├── ContextBudgetError           a context budget could not be discovered or is unusable
-    └── UnsupportedModelError        opt-in sampling defaults requested for a model we have none for
+    ├── UnsupportedModelError        opt-in sampling defaults requested for a model we have none for
+    └── ConstraintUnsupportedError   constrain="always" on a backend that accepts no schema or grammar
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ __all__ = [
     "BackendError",
     "BackendExecutableNotFoundError",
     "BackendStartError",
+    "ConstraintUnsupportedError",
     "ContextBudgetError",
     "FaultKind",
     "ForgeError",
@@ -350,3 +352,16 @@ class UnsupportedModelError(ForgeError):
         super().__init__(message)
         self.model = model
         self.known = tuple(known)
+
+
+class ConstraintUnsupportedError(ForgeError):
+    """``constrain="always"`` was asked of a backend that accepts neither a JSON schema nor a grammar.
+
+    ``mode`` is the requested mode; ``backend`` names the backend or model, when known. Use
+    ``constrain="auto"`` to fall back to rescue parsing there, or a backend that constrains.
+    """
+
+    def __init__(self, message: str, *, mode: str, backend: str | None = None) -> None:
+        super().__init__(message)
+        self.mode = mode
+        self.backend = backend

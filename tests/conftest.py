@@ -1,1 +1,27 @@
 """Shared fixtures. Area-specific fixtures live in each tests/<area>/conftest.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from forge_rt.backends.local import DEFAULT_MODEL, LocalModelServer
+
+
+@pytest.fixture(scope="session")
+def local_model() -> Iterator[LocalModelServer]:
+    """The embedded Qwen2.5-Coder-0.5B (n_ctx 4096, one slot), started once per session on demand.
+
+    Started from sync code because each trio test runs its own event loop, which a session-scoped
+    async fixture cannot outlive. Only tests that request it start the model; a model that cannot
+    start makes those tests error with the typed error, never skip.
+    """
+    with LocalModelServer.start_blocking(DEFAULT_MODEL, n_ctx=4096, n_parallel=1) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def local_model_url(local_model: LocalModelServer) -> str:
+    """Base URL of the session's embedded model server, e.g. ``http://127.0.0.1:41234``."""
+    return local_model.url

@@ -1,0 +1,163 @@
+"""Translation of transport and HTTP faults into :class:`~forge_rt.errors.BackendError`.
+
+All of it happens here, in one place, so every adapter says the same thing about the same
+fault. ``retry_safe`` is True only when nothing of the reply reached the caller, so sending the
+request again cannot duplicate output the caller already saw. Of the safe faults only one kind
+is retried automatically, once, by the clients themselves: a connection that was reset before
+the response started (:data:`AUTO_RETRY_KINDS`) -- typically a kept-alive pooled connection the
+server had already closed, which llama-server reports as ``RemoteProtocolError: Server
+disconnected without sending a response``. Every other fault goes to the caller, whose policy
+decides.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import httpx
+
+from forge_rt.errors import BackendError, FaultKind
+
+__all__ = [
+    "AUTO_RETRY_KINDS",
+    "BODY_KEEP_CHARS",
+    "deadline_error",
+    "malformed_error",
+    "status_error",
+    "transport_error",
+]
+
+AUTO_RETRY_KINDS = frozenset({FaultKind.RESET_BEFORE_FIRST_BYTE})
+
+# Response bodies are kept on the error for diagnosis, bounded so a huge HTML error page does
+# not end up held in memory by every retry record.
+BODY_KEEP_CHARS = 4000
+
+Phase = Literal["request", "body"]
+
+
+def transport_error(
+    exc: httpx.TransportError, *, method: str, url: str, phase: Phase, delivered: bool
+) -> BackendError:
+    """Classify an httpx transport error raised while sending (``request``) or reading (``body``).
+
+    ``delivered`` says whether any part of the reply was already handed to the caller.
+    """
+    where = f"{method} {url}"
+    if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
+        return BackendError(
+            f"{where}: timed out connecting to the backend; check that it is up and reachable, "
+            "or raise connect_timeout if it is slow to accept connections",
+            kind=FaultKind.CONNECT_TIMEOUT,
+            retry_safe=True,
+            url=url,
+        )
+    if isinstance(exc, httpx.ConnectError):
+        return BackendError(
+            f"{where}: could not connect ({exc}); is the backend running and listening on "
+            "that address?",
+            kind=FaultKind.CONNECT_REFUSED,
+            retry_safe=True,
+            url=url,
+        )
+    if isinstance(exc, httpx.TimeoutException):
+        waiting = "the response to start" if phase == "request" else "the next part of the body"
+        return BackendError(
+            f"{where}: no data from the backend while waiting for {waiting} (read timeout); "
+            "the backend is stalled or overloaded -- raise read_timeout if it is merely slow",
+            kind=FaultKind.READ_TIMEOUT,
+            retry_safe=not delivered,
+            url=url,
+        )
+    if isinstance(exc, httpx.NetworkError | httpx.RemoteProtocolError):
+        if phase == "request":
+            return BackendError(
+                f"{where}: the connection was closed before the response started ({exc}); "
+                "nothing was generated, so sending again is safe",
+                kind=FaultKind.RESET_BEFORE_FIRST_BYTE,
+                retry_safe=True,
+                url=url,
+            )
+        seen = (
+            "part of the reply was already delivered, so it is not safe to resend blindly"
+            if delivered
+            else "nothing had been delivered yet"
+        )
+        return BackendError(
+            f"{where}: the connection was closed in the middle of the response ({exc}); {seen}",
+            kind=FaultKind.RESET_MID_STREAM,
+            retry_safe=not delivered,
+            url=url,
+        )
+    if isinstance(exc, httpx.UnsupportedProtocol):
+        return BackendError(
+            f"{where}: {exc}; the base URL must start with http:// or https://",
+            kind=FaultKind.CLIENT_ERROR,
+            retry_safe=False,
+            url=url,
+        )
+    # ProxyError and anything httpx adds later: a fault we cannot place is not retried blindly.
+    return BackendError(
+        f"{where}: transport failure {type(exc).__name__}: {exc}",
+        kind=FaultKind.CLIENT_ERROR,
+        retry_safe=False,
+        url=url,
+    )
+
+
+def status_error(status: int, reason: str, body: str, *, method: str, url: str) -> BackendError:
+    """An HTTP error status. 5xx, 408 and 429 are safe to retry; other 4xx are not.
+
+    The body goes to ``BackendError.body`` only: it may echo the prompt, and messages get logged.
+    """
+    kept = body[:BODY_KEEP_CHARS]
+    where = f"{method} {url}"
+    if status >= 500:
+        return BackendError(
+            f"{where}: the backend answered {status} {reason}; the error body is on .body",
+            kind=FaultKind.SERVER_ERROR,
+            retry_safe=True,
+            status=status,
+            body=kept,
+            url=url,
+        )
+    hint = (
+        "the backend is busy; retry later"
+        if status in (408, 429)
+        else "the request was rejected; the error body on .body says why"
+    )
+    return BackendError(
+        f"{where}: the backend answered {status} {reason}; {hint}",
+        kind=FaultKind.CLIENT_ERROR,
+        retry_safe=status in (408, 429),
+        status=status,
+        body=kept,
+        url=url,
+    )
+
+
+def deadline_error(deadline: float, *, method: str, url: str, delivered: bool) -> BackendError:
+    """The whole-call deadline expired."""
+    return BackendError(
+        f"{method} {url}: the call did not finish within its {deadline:g} s deadline; "
+        "raise the client's deadline or shorten the request (max_tokens, context)",
+        kind=FaultKind.DEADLINE,
+        retry_safe=not delivered,
+        url=url,
+    )
+
+
+def malformed_error(
+    detail: str, *, url: str | None, body: str | bytes, retry_safe: bool = True
+) -> BackendError:
+    """A body that arrived whole but is not the shape the protocol promises."""
+    text = body.decode(errors="replace") if isinstance(body, bytes) else body
+    where = f"{url}: " if url else ""
+    return BackendError(
+        f"{where}the backend's response is not a valid reply: {detail}; is the base URL "
+        "pointing at the right kind of server?",
+        kind=FaultKind.MALFORMED_RESPONSE,
+        retry_safe=retry_safe,
+        body=text[:BODY_KEEP_CHARS],
+        url=url,
+    )

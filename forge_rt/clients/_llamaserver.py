@@ -1,0 +1,225 @@
+"""``LlamaServerClient``: llama.cpp's ``llama-server`` (and llamafile, which is the same server).
+
+Beyond chat completions it knows the server's own endpoints -- ``/props`` (context size and
+slot count), ``/slots``, ``/metrics``, ``/tokenize``, ``/health`` -- and its request extras:
+``cache_prompt``, ``id_slot`` pinning, ``grammar`` and JSON-schema constraints, and continuing a
+partial assistant reply (``assistant_prefill``; the reply llama-server returns then starts with
+the prefill text).
+
+Two tool modes. ``native`` sends ``tools`` and reads structured ``tool_calls`` (the server needs
+``--jinja``); text without structured calls comes back as a :class:`TextResponse` for the
+guardrails. ``prompt`` describes the tools in the system prompt and parses calls out of the
+reply with the guardrails' rescue parser -- for chat templates without tool support.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import PurePosixPath
+from typing import Any, Literal
+
+import httpx
+import msgspec
+from prometheus_client.parser import text_string_to_metric_families
+
+from forge_rt.clients._openai import OpenAICompatClient
+from forge_rt.clients._openai_wire import openai_request_to_wire
+from forge_rt.clients._prompt_tools import prompt_mode_messages
+from forge_rt.clients.base import ClientCapabilities, InferenceRequest, LLMResponse
+from forge_rt.core import TextResponse
+
+__all__ = ["LlamaServerClient", "LlamaServerProps", "SlotState"]
+
+
+class _GenerationSettings(msgspec.Struct, kw_only=True):
+    n_ctx: int
+
+
+class _PropsWire(msgspec.Struct, kw_only=True):
+    default_generation_settings: _GenerationSettings
+    total_slots: int | None = None
+    model_path: str | None = None
+    model_alias: str | None = None
+    build_info: str | None = None
+
+
+class LlamaServerProps(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``/props`` says about the running server.
+
+    ``n_ctx_per_slot`` is the context one request can use: llama-server reports each slot's
+    context in ``default_generation_settings.n_ctx`` (the ``-c`` value divided by
+    ``--parallel``, as ``/slots`` confirms), not the total.
+    """
+
+    n_ctx_per_slot: int
+    total_slots: int | None
+    model_path: str | None
+    model_alias: str | None
+    build_info: str | None
+
+
+class SlotState(msgspec.Struct, frozen=True, kw_only=True):
+    """One entry of ``/slots``."""
+
+    id: int
+    n_ctx: int
+    is_processing: bool
+
+
+class _TokenizeWire(msgspec.Struct, kw_only=True):
+    tokens: list[int]
+
+
+class _HealthWire(msgspec.Struct, kw_only=True):
+    status: str
+
+
+class LlamaServerClient(OpenAICompatClient):
+    """llama-server / llamafile, natively or with prompt-injected tools.
+
+    ``cache_prompt`` (default on) lets the server reuse the KV cache of a slot whose prompt
+    shares a prefix; ``request.slot_id`` pins the call to a slot (``id_slot``).
+    """
+
+    _dialect = "llamacpp"
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str | None = None,
+        mode: Literal["native", "prompt"] = "native",
+        cache_prompt: bool = True,
+        api_key: str | None = None,
+        reasoning_replay: bool = True,
+        headers: Mapping[str, str] | None = None,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 300.0,
+        deadline: float | None = None,
+        recommended_sampling: bool = False,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if mode not in ("native", "prompt"):
+            raise ValueError(f"mode must be 'native' or 'prompt', got {mode!r}")
+        self._mode = mode
+        self._cache_prompt = cache_prompt
+        self._props: LlamaServerProps | None = None
+        super().__init__(
+            base_url,
+            model=model,
+            api_key=api_key,
+            dialect="llamacpp",
+            json_schema=True,
+            reasoning_replay=reasoning_replay,
+            headers=headers,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            deadline=deadline,
+            recommended_sampling=recommended_sampling,
+            transport=transport,
+        )
+
+    @property
+    def mode(self) -> Literal["native", "prompt"]:
+        return self._mode
+
+    @property
+    def capabilities(self) -> ClientCapabilities:
+        return ClientCapabilities(
+            native_tools=self._mode == "native",
+            json_schema=True,
+            grammar=True,
+            assistant_prefill=True,
+            slots=True,
+        )
+
+    async def _discover_model(self) -> str:
+        """The GGUF file stem of the served model, from ``/props``."""
+        props = await self.props()
+        path = props.model_path or props.model_alias
+        if not path:
+            raise ValueError(
+                "llama-server's /props names no model_path; pass model=... to use "
+                "recommended_sampling"
+            )
+        return PurePosixPath(path).name
+
+    async def _body(self, request: InferenceRequest, *, stream: bool) -> dict[str, Any]:
+        sampling = await self._sampling(request)
+        prompt = self._mode == "prompt" and bool(request.tools)
+        body = openai_request_to_wire(
+            msgspec.structs.replace(request, sampling=sampling),
+            model=await self._wire_model(),
+            stream=stream,
+            dialect="llamacpp",
+            reasoning_replay=self._reasoning_replay,
+            messages=prompt_mode_messages(request.messages, request.tools) if prompt else None,
+            send_tools=not prompt,
+        )
+        body["cache_prompt"] = self._cache_prompt
+        if request.slot_id is not None:
+            body["id_slot"] = request.slot_id
+        return body
+
+    def _finalize(self, response: LLMResponse, request: InferenceRequest) -> LLMResponse:
+        """In prompt mode, read tool calls out of the reply text with the rescue parser."""
+        if self._mode != "prompt" or not request.tools:
+            return response
+        if not isinstance(response.result, TextResponse):
+            return response
+        # Imported here: the guardrails package depends on the clients, not the other way round.
+        from forge_rt.guardrails import rescue_tool_calls  # type: ignore[attr-defined]
+
+        text = response.result
+        calls = rescue_tool_calls(text.content, request.tools)
+        if not calls:
+            return response
+        if text.reasoning is not None:
+            calls = [msgspec.structs.replace(calls[0], reasoning=text.reasoning), *calls[1:]]
+        return msgspec.structs.replace(response, result=list(calls))
+
+    async def props(self) -> LlamaServerProps:
+        """``/props``: per-slot context, slot count, the model file (fetched each time)."""
+        wire = await self._get_json("/props", _PropsWire)
+        props = LlamaServerProps(
+            n_ctx_per_slot=wire.default_generation_settings.n_ctx,
+            total_slots=wire.total_slots,
+            model_path=wire.model_path,
+            model_alias=wire.model_alias,
+            build_info=wire.build_info,
+        )
+        self._props = props
+        return props
+
+    async def slots(self) -> list[SlotState]:
+        """``/slots``: each slot's context and whether it is busy (needs ``--slots``)."""
+        return await self._get_json("/slots", list[SlotState])
+
+    async def metrics(self) -> dict[str, float]:
+        """``/metrics`` samples by name (``llamacpp:prompt_tokens_total`` ...; needs
+        ``--metrics``)."""
+        with self._deadline_scope():
+            text = (await self._fetch("GET", "/metrics")).decode()
+            return {
+                sample.name: sample.value
+                for family in text_string_to_metric_families(text)
+                for sample in family.samples
+            }
+        raise self._deadline_expired("/metrics", method="GET", delivered=False)
+
+    async def tokenize(self, text: str, *, add_special: bool = False) -> list[int]:
+        """The server's own token ids for ``text``."""
+        body = {"content": text, "add_special": add_special}
+        return (await self._call_json("POST", "/tokenize", _TokenizeWire, body=body)).tokens
+
+    async def health(self) -> str:
+        """``/health``'s status (``"ok"``); a loading server answers 503 -> ``BackendError``."""
+        return (await self._get_json("/health", _HealthWire)).status
+
+    async def context_length(self) -> int | None:
+        """The context one call can use: ``/props`` per-slot ``n_ctx`` (cached after the first
+        successful read)."""
+        if self._props is None:
+            await self.props()
+        assert self._props is not None
+        return self._props.n_ctx_per_slot

@@ -1,0 +1,304 @@
+"""The Ollama ``/api/chat`` wire format (what :class:`~forge_rt.clients.OllamaClient` speaks).
+
+Differences from chat completions that matter: tool-call arguments are JSON objects, not
+strings; tool results name the tool (``tool_name``); sampling lives in ``options`` (with
+``num_ctx`` and ``num_predict``); a JSON-schema constraint is the ``format`` field; reasoning
+travels as ``thinking`` (replayed on assistant messages, read from replies, switched on with
+``think``); streams are newline-delimited JSON objects ending with one that has ``done: true``.
+Ollama sends each tool call whole, never in pieces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from forge_rt.clients._faults import malformed_error
+from forge_rt.clients._think import ThinkSplitter, split_think
+from forge_rt.clients._wire_common import (
+    NO_TIMINGS,
+    RawCall,
+    ToolCallAssembler,
+    build_result,
+    fold_reasoning,
+)
+from forge_rt.clients.base import (
+    GrammarConstraint,
+    InferenceRequest,
+    LLMResponse,
+    ReasoningDeltaChunk,
+    Sampling,
+    StreamChunk,
+    TextDeltaChunk,
+    Timings,
+    Usage,
+)
+from forge_rt.core import Message, Role, ToolSpec
+from forge_rt.errors import BackendError, FaultKind, StreamError
+
+__all__ = [
+    "OllamaStreamDecoder",
+    "ollama_messages_to_wire",
+    "ollama_request_to_wire",
+    "ollama_response_from_wire",
+    "ollama_tools_to_wire",
+]
+
+
+def ollama_messages_to_wire(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Messages as ``/api/chat`` messages; reasoning is folded into ``thinking``."""
+    out: list[dict[str, Any]] = []
+    for message, reasoning in fold_reasoning(messages):
+        wire: dict[str, Any] = {"role": message.role.value, "content": message.content}
+        if message.tool_calls:
+            wire["tool_calls"] = [
+                {"function": {"name": c.tool, "arguments": c.args}} for c in message.tool_calls
+            ]
+        if message.role is Role.TOOL and message.tool_name:
+            wire["tool_name"] = message.tool_name
+        if reasoning is not None:
+            wire["thinking"] = reasoning
+        out.append(wire)
+    return out
+
+
+def ollama_tools_to_wire(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    """Tool specs as ``/api/chat`` tools (the chat-completions function shape)."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": t.name,
+                "description": t.description,
+                "parameters": t.json_schema(),
+            },
+        }
+        for t in tools
+    ]
+
+
+def _options(sampling: Sampling, num_ctx: int | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in (
+        "temperature",
+        "top_p",
+        "top_k",
+        "min_p",
+        "presence_penalty",
+        "frequency_penalty",
+        "repeat_penalty",
+        "seed",
+    ):
+        value = getattr(sampling, name)
+        if value is not None:
+            out[name] = value
+    if sampling.max_tokens is not None:
+        out["num_predict"] = sampling.max_tokens
+    if sampling.stop is not None:
+        out["stop"] = list(sampling.stop)
+    if num_ctx is not None:
+        out["num_ctx"] = num_ctx
+    return out
+
+
+def ollama_request_to_wire(
+    request: InferenceRequest,
+    *,
+    model: str,
+    stream: bool,
+    num_ctx: int | None = None,
+    think: bool | None = None,
+    keep_alive: str | None = None,
+) -> dict[str, Any]:
+    """A complete ``/api/chat`` body.
+
+    ``tool_choice`` has no Ollama equivalent and is not sent (the guardrails enforce it); a
+    grammar constraint or a prefill raises ``ValueError``.
+    """
+    if isinstance(request.constraint, GrammarConstraint):
+        raise ValueError(
+            "Ollama takes no GBNF grammar, only a JSON-schema constraint (sent as `format`); "
+            "check client.capabilities.grammar first"
+        )
+    if request.assistant_prefill is not None:
+        raise ValueError(
+            "OllamaClient does not support assistant_prefill; check "
+            "client.capabilities.assistant_prefill first"
+        )
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": ollama_messages_to_wire(request.messages),
+        "stream": stream,
+    }
+    if request.tools:
+        body["tools"] = ollama_tools_to_wire(request.tools)
+    options = _options(request.sampling, num_ctx)
+    if options:
+        body["options"] = options
+    if request.constraint is not None:
+        body["format"] = request.constraint.schema
+    if think is not None:
+        body["think"] = think
+    if keep_alive is not None:
+        body["keep_alive"] = keep_alive
+    return body
+
+
+class _Function(msgspec.Struct, kw_only=True):
+    name: str | None = None
+    arguments: dict[str, Any] | str | None = None
+    index: int | None = None
+
+
+class _ToolCallWire(msgspec.Struct, kw_only=True):
+    id: str | None = None
+    function: _Function | None = None
+
+
+class _MessageWire(msgspec.Struct, kw_only=True):
+    role: str | None = None
+    content: str | None = None
+    thinking: str | None = None
+    tool_calls: list[_ToolCallWire] | None = None
+
+
+class _ChatWire(msgspec.Struct, kw_only=True):
+    model: str | None = None
+    message: _MessageWire | None = None
+    done: bool | None = None
+    done_reason: str | None = None
+    prompt_eval_count: int | None = None
+    eval_count: int | None = None
+    error: str | None = None
+
+
+_decoder = msgspec.json.Decoder(_ChatWire)
+
+
+def _error(text: str, *, url: str | None, retry_safe: bool) -> BackendError:
+    return BackendError(
+        f"{url + ': ' if url else ''}Ollama reported an error inside its reply; the error text "
+        "is on .body",
+        kind=FaultKind.SERVER_ERROR,
+        retry_safe=retry_safe,
+        body=text,
+        url=url,
+    )
+
+
+def _raw_calls(calls: Sequence[_ToolCallWire] | None) -> list[RawCall]:
+    return [
+        RawCall(
+            call_id=c.id,
+            name=(c.function.name or "") if c.function else "",
+            arguments=(c.function.arguments or {}) if c.function else {},
+        )
+        for c in calls or ()
+    ]
+
+
+def ollama_response_from_wire(
+    body: bytes, *, timings: Timings = NO_TIMINGS, url: str | None = None
+) -> LLMResponse:
+    """Parse a non-streamed ``/api/chat`` reply."""
+    try:
+        wire = _decoder.decode(body)
+    except msgspec.DecodeError as exc:
+        raise malformed_error(str(exc), url=url, body=body) from exc
+    if wire.error is not None:
+        raise _error(wire.error, url=url, retry_safe=True)
+    if wire.message is None:
+        raise malformed_error("it has no message", url=url, body=body)
+    raw = wire.message.content or ""
+    visible, think = split_think(raw)
+    kept = [p.strip() for p in (wire.message.thinking, think) if p and p.strip()]
+    return LLMResponse(
+        result=build_result(visible, "\n".join(kept) or None, _raw_calls(wire.message.tool_calls)),
+        usage=Usage(prompt_tokens=wire.prompt_eval_count, completion_tokens=wire.eval_count),
+        timings=timings,
+        finish_reason=wire.done_reason,
+        raw_text=raw,
+        model=wire.model,
+    )
+
+
+class OllamaStreamDecoder:
+    """Consumes the JSON lines of a streamed ``/api/chat`` reply, yielding typed chunks."""
+
+    def __init__(self, *, url: str | None = None) -> None:
+        self._url = url
+        self._think = ThinkSplitter()
+        self._calls = ToolCallAssembler()
+        self._raw: list[str] = []
+        self._visible: list[str] = []
+        self._reasoning: list[str] = []
+        self._last: _ChatWire | None = None
+        self._model: str | None = None
+        self._done = False
+
+    @property
+    def complete(self) -> bool:
+        return self._done
+
+    @property
+    def partial_text(self) -> str:
+        return "".join(self._raw)
+
+    def feed(self, line: str, *, delivered: bool = False) -> list[StreamChunk]:
+        """One JSON line; raises :class:`StreamError` if it is not a chat chunk."""
+        try:
+            wire = _decoder.decode(line)
+        except msgspec.DecodeError as exc:
+            raise StreamError(
+                f"a streamed line is not a valid Ollama chat chunk: {exc}; "
+                f"the line began {line[:120]!r}",
+                partial=self.partial_text,
+            ) from exc
+        if wire.error is not None:
+            raise _error(wire.error, url=self._url, retry_safe=not delivered)
+        self._model = wire.model or self._model
+        out: list[StreamChunk] = []
+        if wire.message is not None:
+            if wire.message.thinking:
+                self._reasoning.append(wire.message.thinking)
+                out.append(ReasoningDeltaChunk(wire.message.thinking))
+            if wire.message.content:
+                self._raw.append(wire.message.content)
+                out.extend(self._piece(k, p) for k, p in self._think.feed(wire.message.content))
+            for call in _raw_calls(wire.message.tool_calls):
+                args = call.arguments
+                text = args if isinstance(args, str) else msgspec.json.encode(args).decode()
+                # Each Ollama call arrives whole: a fresh index per call, never a continuation.
+                chunk = self._calls.add(len(self._calls.raw_calls()), call.call_id, call.name, text)
+                if chunk is not None:
+                    out.append(chunk)
+        if wire.done:
+            self._done = True
+            self._last = wire
+        return out
+
+    def _piece(self, kind: str, piece: str) -> StreamChunk:
+        if kind == "reasoning":
+            self._reasoning.append(piece)
+            return ReasoningDeltaChunk(piece)
+        self._visible.append(piece)
+        return TextDeltaChunk(piece)
+
+    def finish(self, timings: Timings) -> tuple[list[StreamChunk], LLMResponse]:
+        """The stream ended: the last held-back text, and the assembled response."""
+        tail = [self._piece(k, p) for k, p in self._think.flush()]
+        last = self._last
+        reasoning = "".join(self._reasoning).strip() or None
+        return tail, LLMResponse(
+            result=build_result("".join(self._visible), reasoning, self._calls.raw_calls()),
+            usage=Usage(
+                prompt_tokens=last.prompt_eval_count if last else None,
+                completion_tokens=last.eval_count if last else None,
+            ),
+            timings=timings,
+            finish_reason=last.done_reason if last else None,
+            raw_text=self.partial_text,
+            model=self._model,
+        )

@@ -1,0 +1,197 @@
+"""Pieces every wire format shares: reasoning folding, tool-call assembly, result building.
+
+A reply's structured tool calls become ``list[ToolCall]``; a reply without them, or with calls
+whose arguments are not a JSON object, becomes a :class:`TextResponse` holding the raw text (and
+the broken calls rendered as ``{"name": ..., "arguments": ...}`` lines) so the guardrails'
+rescue and retry path sees everything the model wrote. Clients never repair content themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import msgspec
+import structlog
+
+from forge_rt.clients.base import InferenceRequest, Timings, ToolCallDeltaChunk
+from forge_rt.core import Message, MessageType, Role, TextResponse, ToolCall, new_call_id
+
+__all__ = [
+    "NO_TIMINGS",
+    "RawCall",
+    "ToolCallAssembler",
+    "WireRequest",
+    "build_result",
+    "fold_reasoning",
+    "json_object_or_none",
+]
+
+log = structlog.get_logger(__name__)
+
+NO_TIMINGS = Timings(total_s=0.0)
+"""The timings of a reply parsed outside a measured call."""
+
+
+class WireRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """A chat request received on a proxy wire (OpenAI or Anthropic), in forge_rt's terms.
+
+    ``model`` and ``stream`` are what the caller asked for; ``include_usage`` is OpenAI's
+    ``stream_options.include_usage``.
+    """
+
+    model: str | None
+    stream: bool
+    request: InferenceRequest
+    include_usage: bool = False
+
+
+class RawCall(msgspec.Struct, kw_only=True):
+    """A tool call as it came off the wire, before its arguments are trusted."""
+
+    call_id: str | None
+    name: str
+    arguments: str | dict[str, Any]
+
+
+def fold_reasoning(messages: Iterable[Message]) -> list[tuple[Message, str | None]]:
+    """Pair each wire-bound message with the reasoning that preceded it.
+
+    A REASONING message is folded into the next assistant message (tool call or text); the
+    formats carry it as a field of that message, never as a turn of its own. Reasoning with no
+    assistant message after it (the reply that followed was dropped) has nowhere to go on the
+    wire and is left out.
+    """
+    out: list[tuple[Message, str | None]] = []
+    pending: list[str] = []
+    for message in messages:
+        if message.type is MessageType.REASONING:
+            pending.append(message.content)
+            continue
+        if message.role is Role.ASSISTANT:
+            out.append((message, "\n".join(pending) if pending else None))
+            pending = []
+            continue
+        if pending:
+            log.debug("reasoning_dropped_from_wire", reason="no assistant message follows it")
+            pending = []
+        out.append((message, None))
+    if pending:
+        log.debug("reasoning_dropped_from_wire", reason="it ends the history")
+    return out
+
+
+def json_object_or_none(arguments: str | dict[str, Any]) -> dict[str, Any] | None:
+    """The arguments as a dict, or None when they are not a JSON object."""
+    if isinstance(arguments, dict):
+        return arguments
+    if not arguments.strip():
+        return {}
+    try:
+        value = msgspec.json.decode(arguments)
+    except msgspec.DecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _render_raw(call: RawCall) -> str:
+    args = (
+        msgspec.json.encode(call.arguments).decode()
+        if isinstance(call.arguments, dict)
+        else call.arguments
+    )
+    return f'{{"name": {msgspec.json.encode(call.name).decode()}, "arguments": {args}}}'
+
+
+def build_result(
+    content: str, reasoning: str | None, calls: Sequence[RawCall]
+) -> list[ToolCall] | TextResponse:
+    """Structured calls when every one is well-formed, else the text for the rescue path.
+
+    ``reasoning`` goes on the first call (one reasoning block per reply) or on the text.
+    """
+    if not calls:
+        return TextResponse(content=content, reasoning=reasoning)
+    parsed: list[ToolCall] = []
+    for call in calls:
+        args = json_object_or_none(call.arguments)
+        if args is None or not call.name:
+            rendered = "\n".join(_render_raw(c) for c in calls)
+            log.warning(
+                "tool_call_arguments_not_an_object",
+                tool=call.name,
+                action="returned as text for the rescue path",
+            )
+            text = f"{content}\n{rendered}" if content else rendered
+            return TextResponse(content=text, reasoning=reasoning)
+        parsed.append(
+            ToolCall(
+                tool=call.name,
+                args=args,
+                call_id=call.call_id or new_call_id(),
+                reasoning=reasoning if not parsed else None,
+            )
+        )
+    return parsed
+
+
+class _Partial:
+    __slots__ = ("arguments", "call_id", "name")
+
+    def __init__(self) -> None:
+        self.call_id: str | None = None
+        self.name = ""
+        self.arguments: list[str] = []
+
+
+class ToolCallAssembler:
+    """Assembles streamed tool-call deltas **by index**.
+
+    llama-server repeats the call's id and full name in every delta; concatenating them naively
+    yields ``get_weatherget_weather…``. Here an id or name identical to what the index already
+    has is a repeat and is ignored; a different name piece is appended (servers that split a
+    name across deltas); arguments always concatenate. Deltas without an index (some servers)
+    extend the last call unless they bring a new id.
+    """
+
+    def __init__(self) -> None:
+        self._calls: dict[int, _Partial] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._calls)
+
+    def add(
+        self,
+        index: int | None,
+        call_id: str | None,
+        name: str | None,
+        arguments: str | None,
+    ) -> ToolCallDeltaChunk | None:
+        """Fold one wire delta in; return the de-duplicated delta for the consumer, if any."""
+        if index is None:
+            last = max(self._calls, default=None)
+            if last is None or (call_id and call_id != self._calls[last].call_id):
+                index = 0 if last is None else last + 1
+            else:
+                index = last
+        partial = self._calls.setdefault(index, _Partial())
+        new_id: str | None = None
+        if call_id and partial.call_id is None:
+            partial.call_id = new_id = call_id
+        new_name: str | None = None
+        if name and name != partial.name:
+            partial.name += name
+            new_name = name
+        args = arguments or ""
+        if args:
+            partial.arguments.append(args)
+        if new_id is None and new_name is None and not args:
+            return None
+        return ToolCallDeltaChunk(index=index, call_id=new_id, name=new_name, arguments_delta=args)
+
+    def raw_calls(self) -> list[RawCall]:
+        """The assembled calls, in index order."""
+        return [
+            RawCall(call_id=p.call_id, name=p.name, arguments="".join(p.arguments))
+            for _, p in sorted(self._calls.items())
+        ]

@@ -6,6 +6,23 @@ testable and composable.
 """
 
 # --- rescue parsing, respond tool, constrained decoding (exports) ---
+from forge_rt.guardrails._constrain import ConstraintDecision as ConstraintDecision
+from forge_rt.guardrails._constrain import choose_constraint as choose_constraint
+from forge_rt.guardrails._constrain import tool_call_grammar as tool_call_grammar
+from forge_rt.guardrails._constrain import tool_call_schema as tool_call_schema
+from forge_rt.guardrails._dialects import Dialect as Dialect
+from forge_rt.guardrails._dialects import render_call as render_call
+from forge_rt.guardrails._rescue import RescueResult as RescueResult
+from forge_rt.guardrails._rescue import rescue as rescue
+from forge_rt.guardrails._rescue import rescue_tool_calls as rescue_tool_calls
+from forge_rt.guardrails._rescue import split_reasoning as split_reasoning
+from forge_rt.guardrails._rescue_args import coerce_args as coerce_args
+from forge_rt.guardrails._respond import respond_spec as respond_spec
+from forge_rt.guardrails._respond import split_respond as split_respond
+from forge_rt.guardrails._respond import with_respond as with_respond
+from forge_rt.guardrails._respond import workflow_tool_specs as workflow_tool_specs
+
+# isort: split
 # --- end rescue block ---
 
 # --- validation, nudges, budgets, steps, loop guard, facade (exports) ---
@@ -40,8 +57,23 @@ from forge_rt.guardrails._validator import collapse_calls as collapse_calls
 
 # --- end validation block ---
 
-__all__: list[str] = [
+__all__: list[str] = [  # noqa: RUF022 -- grouped by owning block (see above), each group sorted
     # rescue block names
+    "ConstraintDecision",
+    "Dialect",
+    "RescueResult",
+    "choose_constraint",
+    "coerce_args",
+    "render_call",
+    "rescue",
+    "rescue_tool_calls",
+    "respond_spec",
+    "split_reasoning",
+    "split_respond",
+    "tool_call_grammar",
+    "tool_call_schema",
+    "with_respond",
+    "workflow_tool_specs",
     # validation block names
     "Action",
     "BlockReason",

@@ -1,0 +1,408 @@
+"""Constrained decoding: a schema (or grammar) whose every instance is a valid tool call.
+
+An enumerable choice belongs in a grammar, not only in a prompt. From the tool specs (plus the
+synthetic ``respond``) :func:`tool_call_schema` builds a JSON schema -- ``anyOf`` one object per
+tool with its name as a ``const`` and its parameter schema as ``arguments`` -- that backends
+constrain sampling with (llama-server ``json_schema``, vLLM structured output, Ollama ``format``).
+:func:`tool_call_grammar` writes the same language as GBNF for backends that take a grammar.
+:func:`choose_constraint` decides, per workflow mode and backend capability, what to send, and
+logs the decision with its reason: a backend that cannot constrain is never switched silently.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgspec
+import structlog
+
+from forge_rt.clients.base import (
+    ClientCapabilities,
+    GrammarConstraint,
+    JsonSchemaConstraint,
+    OutputConstraint,
+)
+from forge_rt.core import ConstrainMode, ToolSpec
+from forge_rt.errors import ConstraintUnsupportedError, ToolSchemaError, WorkflowDefinitionError
+from forge_rt.guardrails._rescue_args import schema_of
+
+__all__ = ["ConstraintDecision", "choose_constraint", "tool_call_grammar", "tool_call_schema"]
+
+log = structlog.get_logger(__name__)
+
+_DROP = frozenset({"$defs", "definitions", "$schema", "$id"})
+
+
+class _Inliner:
+    """Copies a schema with every local ``$ref`` replaced by its target (recursion is refused)."""
+
+    def __init__(self, root: Mapping[str, Any], tool: str) -> None:
+        self._root = root
+        self._tool = tool
+        self._active: list[str] = []
+
+    def target(self, ref: str) -> Any:
+        match = re.fullmatch(r"#/(\$defs|definitions)/(.+)", ref)
+        defs = self._root.get(match.group(1)) if match else None
+        if match is None or not isinstance(defs, Mapping) or match.group(2) not in defs:
+            raise ToolSchemaError(
+                f"{self._tool}: $ref {ref!r} does not point into this schema's $defs; "
+                "constrained decoding needs every $ref resolvable locally"
+            )
+        return defs[match.group(2)]
+
+    def copy(self, schema: Any, *, close_objects: bool) -> Any:
+        if isinstance(schema, list):
+            return [self.copy(item, close_objects=close_objects) for item in schema]
+        if not isinstance(schema, Mapping):
+            return schema
+        if "$ref" in schema:
+            ref = schema["$ref"]
+            if ref in self._active:
+                raise ToolSchemaError(
+                    f"{self._tool}: recursive $ref {ref!r} cannot be inlined into a flat schema "
+                    "for constrained decoding; flatten the parameter model or use constrain='never'"
+                )
+            self._active.append(ref)
+            resolved = self.copy(self.target(ref), close_objects=close_objects)
+            self._active.pop()
+            siblings = {k: v for k, v in schema.items() if k != "$ref" and k not in _DROP}
+            if siblings and isinstance(resolved, dict):
+                return {**resolved, **self.copy(siblings, close_objects=close_objects)}
+            return resolved
+        out: dict[str, Any] = {}
+        for key, value in schema.items():
+            if key in _DROP:
+                continue
+            if key in ("properties", "$defs", "definitions") and isinstance(value, Mapping):
+                out[key] = {
+                    name: self.copy(sub, close_objects=close_objects) for name, sub in value.items()
+                }
+            elif key in ("const", "enum", "default", "examples", "example"):
+                out[key] = value
+            else:
+                out[key] = self.copy(value, close_objects=close_objects)
+        if close_objects and isinstance(out.get("properties"), dict) and out["properties"]:
+            # The validator rejects undeclared arguments unless the schema allows them; the
+            # constraint must not produce what validation then refuses.
+            out.setdefault("additionalProperties", False)
+        return out
+
+
+def _arguments_schema(spec: ToolSpec) -> dict[str, Any]:
+    root = schema_of(spec)
+    inlined = _Inliner(root, spec.name).copy(root, close_objects=True)
+    if not isinstance(inlined, dict):
+        raise ToolSchemaError(f"{spec.name}: parameters must be a JSON-schema object")
+    inlined.setdefault("type", "object")
+    return inlined
+
+
+def _check_tools(tools: Sequence[ToolSpec]) -> None:
+    if not tools:
+        raise WorkflowDefinitionError(
+            "no tools to constrain to: a tool-call schema needs at least one tool"
+        )
+    names = [spec.name for spec in tools]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise WorkflowDefinitionError(f"tool names must be unique, got duplicates {duplicates}")
+
+
+def tool_call_schema(tools: Sequence[ToolSpec]) -> dict[str, Any]:
+    """A JSON schema whose instances are exactly the calls ``{"name", "arguments"}`` of ``tools``.
+
+    ``anyOf`` one closed object per tool: ``name`` is a ``const``, ``arguments`` the tool's
+    parameter schema with ``$ref`` inlined and ``$defs`` dropped (llama.cpp's converter does not
+    follow references), objects closed where the validator would reject extra keys.
+    """
+    _check_tools(tools)
+    return {
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {
+                    "name": {"const": spec.name},
+                    "arguments": _arguments_schema(spec),
+                },
+                "required": ["name", "arguments"],
+                "additionalProperties": False,
+            }
+            for spec in tools
+        ]
+    }
+
+
+# --- GBNF --------------------------------------------------------------------------------------
+
+_BASE_RULES = {
+    "ws": r"[ \t\n]{0,8}",
+    "char": r'[^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F])',
+    "string": r'"\"" char* "\""',
+    "integer": r'"-"? ([0-9] | [1-9] [0-9]{1,15})',
+    "number": r'"-"? ([0-9] | [1-9] [0-9]{1,15}) ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?',
+    "boolean": r'"true" | "false"',
+    "null": r'"null"',
+    "value": "object | array | string | number | boolean | null",
+    "object": r'"{" ws ( string ws ":" ws value ( ws "," ws string ws ":" ws value )* )? ws "}"',
+    "array": r'"[" ws ( value ( ws "," ws value )* )? ws "]"',
+}
+
+
+def _literal(text: str) -> str:
+    """``text`` as a GBNF double-quoted literal."""
+    out = []
+    for c in text:
+        if c == '"':
+            out.append('\\"')
+        elif c == "\\":
+            out.append("\\\\")
+        elif c == "\n":
+            out.append("\\n")
+        elif c == "\r":
+            out.append("\\r")
+        elif c == "\t":
+            out.append("\\t")
+        elif ord(c) < 0x20 or ord(c) == 0x7F:
+            out.append(f"\\x{ord(c):02X}")
+        else:
+            out.append(c)
+    return '"' + "".join(out) + '"'
+
+
+def _json_literal(value: Any) -> str:
+    return _literal(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+
+
+class _Grammar:
+    """Builds GBNF rules for a JSON schema (already inlined), one named rule per sub-schema."""
+
+    def __init__(self) -> None:
+        self.rules: dict[str, str] = {}
+        self._tool = ""
+
+    def for_tool(self, tool: str) -> None:
+        """Name the tool whose schema is converted next (for error messages)."""
+        self._tool = tool
+
+    def name(self, hint: str) -> str:
+        base = re.sub(r"[^a-zA-Z0-9-]+", "-", hint).strip("-").lower() or "r"
+        candidate, n = base, 1
+        while candidate in self.rules or candidate in _BASE_RULES or candidate == "root":
+            n += 1
+            candidate = f"{base}-{n}"
+        self.rules[candidate] = ""  # reserved until defined
+        return candidate
+
+    def define(self, hint: str, body: str) -> str:
+        name = self.name(hint)
+        self.rules[name] = body
+        return name
+
+    def expr(self, schema: Any, hint: str) -> str:
+        """A GBNF expression matching exactly the JSON texts of ``schema``'s instances."""
+        if schema is True or schema == {} or not isinstance(schema, Mapping):
+            return "value"
+        if "const" in schema:
+            return _json_literal(schema["const"])
+        if "enum" in schema:
+            values = schema["enum"]
+            if not isinstance(values, list) or not values:
+                raise ToolSchemaError(f"{self._tool}: empty enum at {hint}")
+            return "(" + " | ".join(_json_literal(v) for v in values) + ")"
+        for key in ("anyOf", "oneOf"):
+            if key in schema:
+                options = [self.expr(sub, f"{hint}-{i}") for i, sub in enumerate(schema[key])]
+                return "(" + " | ".join(options) + ")"
+        if "allOf" in schema:
+            parts = schema["allOf"]
+            if len(parts) != 1:
+                raise ToolSchemaError(
+                    f"{self._tool}: allOf with {len(parts)} parts at {hint} cannot be turned "
+                    "into a grammar"
+                )
+            return self.expr(parts[0], hint)
+        kind = schema.get("type")
+        if kind is None and "properties" in schema:
+            kind = "object"
+        if kind is None:
+            return "value"
+        if isinstance(kind, list):
+            options = [self.expr({**schema, "type": k}, f"{hint}-{k}") for k in kind]
+            return "(" + " | ".join(options) + ")"
+        if kind == "string":
+            return self.string(schema, hint)
+        if kind in ("integer", "number", "boolean", "null"):
+            return str(kind)
+        if kind == "array":
+            return self.array(schema, hint)
+        if kind == "object":
+            return self.object(schema, hint)
+        raise ToolSchemaError(f"{self._tool}: unknown type {kind!r} at {hint}")
+
+    def string(self, schema: Mapping[str, Any], hint: str) -> str:
+        low = schema.get("minLength")
+        high = schema.get("maxLength")
+        if low is None and high is None:
+            return "string"
+        low = int(low or 0)
+        bounds = f"{{{low},{'' if high is None else int(high)}}}"
+        return self.define(hint, f'"\\"" char{bounds} "\\""')
+
+    def array(self, schema: Mapping[str, Any], hint: str) -> str:
+        item = self.expr(schema.get("items", True), f"{hint}-item")
+        low = int(schema.get("minItems", 0))
+        high = schema.get("maxItems")
+        if high is not None and int(high) == 0:
+            return self.define(hint, '"[" ws "]"')
+        more_high = "" if high is None else str(int(high) - 1)
+        repeat = "*" if low <= 1 and high is None else f"{{{max(low - 1, 0)},{more_high}}}"
+        more = f'( ws "," ws {item} ){repeat}'
+        body = f"{item} {more}"
+        if low == 0:
+            body = f"( {body} )?"
+        return self.define(hint, f'"[" ws {body} ws "]"')
+
+    def object(self, schema: Mapping[str, Any], hint: str) -> str:
+        props = schema.get("properties")
+        if not isinstance(props, Mapping) or not props:
+            if schema.get("additionalProperties") is False:
+                return self.define(hint, '"{" ws "}"')
+            return "object"
+        required = set(schema.get("required", []))
+        items = [
+            (
+                _literal(json.dumps(key, ensure_ascii=False)),
+                self.expr(sub, f"{hint}-{key}"),
+                key in required,
+            )
+            for key, sub in props.items()
+        ]
+        memo: dict[tuple[int, bool], str] = {}
+
+        def rest(i: int, first: bool) -> str:
+            """Properties ``i..`` in order, optional ones skippable; "" when nothing remains."""
+            if i == len(items):
+                return ""
+            if (i, first) in memo:
+                return memo[(i, first)]
+            key, value, needed = items[i]
+            pair = f'{key} ws ":" ws {value}'
+            if not first:
+                pair = f'"," ws {pair}'
+            after = rest(i + 1, False)
+            taken = f"{pair} ws {after}".strip() if after else pair
+            if needed:
+                body = taken
+            else:
+                skipped = rest(i + 1, first)
+                body = f"( {taken} )?" if not skipped else f"( {taken} | {skipped} )"
+            name = self.define(f"{hint}-p{i}{'f' if first else ''}", body)
+            memo[(i, first)] = name
+            return name
+
+        members = rest(0, True)
+        return self.define(hint, f'"{{" ws {members} ws "}}"')
+
+
+def tool_call_grammar(tools: Sequence[ToolSpec]) -> str:
+    """A GBNF grammar for the same calls :func:`tool_call_schema` describes.
+
+    Types, required and optional properties, enums, consts, string and array lengths are
+    enforced; numeric bounds, ``pattern`` and ``format`` are not (validation still checks them).
+    """
+    _check_tools(tools)
+    grammar = _Grammar()
+    alternatives: list[str] = []
+    for spec in tools:
+        grammar.for_tool(spec.name)
+        args = grammar.expr(_arguments_schema(spec), f"{spec.name}-args")
+        alternatives.append(
+            grammar.define(
+                f"call-{spec.name}",
+                f'"{{" ws "\\"name\\"" ws ":" ws {_json_literal(spec.name)} ws "," ws '
+                f'"\\"arguments\\"" ws ":" ws {args} ws "}}"',
+            )
+        )
+    lines = [f"root ::= {' | '.join(alternatives)}"]
+    lines += [f"{name} ::= {body}" for name, body in grammar.rules.items()]
+    lines += [f"{name} ::= {body}" for name, body in _BASE_RULES.items()]
+    return "\n".join(lines) + "\n"
+
+
+# --- choosing --------------------------------------------------------------------------------
+
+
+class ConstraintDecision(msgspec.Struct, frozen=True, kw_only=True):
+    """What to send the backend for one workflow, and why (the reason is logged and reported)."""
+
+    constraint: OutputConstraint | None
+    reason: str
+    mode: str
+
+
+def _kind(constraint: OutputConstraint | None) -> str:
+    if constraint is None:
+        return "none"
+    return "json_schema" if isinstance(constraint, JsonSchemaConstraint) else "grammar"
+
+
+def choose_constraint(
+    mode: ConstrainMode,
+    capabilities: ClientCapabilities,
+    tools: Sequence[ToolSpec],
+    *,
+    backend: str | None = None,
+) -> ConstraintDecision:
+    """Decide whether (and how) to constrain the model's output to calls of ``tools``.
+
+    - ``never``: no constraint; rescue parsing reads whatever the model writes.
+    - ``auto``: a JSON schema where the backend accepts one, else no constraint (rescue parsing).
+    - ``always``: a JSON schema, else a GBNF grammar; a backend with neither raises
+      :class:`~forge_rt.errors.ConstraintUnsupportedError`.
+
+    Pass the tools the model is offered, ``respond`` included, so it can still answer in text.
+    The decision is logged (``guardrails.constraint``) with its reason.
+    """
+    if mode not in ("auto", "always", "never"):
+        raise ValueError(f"constrain must be 'auto', 'always' or 'never', got {mode!r}")
+    constraint: OutputConstraint | None = None
+    if mode == "never":
+        reason = "constrain='never': replies are read by rescue parsing"
+    elif not tools:
+        reason = "no tools are offered, so there is no call to constrain to"
+    elif capabilities.json_schema:
+        constraint = JsonSchemaConstraint(schema=tool_call_schema(tools))
+        reason = (
+            f"the backend accepts a JSON schema: every reply is a call of one of {len(tools)} tools"
+        )
+    elif mode == "always" and capabilities.grammar:
+        constraint = GrammarConstraint(gbnf=tool_call_grammar(tools))
+        reason = f"the backend accepts a GBNF grammar: every reply is a call of one of {len(tools)} tools"
+    elif mode == "always":
+        raise ConstraintUnsupportedError(
+            f"constrain='always' but backend {backend or '(unnamed)'} accepts neither a JSON "
+            "schema nor a grammar; use constrain='auto' to rely on rescue parsing there, or a "
+            "backend that supports structured output (llama-server, vLLM, Ollama)",
+            mode=mode,
+            backend=backend,
+        )
+    elif capabilities.grammar:
+        reason = (
+            "the backend accepts only a GBNF grammar, which constrain='auto' does not use; "
+            "replies are read by rescue parsing (set constrain='always' to send the grammar)"
+        )
+    else:
+        reason = "the backend accepts no JSON schema or grammar: replies are read by rescue parsing"
+    log.info(
+        "guardrails.constraint",
+        mode=mode,
+        constraint=_kind(constraint),
+        tools=len(tools),
+        backend=backend,
+        reason=reason,
+    )
+    return ConstraintDecision(constraint=constraint, reason=reason, mode=mode)

@@ -1,0 +1,109 @@
+"""The shapes in which models write tool calls as text, and a renderer for each.
+
+:class:`Dialect` names what rescue parsing recognised, one per recovered call, so metrics and
+nudges can say which format a model fell into. :func:`render_call` writes a call in a given
+dialect; the simulated backend and the property tests use it to produce realistic model text.
+"""
+
+from __future__ import annotations
+
+import enum
+import html
+import json
+from typing import Any
+
+from forge_rt.core import ToolCall
+
+__all__ = ["Dialect", "render_call"]
+
+
+class Dialect(enum.StrEnum):
+    """Where and how a tool call was written."""
+
+    NATIVE = "native"
+    """Structured ``tool_calls`` from the backend; nothing was parsed from text."""
+    CONSTRAINED_JSON = "constrained_json"
+    """The whole reply is one call object produced under constrained decoding."""
+    BARE_JSON = "bare_json"
+    """``{"name": ..., "arguments": ...}`` (or ``tool``/``args``, ``function: {...}``) alone."""
+    JSON_IN_PROSE = "json_in_prose"
+    """A bare JSON call with prose around it."""
+    FENCED_JSON = "fenced_json"
+    """A JSON call inside a ```json or plain ``` fence."""
+    REPAIRED_JSON = "repaired_json"
+    """Near-JSON that needed repair: trailing commas, single quotes, ``{{...}}``, ``"a" + "b"``."""
+    HERMES_XML = "hermes_xml"
+    """Hermes/Qwen ``<tool_call>{...}</tool_call>`` (also calls inside an echoed ``<tools>``)."""
+    QWEN_CODER_XML = "qwen_coder_xml"
+    """Qwen-Coder ``<function=NAME><parameter=K>V</parameter></function>``."""
+    MISTRAL = "mistral"
+    """``[TOOL_CALLS]name{...}``, ``[TOOL_CALLS]name[ARGS]{...}`` or ``[TOOL_CALLS][{...}]``."""
+    LLAMA_PYTHON_TAG = "llama_python_tag"
+    """Llama 3 ``<|python_tag|>`` followed by JSON or a Python call."""
+    LLAMA_JSON = "llama_json"
+    """Llama 3 ``{"type": "function", "name": ..., "parameters": {...}}``."""
+    REHEARSAL = "rehearsal"
+    """``name[ARGS]{...}`` without the ``[TOOL_CALLS]`` token."""
+    PYTHON_CALL = "python_call"
+    """``fetch_sales_data(4, 2024)`` or ``report(findings="...")``, usually in a ```python block."""
+    XML_ATTR = "xml_attr"
+    """The name in an attribute: ``<function name="X" arguments='{...}'/>``, ``<invoke name=...>``."""
+    XML_TAGS = "xml_tags"
+    """The name in an element or tag: ``<function-name>X</function-name>``, ``<X a="1"/>``."""
+
+
+def _json(value: Any, *, indent: int | None = None) -> str:
+    return json.dumps(value, ensure_ascii=False, indent=indent)
+
+
+def _xml_value(value: Any) -> str:
+    return value if isinstance(value, str) else _json(value)
+
+
+def render_call(call: ToolCall, dialect: Dialect) -> str:
+    """``call`` written the way a model writing in ``dialect`` would write it.
+
+    :data:`Dialect.JSON_IN_PROSE` gets a one-line lead-in; the other dialects are the call alone.
+    :data:`Dialect.PYTHON_CALL` needs argument names that are Python identifiers.
+    """
+    name, args = call.tool, call.args
+    plain = {"name": name, "arguments": args}
+    if dialect in (Dialect.NATIVE, Dialect.CONSTRAINED_JSON, Dialect.BARE_JSON):
+        return _json(plain)
+    if dialect is Dialect.JSON_IN_PROSE:
+        return f"I will call {name} now.\n{_json(plain)}\nThat should do it."
+    if dialect is Dialect.FENCED_JSON:
+        return f"```json\n{_json(plain, indent=2)}\n```"
+    if dialect is Dialect.REPAIRED_JSON:
+        # Doubled braces and a trailing comma: the two repairs the real 1.5B model needs most.
+        return f'{{{{"name": {_json(name)}, "arguments": {_json(args)},}}}}'
+    if dialect is Dialect.HERMES_XML:
+        return f"<tool_call>\n{_json(plain)}\n</tool_call>"
+    if dialect is Dialect.QWEN_CODER_XML:
+        params = "".join(
+            f"<parameter={key}>\n{_xml_value(value)}\n</parameter>\n" for key, value in args.items()
+        )
+        return f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>"
+    if dialect is Dialect.MISTRAL:
+        return f"[TOOL_CALLS]{name}[ARGS]{_json(args)}"
+    if dialect is Dialect.LLAMA_PYTHON_TAG:
+        return f"<|python_tag|>{_json({'name': name, 'parameters': args})}"
+    if dialect is Dialect.LLAMA_JSON:
+        return _json({"type": "function", "name": name, "parameters": args})
+    if dialect is Dialect.REHEARSAL:
+        return f"{name}[ARGS]{_json(args)}"
+    if dialect is Dialect.PYTHON_CALL:
+        bad = [key for key in args if not key.isidentifier()]
+        if bad:
+            raise ValueError(
+                f"cannot render {name} as a Python call: argument names {bad} are not "
+                "identifiers; use another dialect"
+            )
+        kwargs = ", ".join(f"{key}={value!r}" for key, value in args.items())
+        return f"```python\n{name}({kwargs})\n```"
+    if dialect is Dialect.XML_ATTR:
+        escaped = html.escape(_json(args), quote=True)
+        return f"<tools>\n<function name=\"{html.escape(name)}\" arguments='{escaped}'/>\n</tools>"
+    if dialect is Dialect.XML_TAGS:
+        return f"<function-name>{name}</function-name>\n<arguments>\n{_json(args)}\n</arguments>"
+    raise ValueError(f"unknown dialect {dialect!r}")

@@ -1,0 +1,491 @@
+"""Rescue parsing, dialect by dialect: a table of real-shaped model replies and what they hold."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import forge_rt.guardrails as guardrails
+from forge_rt.core import ToolSpec
+from forge_rt.guardrails import Dialect, rescue, rescue_tool_calls, respond_spec, split_reasoning
+
+WEATHER = ToolSpec(
+    name="get_weather",
+    description="Current weather for a city.",
+    parameters={
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+        "required": ["city"],
+    },
+)
+SEARCH = ToolSpec(
+    name="search",
+    description="Search the web.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "query": {"type": "string"},
+            "limit": {"type": "integer"},
+            "exact": {"type": "boolean"},
+        },
+        "required": ["query"],
+    },
+)
+TOOLS = [WEATHER, SEARCH, respond_spec()]
+
+PARIS = ("get_weather", {"city": "Paris"})
+TRIO = ("search", {"query": "trio"})
+
+# (id, text, expected calls, expected dialects)
+CASES: list[tuple[str, str, list[tuple[str, dict[str, Any]]], list[Dialect]]] = [
+    (
+        "bare-name-arguments",
+        '{"name": "get_weather", "arguments": {"city": "Paris"}}',
+        [PARIS],
+        [Dialect.BARE_JSON],
+    ),
+    (
+        "bare-tool-args",
+        '{"tool": "get_weather", "args": {"city": "Paris"}}',
+        [PARIS],
+        [Dialect.BARE_JSON],
+    ),
+    (
+        "function-object",
+        '{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}',
+        [PARIS],
+        [Dialect.BARE_JSON],
+    ),
+    (
+        "function-arguments-as-json-string",
+        '{"function": {"name": "get_weather", "arguments": "{\\"city\\": \\"Paris\\"}"}}',
+        [PARIS],
+        [Dialect.BARE_JSON],
+    ),
+    (
+        "openai-tool-calls-wrapper",
+        '{"tool_calls": [{"id": "call_1", "type": "function", "function": '
+        '{"name": "search", "arguments": "{\\"query\\": \\"trio\\"}"}}]}',
+        [TRIO],
+        [Dialect.BARE_JSON],
+    ),
+    (
+        "array-of-calls",
+        '[{"name": "get_weather", "arguments": {"city": "Paris"}}, '
+        '{"name": "search", "arguments": {"query": "trio"}}]',
+        [PARIS, TRIO],
+        [Dialect.BARE_JSON, Dialect.BARE_JSON],
+    ),
+    (
+        "calls-on-separate-lines",
+        '{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
+        '{"name": "search", "arguments": {"query": "trio"}}\n',
+        [PARIS, TRIO],
+        [Dialect.BARE_JSON, Dialect.BARE_JSON],
+    ),
+    (
+        "json-fence",
+        '```json\n{\n  "name": "get_weather",\n  "arguments": {\n    "city": "Paris"\n  }\n}\n```',
+        [PARIS],
+        [Dialect.FENCED_JSON],
+    ),
+    (
+        "plain-fence-with-prose",
+        'I will look it up.\n\n```\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```\n'
+        "Done.",
+        [PARIS],
+        [Dialect.FENCED_JSON],
+    ),
+    (
+        "two-fences",
+        '```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```\n\n'
+        '```json\n{"name": "search", "arguments": {"query": "trio"}}\n```',
+        [PARIS, TRIO],
+        [Dialect.FENCED_JSON, Dialect.FENCED_JSON],
+    ),
+    (
+        "json-in-prose",
+        'Sure! Calling {"name": "get_weather", "arguments": {"city": "Paris"}} now.',
+        [PARIS],
+        [Dialect.JSON_IN_PROSE],
+    ),
+    (
+        "hermes",
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
+        [PARIS],
+        [Dialect.HERMES_XML],
+    ),
+    (
+        "hermes-two-calls",
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n'
+        '<tool_call>\n{"name": "search", "arguments": {"query": "trio"}}\n</tool_call>',
+        [PARIS, TRIO],
+        [Dialect.HERMES_XML, Dialect.HERMES_XML],
+    ),
+    (
+        "hermes-cut-off-before-close",
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}',
+        [PARIS],
+        [Dialect.HERMES_XML],
+    ),
+    (
+        "qwen-coder-xml",
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+        "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>",
+        [("get_weather", {"city": "Paris", "days": 3})],
+        [Dialect.QWEN_CODER_XML],
+    ),
+    (
+        "qwen-coder-xml-without-outer-tag",
+        "<function=search>\n<parameter=query>\ntrio\n</parameter>\n"
+        "<parameter=exact>\ntrue\n</parameter>\n</function>",
+        [("search", {"query": "trio", "exact": True})],
+        [Dialect.QWEN_CODER_XML],
+    ),
+    (
+        "mistral-name-object",
+        '[TOOL_CALLS]get_weather{"city": "Paris"}',
+        [PARIS],
+        [Dialect.MISTRAL],
+    ),
+    (
+        "mistral-array",
+        '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris"}}, '
+        '{"name": "search", "arguments": {"query": "trio"}}]',
+        [PARIS, TRIO],
+        [Dialect.MISTRAL, Dialect.MISTRAL],
+    ),
+    (
+        "mistral-args-marker",
+        '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}',
+        [PARIS],
+        [Dialect.MISTRAL],
+    ),
+    (
+        "mistral-call-id",
+        '[TOOL_CALLS]get_weather[CALL_ID]a1B2c3D4e[ARGS]{"city": "Paris"}',
+        [PARIS],
+        [Dialect.MISTRAL],
+    ),
+    (
+        "mistral-two-calls",
+        '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}[TOOL_CALLS]search[ARGS]{"query": "trio"}',
+        [PARIS, TRIO],
+        [Dialect.MISTRAL, Dialect.MISTRAL],
+    ),
+    (
+        "llama-python-tag-json",
+        '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris"}}<|eom_id|>',
+        [PARIS],
+        [Dialect.LLAMA_PYTHON_TAG],
+    ),
+    (
+        "llama-python-tag-builtin-call",
+        '<|python_tag|>search.call(query="trio")<|eom_id|>',
+        [TRIO],
+        [Dialect.LLAMA_PYTHON_TAG],
+    ),
+    (
+        "llama-json",
+        '{"type": "function", "name": "get_weather", "parameters": {"city": "Paris"}}',
+        [PARIS],
+        [Dialect.LLAMA_JSON],
+    ),
+    (
+        "rehearsal",
+        'get_weather[ARGS]{"city": "Paris"}',
+        [PARIS],
+        [Dialect.REHEARSAL],
+    ),
+    (
+        "python-call-keyword",
+        '```python\nsearch(query="trio", limit=5)\n```',
+        [("search", {"query": "trio", "limit": 5})],
+        [Dialect.PYTHON_CALL],
+    ),
+    (
+        "python-call-positional-in-schema-order",
+        "```python\nget_weather('Paris', 3)\n```",
+        [("get_weather", {"city": "Paris", "days": 3})],
+        [Dialect.PYTHON_CALL],
+    ),
+    (
+        "python-call-on-its-own-line",
+        'I will check.\nget_weather(city="Paris")\n',
+        [PARIS],
+        [Dialect.PYTHON_CALL],
+    ),
+    (
+        "python-call-string-concatenation",
+        '```python\nsearch(query="tr" + "io")\n```',
+        [TRIO],
+        [Dialect.PYTHON_CALL],
+    ),
+    (
+        "xml-function-name-attribute",
+        '<tools>\n    <function name="get_weather" arguments=\'{"city": "Paris"}\'/>\n</tools>',
+        [PARIS],
+        [Dialect.XML_ATTR],
+    ),
+    (
+        "xml-invoke-parameters",
+        '<invoke name="get_weather">\n<parameter name="city">Paris</parameter>\n'
+        '<parameter name="days">2</parameter>\n</invoke>',
+        [("get_weather", {"city": "Paris", "days": 2})],
+        [Dialect.XML_ATTR],
+    ),
+    (
+        "xml-function-name-element",
+        '<function-name>get_weather</function-name>\n<arguments>\n{"city": "Paris"}\n</arguments>',
+        [PARIS],
+        [Dialect.XML_TAGS],
+    ),
+    (
+        "xml-tool-named-tag",
+        '<tools>\n  <search query="trio" limit="2"/>\n</tools>',
+        [("search", {"query": "trio", "limit": 2})],
+        [Dialect.XML_TAGS],
+    ),
+    (
+        "repaired-trailing-commas",
+        '{"name": "get_weather", "arguments": {"city": "Paris",},}',
+        [PARIS],
+        [Dialect.REPAIRED_JSON],
+    ),
+    (
+        "repaired-single-quotes",
+        "{'name': 'get_weather', 'arguments': {'city': 'Paris'}}",
+        [PARIS],
+        [Dialect.REPAIRED_JSON],
+    ),
+    (
+        "repaired-doubled-braces",
+        '{{"name": "get_weather", "arguments": {"city": "Paris"}}}',
+        [PARIS],
+        [Dialect.REPAIRED_JSON],
+    ),
+    (
+        "repaired-python-literals",
+        '{"name": "search", "arguments": {"query": "trio", "exact": True}}',
+        [("search", {"query": "trio", "exact": True})],
+        [Dialect.REPAIRED_JSON],
+    ),
+    (
+        "repaired-string-concatenation",
+        '{"name": "search", "arguments": {"query": "tr" +\n    "io"}}',
+        [TRIO],
+        [Dialect.REPAIRED_JSON],
+    ),
+    (
+        "repaired-missing-final-brace",
+        '{"name": "get_weather", "arguments": {"city": "Paris"}',
+        [PARIS],
+        [Dialect.REPAIRED_JSON],
+    ),
+    (
+        "repaired-inside-fence",
+        "```json\n{'name': 'get_weather', 'arguments': {'city': 'Paris',}}\n```",
+        [PARIS],
+        [Dialect.REPAIRED_JSON],
+    ),
+    (
+        "mixed-dialects-in-order",
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n'
+        'Then: [TOOL_CALLS]search[ARGS]{"query": "trio"}',
+        [PARIS, TRIO],
+        [Dialect.HERMES_XML, Dialect.MISTRAL],
+    ),
+    (
+        "case-insensitive-unique-name",
+        '{"name": "Get_Weather", "arguments": {"city": "Paris"}}',
+        [PARIS],
+        [Dialect.BARE_JSON],
+    ),
+    (
+        "arguments-beside-the-name",
+        '{"name": "get_weather", "city": "Paris"}',
+        [PARIS],
+        [Dialect.BARE_JSON],
+    ),
+    (
+        "respond",
+        '{"name": "respond", "arguments": {"message": "It is sunny."}}',
+        [("respond", {"message": "It is sunny."})],
+        [Dialect.BARE_JSON],
+    ),
+    (
+        "quoted-integer-coerced",
+        '{"name": "get_weather", "arguments": {"city": "Paris", "days": "4"}}',
+        [("get_weather", {"city": "Paris", "days": 4})],
+        [Dialect.BARE_JSON],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "calls", "dialects"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_dialect_is_recovered(
+    text: str, calls: list[tuple[str, dict[str, Any]]], dialects: list[Dialect]
+) -> None:
+    """Each dialect's call comes back with its tool, coerced arguments and dialect, in order."""
+    result = rescue(text, TOOLS)
+    assert [(c.tool, c.args) for c in result.calls] == calls
+    assert list(result.dialects) == dialects
+    assert result.unknown_calls == []
+
+
+NO_CALLS = [
+    ("empty", ""),
+    ("prose", "The capital of France is Paris."),
+    ("arguments-without-a-name", '{"city": "Paris"}'),
+    ("json-answer-object", '{"response": "No interaction data found for Caffeine."}'),
+    ("markdown-code", "```python\nimport math\nprint(math.sqrt(144))\n```"),
+    ("code-with-variables", "```python\nrecords = search(query)\nget_weather(city)\n```"),
+    ("python-def", "def search(query='trio'):\n    return []"),
+    ("tool-mentioned-in-prose", "You could call get_weather(city) to find out."),
+    ("html", '<div class="x"><a href="/y">link</a></div>'),
+    ("retry-nudge-echo", "Please try again with a valid tool call."),
+    (
+        "tool-response-echo",
+        '<tool_response>\n{"name": "get_weather", "arguments": {"city": "Rome"}}\n</tool_response>',
+    ),
+    (
+        "tool-definition-echo",
+        '{"type": "function", "function": {"name": "get_weather", "description": "Current weather.",'
+        ' "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}',
+    ),
+    (
+        "tools-block-of-definitions",
+        '<tools>\n{"type": "function", "function": {"name": "search", "description": "Search.", '
+        '"parameters": {"properties": {"query": {"type": "string"}}, "type": "object"}}}\n</tools>',
+    ),
+    ("brace-soup", "{{{[[{ } ] ] } } } {[ }{ ]"),
+]
+
+
+@pytest.mark.parametrize("text", [c[1] for c in NO_CALLS], ids=[c[0] for c in NO_CALLS])
+def test_text_without_calls_yields_none(text: str) -> None:
+    """Prose, code, answers and echoes of tool results or definitions are not calls."""
+    result = rescue(text, TOOLS)
+    assert (result.calls, result.unknown_calls) == ([], [])
+
+
+def test_reasoning_is_split_off_and_never_parsed() -> None:
+    """A call inside <think> stays reasoning; only the call after it is returned."""
+    text = (
+        '<think>Maybe {"name": "search", "arguments": {"query": "x"}}? No.</think>\n'
+        '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+    )
+    result = rescue(text, TOOLS)
+    assert [(c.tool, c.args) for c in result.calls] == [PARIS]
+    assert result.reasoning == 'Maybe {"name": "search", "arguments": {"query": "x"}}? No.'
+    assert result.text == '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+
+
+@pytest.mark.parametrize(
+    ("text", "reasoning", "rest"),
+    [
+        ("<think>a</think>b", "a", "b"),
+        ("[THINK]a[/THINK]b", "a", "b"),
+        ("<think>a</think>b<think>c</think>d", "a\n\nc", "bd"),
+        ("a</think>b", "a", "b"),
+        ("b<think>cut off", "cut off", "b"),
+        ("<think>\n\n</think>\n\nb", None, "b"),
+        ("no reasoning", None, "no reasoning"),
+    ],
+    ids=["think", "mistral-think", "two-blocks", "opened-by-template", "unclosed", "empty", "none"],
+)
+def test_split_reasoning(text: str, reasoning: str | None, rest: str) -> None:
+    """Think blocks of every form become reasoning; the rest is the visible text."""
+    assert split_reasoning(text) == (reasoning, rest)
+
+
+def test_unknown_tool_is_reported_not_returned() -> None:
+    """A well-formed call of a tool that does not exist goes to unknown_calls only."""
+    result = rescue('{"name": "get_stock", "arguments": {"symbol": "ACME"}}', TOOLS)
+    assert result.calls == []
+    assert [(c.tool, c.args) for c in result.unknown_calls] == [("get_stock", {"symbol": "ACME"})]
+    assert rescue_tool_calls('{"name": "get_stock", "arguments": {}}', TOOLS) == []
+
+
+def test_known_and_unknown_calls_are_separated() -> None:
+    """Known calls keep their order and dialects; the unknown one is set aside."""
+    text = (
+        '{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
+        '{"name": "tool_response", "arguments": {"x": 1}}\n'
+        '{"name": "search", "arguments": {"query": "trio"}}'
+    )
+    result = rescue(text, TOOLS)
+    assert [(c.tool, c.args) for c in result.calls] == [PARIS, TRIO]
+    assert [c.tool for c in result.unknown_calls] == ["tool_response"]
+    assert result.dialects == (Dialect.BARE_JSON, Dialect.BARE_JSON)
+
+
+def test_unreadable_call_is_reported_as_malformed() -> None:
+    """A call-shaped fragment that no repair can read is quoted back, not guessed at."""
+    text = 'Calling {"name": "get_weather", "arguments": {"city": Paris}} now'
+    result = rescue(text, TOOLS)
+    assert result.calls == []
+    assert result.malformed == ('{"name": "get_weather", "arguments": {"city": Paris}}',)
+
+
+def test_cut_off_call_after_good_calls_is_malformed() -> None:
+    """A reply cut off mid-call keeps the complete calls and reports the broken tail."""
+    text = (
+        '{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
+        '{"name": "search", "arguments": {"query": "unterminated'
+    )
+    result = rescue(text, TOOLS)
+    assert [(c.tool, c.args) for c in result.calls] == [PARIS]
+    assert result.dialects == (Dialect.BARE_JSON,)
+    assert result.malformed == ('{"name": "search", "arguments": {"query": "unterminated',)
+
+
+def test_rescued_calls_get_fresh_ids() -> None:
+    """Ids written by the model are not trusted; every rescued call gets its own fresh id."""
+    text = (
+        '{"id": "call_1", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}\n'
+        '{"id": "call_1", "function": {"name": "get_weather", "arguments": {"city": "Rome"}}}'
+    )
+    first, second = rescue_tool_calls(text, TOOLS)
+    assert first.call_id != second.call_id
+    assert "call_1" not in (first.call_id, second.call_id)
+
+
+def test_constrained_reply_is_labelled() -> None:
+    """A reply made under the tool-call schema is reported as constrained JSON."""
+    text = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+    assert rescue(text, TOOLS, constrained=True).dialects == (Dialect.CONSTRAINED_JSON,)
+
+
+def test_constrained_reply_that_is_not_one_call_is_still_rescued() -> None:
+    """A 'constrained' reply that is not exactly one call keeps its real dialect."""
+    text = '```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```'
+    result = rescue(text, TOOLS, constrained=True)
+    assert [(c.tool, c.args) for c in result.calls] == [PARIS]
+    assert result.dialects == (Dialect.FENCED_JSON,)
+
+
+def test_public_names_are_exported() -> None:
+    """Every name of the rescue/respond/constrain API is importable and listed in __all__."""
+    names = {
+        "ConstraintDecision",
+        "Dialect",
+        "RescueResult",
+        "choose_constraint",
+        "coerce_args",
+        "render_call",
+        "rescue",
+        "rescue_tool_calls",
+        "respond_spec",
+        "split_reasoning",
+        "split_respond",
+        "tool_call_grammar",
+        "tool_call_schema",
+        "with_respond",
+        "workflow_tool_specs",
+    }
+    assert names <= set(guardrails.__all__)
+    assert all(hasattr(guardrails, name) for name in names)

@@ -1,21 +1,12 @@
-"""Fixtures for the client adapter tests: tool specs and requests used across files."""
+"""Fixtures for the client adapter tests."""
 
 from __future__ import annotations
 
 import pytest
+from clients_support import WEATHER
 
 from forge_rt.clients import InferenceRequest
-from forge_rt.core import Message, ToolSpec
-
-WEATHER = ToolSpec(
-    name="get_weather",
-    description="Current weather for a city",
-    parameters={
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-    },
-)
+from forge_rt.core import Message
 
 
 @pytest.fixture

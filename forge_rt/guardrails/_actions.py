@@ -19,6 +19,7 @@ import msgspec
 
 from forge_rt.core import Message, MessageType, Role, ToolCall
 from forge_rt.errors import ForgeError
+from forge_rt.guardrails._dialects import Dialect
 from forge_rt.guardrails._nudges import Nudge
 
 __all__ = [
@@ -58,7 +59,7 @@ class Execute(msgspec.Struct, frozen=True, kw_only=True):
 
     calls: list[ToolCall]
     collapsed: int = 0
-    rescued_dialects: tuple[object, ...] = ()
+    rescued_dialects: tuple[Dialect, ...] = ()
     reasoning: str | None = None
     text: str = ""
 

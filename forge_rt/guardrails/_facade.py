@@ -54,6 +54,7 @@ from forge_rt.guardrails._nudges import (
     retry_nudge,
     tool_error_text,
 )
+from forge_rt.guardrails._respond import respond_spec
 from forge_rt.guardrails._steps import StepEnforcer
 from forge_rt.guardrails._validator import Reply, ResponseValidator, ValidationResult
 
@@ -156,9 +157,6 @@ class Guardrails:
         specs = list(tools)
         terminal = frozenset(terminal_tools)
         if respond_tool:
-            # Imported here: the respond tool is a sibling module of this package, still landing.
-            from forge_rt.guardrails import respond_spec  # type: ignore[attr-defined]
-
             specs.append(respond_spec())
             terminal = terminal or frozenset({RESPOND_TOOL_NAME})
         prereqs = dict(prerequisites or {})
@@ -275,7 +273,7 @@ class Guardrails:
         nudge = Nudge(
             kind=MessageType.RETRY_NUDGE,
             role=Role.USER,
-            content=retry_nudge(tier, self.tools, cause=result.cause),
+            content=retry_nudge(tier, self.tools, cause=result.cause, fragment=result.malformed),
             tier=min(tier, MAX_TIER),
         )
         log.info("guardrails.retry", cause=result.cause.value, tier=nudge.tier)

@@ -19,16 +19,13 @@ from forge_rt.errors import ToolLoopError
 from forge_rt.guardrails._actions import StepBlocked
 from forge_rt.guardrails._nudges import Nudge, loop_nudge
 from forge_rt.guardrails._steps import blocked_batch
+from forge_rt.guardrails._validator import call_key
 
 __all__ = ["LoopGuard"]
 
 log = structlog.get_logger(__name__)
 
 _Key = tuple[str, bytes]
-
-
-def _key(call: ToolCall) -> _Key:
-    return call.tool, msgspec.json.encode(call.args, order="sorted")
 
 
 class LoopGuard:
@@ -50,7 +47,7 @@ class LoopGuard:
 
     def streak(self, call: ToolCall) -> int:
         """How many observed replies in a row contained ``call``."""
-        return self._streaks.get(_key(call), 0)
+        return self._streaks.get(call_key(call), 0)
 
     @property
     def longest_streak(self) -> int:
@@ -62,12 +59,12 @@ class LoopGuard:
 
         Raises :class:`ToolLoopError` when a call is repeated past the limit.
         """
-        streaks = {k: self._streaks.get(k, 0) + 1 for k in dict.fromkeys(map(_key, calls))}
+        streaks = {k: self._streaks.get(k, 0) + 1 for k in dict.fromkeys(map(call_key, calls))}
         self._streaks = streaks
-        over = [c for c in calls if streaks[_key(c)] > self.max_repeats]
+        over = [c for c in calls if streaks[call_key(c)] > self.max_repeats]
         if over:
             call = over[0]
-            repeats = streaks[_key(call)]
+            repeats = streaks[call_key(call)]
             args = msgspec.json.encode(call.args, order="sorted").decode()
             log.warning("guardrails.loop_exhausted", tool=call.tool, repeats=repeats)
             raise ToolLoopError(
@@ -78,7 +75,7 @@ class LoopGuard:
                 args_repr=args,
                 repeats=repeats,
             )
-        looping = [c for c in calls if streaks[_key(c)] == self.max_repeats]
+        looping = [c for c in calls if streaks[call_key(c)] == self.max_repeats]
         if not looping:
             return None
         errors = [

@@ -126,14 +126,30 @@ _CAUSE_HINT = {
 }
 
 
-def retry_nudge(tier: int, tools: Sequence[ToolSpec], *, cause: RetryCause | None = None) -> str:
-    """The user-channel nudge after a reply with no usable tool call, escalating with ``tier``."""
+_MAX_QUOTE = 200
+
+
+def retry_nudge(
+    tier: int,
+    tools: Sequence[ToolSpec],
+    *,
+    cause: RetryCause | None = None,
+    fragment: str | None = None,
+) -> str:
+    """The user-channel nudge after a reply with no usable tool call, escalating with ``tier``.
+
+    ``cause`` opens the nudge with what was wrong; ``fragment`` (a call-like piece of the reply
+    that could not be read) is quoted so the model sees exactly which part to fix.
+    """
     if not tools:
         raise ValueError("retry_nudge needs at least one tool to point the model at")
     level = _tier(tier)
     example = example_call(_example_tool(tools))
     names = _names([t.name for t in tools])
     hint = f"{_CAUSE_HINT[cause]} " if cause is not None else ""
+    if fragment is not None:
+        quoted = fragment if len(fragment) <= _MAX_QUOTE else fragment[:_MAX_QUOTE] + "..."
+        hint += f"This part could not be read: {quoted} "
     respond = (
         f" To answer the user, call `{RESPOND_TOOL_NAME}` with your message."
         if any(t.name == RESPOND_TOOL_NAME for t in tools)

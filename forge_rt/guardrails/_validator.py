@@ -25,9 +25,17 @@ from forge_rt.core import (
     ToolCall,
     ToolSpec,
 )
+from forge_rt.guardrails._dialects import Dialect
 from forge_rt.guardrails._nudges import Nudge, RetryCause, bad_args_nudge, unknown_tool_nudge
+from forge_rt.guardrails._rescue import rescue
 
-__all__ = ["ResponseValidator", "ValidationResult", "argument_errors", "collapse_calls"]
+__all__ = [
+    "ResponseValidator",
+    "ValidationResult",
+    "argument_errors",
+    "call_key",
+    "collapse_calls",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -65,7 +73,8 @@ class ValidationResult(msgspec.Struct, frozen=True, kw_only=True):
     many were dropped); a call that passed validation carries its schema-coerced arguments.
     ``errors`` holds one tool-channel nudge per call that cannot run (unknown tool, bad
     arguments), paired by ``call_id``. ``needs_retry`` is set when the reply held no call at
-    all; ``cause`` then says why. ``text`` is the reply's prose that accompanies native calls
+    all; ``cause`` then says why and ``malformed`` quotes a call-like fragment that could not
+    be read, if rescue found one. ``text`` is the reply's prose that accompanies native calls
     (empty for rescued calls, which are re-rendered structurally), ``raw`` the reply's text as
     received.
     """
@@ -73,9 +82,10 @@ class ValidationResult(msgspec.Struct, frozen=True, kw_only=True):
     calls: list[ToolCall]
     errors: list[Nudge]
     needs_retry: bool
-    dialects: tuple[Any, ...] = ()
+    dialects: tuple[Dialect, ...] = ()
     collapsed: int = 0
     cause: RetryCause | None = None
+    malformed: str | None = None
     raw: str = ""
     text: str = ""
     reasoning: str | None = None
@@ -92,7 +102,8 @@ class ValidationResult(msgspec.Struct, frozen=True, kw_only=True):
         return frozenset(e.call_id for e in self.errors if e.call_id is not None)
 
 
-def _call_key(call: ToolCall) -> tuple[str, bytes]:
+def call_key(call: ToolCall) -> tuple[str, bytes]:
+    """What makes two calls the same call: the tool and its arguments in canonical JSON."""
     return call.tool, msgspec.json.encode(call.args, order="sorted")
 
 
@@ -105,7 +116,7 @@ def collapse_calls(calls: Sequence[ToolCall]) -> tuple[list[ToolCall], int]:
     seen: set[tuple[str, bytes]] = set()
     kept: list[ToolCall] = []
     for call in calls:
-        key = _call_key(call)
+        key = call_key(call)
         if key not in seen:
             seen.add(key)
             kept.append(call)
@@ -257,12 +268,13 @@ class ResponseValidator:
                 raise ValueError(f"tool {spec.name!r} is given twice; tool names must be unique")
             by_name[spec.name] = spec
         self._tools = by_name
+        self._specs = tuple(by_name.values())
         self._rescue = rescue
 
     @property
     def tools(self) -> tuple[ToolSpec, ...]:
         """The tools replies are checked against."""
-        return tuple(self._tools.values())
+        return self._specs
 
     @property
     def rescue_enabled(self) -> bool:
@@ -280,14 +292,12 @@ class ResponseValidator:
         return self._retry(raw, reasoning)
 
     def _rescued(self, raw: str, reasoning: str | None) -> ValidationResult:
-        # Imported here: the rescue parser is a sibling module of this package, still landing.
-        from forge_rt.guardrails import rescue  # type: ignore[attr-defined]
-
         found = rescue(raw, self.tools)
         calls = [*found.calls, *found.unknown_calls]
         thought = reasoning if reasoning is not None else found.reasoning
         if not calls:
-            return self._retry(raw, thought)
+            fragment = found.malformed[0] if found.malformed else None
+            return self._retry(raw, thought, body=found.text, fragment=fragment)
         return self._check(
             calls,
             raw=raw,
@@ -297,11 +307,29 @@ class ResponseValidator:
             rescued=True,
         )
 
-    def _retry(self, raw: str, reasoning: str | None) -> ValidationResult:
-        cause = _retry_cause(raw)
+    def _retry(
+        self,
+        raw: str,
+        reasoning: str | None,
+        *,
+        body: str | None = None,
+        fragment: str | None = None,
+    ) -> ValidationResult:
+        """No call in the reply; ``body`` is its text without reasoning blocks."""
+        cause = (
+            RetryCause.BROKEN_CALL
+            if fragment is not None
+            else _retry_cause(raw if body is None else body)
+        )
         log.debug("guardrails.no_call", cause=cause.value, chars=len(raw))
         return ValidationResult(
-            calls=[], errors=[], needs_retry=True, cause=cause, raw=raw, reasoning=reasoning
+            calls=[],
+            errors=[],
+            needs_retry=True,
+            cause=cause,
+            malformed=fragment,
+            raw=raw,
+            reasoning=reasoning,
         )
 
     def _check(
@@ -311,7 +339,7 @@ class ResponseValidator:
         raw: str,
         text: str,
         reasoning: str | None,
-        dialects: tuple[Any, ...],
+        dialects: tuple[Dialect, ...],
         rescued: bool,
     ) -> ValidationResult:
         kept, collapsed = collapse_calls(calls)

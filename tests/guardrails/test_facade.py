@@ -402,3 +402,26 @@ def test_public_surface() -> None:
     assert "Guardrails" in forge_rt.__all__
     missing = [n for n in forge_rt.guardrails.__all__ if not hasattr(forge_rt.guardrails, n)]
     assert missing == []
+
+
+def test_respond_tool_is_added_and_terminal_when_no_other_is() -> None:
+    """respond_tool=True offers `respond`; without other terminals, answering ends the run."""
+    guard = Guardrails(TOOLS, respond_tool=True, rescue=False)
+    assert ([t.name for t in guard.tools], guard.terminal_tools) == (
+        ["search", "analyze", "report", "respond"],
+        frozenset({"respond"}),
+    )
+    call = _call("respond", message="It is 4 C in Oslo.")
+    assert isinstance(guard.check([call]), Execute)
+    outcome = guard.record([ToolResult(call=call, output="It is 4 C in Oslo.")])
+    assert (outcome.done, outcome.terminal_output) == (True, "It is 4 C in Oslo.")
+
+
+def test_from_workflow_includes_the_respond_tool() -> None:
+    """A workflow with the respond tool (and no terminal tool) gets `respond` as terminal."""
+    workflow = Workflow(name="chat", tools=[ToolDef(spec=SEARCH, callable=lambda query: query)])
+    guard = Guardrails.from_workflow(workflow, rescue=False)
+    assert ([t.name for t in guard.tools], guard.terminal_tools) == (
+        ["search", "respond"],
+        frozenset({"respond"}),
+    )

@@ -17,11 +17,13 @@ class Tools:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.tool_started = trio.Event()
 
-    def get_weather(self, city: str) -> str:
+    async def get_weather(self, city: str) -> str:
+        # Async on purpose: a sync tool runs in a worker thread, and MockClock's autojump
+        # advances time while a thread runs, which would make timed tests nondeterministic.
         self.calls.append(("get_weather", {"city": city}))
         if city == "Atlantis":
             raise ToolResolutionError("no such city: Atlantis; try a real city name")
-        if city == "Error":
+        if city.startswith("Error"):
             raise RuntimeError("weather service down")
         return f"22C and sunny in {city}"
 

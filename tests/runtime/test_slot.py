@@ -296,6 +296,7 @@ async def test_slot_pool_pins_workflows_to_slots(
     async with trio.open_nursery() as nursery:
         for key, text in (("w1", "a"), ("w2", "b"), ("w1", "c")):
             nursery.start_soon(lambda k=key, t=text: pool.infer(_request(t), key=k))
+            await trio.testing.wait_all_tasks_blocked()
     by_text = {c.request.messages[-1].content: c.request.slot_id for c in client.calls}
     assert by_text == {"a": 0, "b": 1, "c": 0}
     assert pool.slot_for("w3") is pool.slots[0]

@@ -33,7 +33,7 @@ async def test_two_step_run_returns_the_answer(tools: Tools, autojump_clock: Any
     client = ScriptedClient([weather(), respond("Sunny, 22C.")])
     result = await WorkflowRunner(client).run(tools.workflow(), "Weather in Paris?")
     assert result.output == "Sunny, 22C."
-    assert result.completed_steps == ("get_weather",)
+    assert result.completed_steps == ("get_weather", "respond")
     assert tools.calls == [("get_weather", {"city": "Paris"})]
     assert [m.type for m in result.messages] == [
         MessageType.SYSTEM_PROMPT,
@@ -43,6 +43,27 @@ async def test_two_step_run_returns_the_answer(tools: Tools, autojump_clock: Any
         MessageType.TOOL_CALL,
         MessageType.TOOL_RESULT,
     ]
+
+
+async def test_sync_tool_runs_in_a_thread() -> None:
+    """A plain (sync) tool works: it runs in a worker thread and its result is fed back."""
+    from runtime_support import CITY
+
+    from forge_rt.core import ToolDef, ToolSpec
+
+    seen: list[str] = []
+
+    def lookup(city: str) -> str:
+        seen.append(city)
+        return "cloudy"
+
+    workflow = Tools().workflow(
+        tools=[ToolDef(spec=ToolSpec(name="get_weather", parameters=CITY), callable=lookup)]
+    )
+    client = ScriptedClient([weather("Lima"), respond("cloudy")])
+    result = await WorkflowRunner(client).run(workflow, "Lima?")
+    assert (seen, result.output) == (["Lima"], "cloudy")
+    assert result.messages[3].content == "cloudy"
 
 
 async def test_text_call_is_rescued(tools: Tools, autojump_clock: Any) -> None:
@@ -83,11 +104,13 @@ async def test_tool_errors_count_but_resolution_errors_do_not(
     tools: Tools, autojump_clock: Any
 ) -> None:
     """A ToolResolutionError is fed back free; two real failures in a row end the run typed."""
-    client = ScriptedClient([weather("Atlantis"), weather("Error"), weather("Error")])
+    client = ScriptedClient([weather("Atlantis"), *[weather(f"Error{i}") for i in range(3)]])
     with pytest.raises(ToolExecutionError) as info:
-        await WorkflowRunner(client).run(tools.workflow(), "Weather?")
+        await WorkflowRunner(client, guardrails={"max_tool_errors": 2}).run(
+            tools.workflow(), "Weather?"
+        )
     assert info.value.tool == "get_weather"
-    assert info.value.attempts == 2
+    assert info.value.attempts == 3
     assert "no such city" in client.calls[1].request.messages[-1].content
 
 

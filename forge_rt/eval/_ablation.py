@@ -1,0 +1,75 @@
+"""Ablation presets: which guardrails a run keeps, to measure what each one contributes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from forge_rt.core import ConstrainMode
+
+__all__ = ["ABLATIONS", "Ablation", "ablation"]
+
+
+class Ablation(msgspec.Struct, frozen=True, kw_only=True):
+    """A named set of switches: Guardrails options, compaction on/off, constrained decoding."""
+
+    name: str
+    description: str
+    guardrails: dict[str, Any] = msgspec.field(default_factory=dict)
+    compact: bool = True
+    constrain: ConstrainMode = "never"
+
+
+_OFF = {
+    "rescue": False,
+    "retry_nudges": False,
+    "steps": False,
+    "recovery": False,
+    "loop_repeats": None,
+}
+
+ABLATIONS: dict[str, Ablation] = {
+    a.name: a
+    for a in (
+        Ablation(name="full", description="every guardrail on, free decoding"),
+        Ablation(
+            name="no_rescue", description="native tool calls only", guardrails={"rescue": False}
+        ),
+        Ablation(
+            name="no_nudge",
+            description="bare text ends the run instead of a retry nudge",
+            guardrails={"retry_nudges": False},
+        ),
+        Ablation(
+            name="no_steps",
+            description="required steps and prerequisites not enforced",
+            guardrails={"steps": False},
+        ),
+        Ablation(
+            name="no_recovery",
+            description="the first tool failure ends the run",
+            guardrails={"recovery": False},
+        ),
+        Ablation(name="no_compact", description="no context compaction", compact=False),
+        Ablation(
+            name="constrained",
+            description="every guardrail on, output constrained to a valid tool call",
+            constrain="always",
+        ),
+        Ablation(
+            name="bare",
+            description="everything off: the model's raw behaviour",
+            guardrails=_OFF,
+            compact=False,
+        ),
+    )
+}
+
+
+def ablation(name: str) -> Ablation:
+    """The preset called ``name``; a typo lists the real ones."""
+    try:
+        return ABLATIONS[name]
+    except KeyError:
+        raise ValueError(f"unknown ablation {name!r}; choose from {sorted(ABLATIONS)}") from None

@@ -1,0 +1,69 @@
+"""One eval run's record, appended to a JSONL file; the key lets a re-run skip what is done."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+
+__all__ = ["RunRecord", "append_record", "read_records"]
+
+
+class RunRecord(msgspec.Struct, kw_only=True):
+    """Everything one scenario run produced, with the config that produced it."""
+
+    scenario: str
+    tags: tuple[str, ...]
+    run: int
+    ablation: str
+    backend: str
+    model: str
+    completed: bool
+    correct: bool
+    reason: str = ""
+    error_type: str | None = None
+    error: str | None = None
+    output: str = ""
+    iterations: int = 0
+    inferences: int = 0
+    tool_calls: int = 0
+    ideal_calls: int = 0
+    tool_errors: int = 0
+    retries: dict[str, int] = msgspec.field(default_factory=dict)
+    rescued: dict[str, int] = msgspec.field(default_factory=dict)
+    collapsed: int = 0
+    compactions: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    constraint: str | None = None
+    wall_s: float = 0.0
+    high_priority_ttft_s: float | None = None
+    background_ttft_s: float | None = None
+
+    @property
+    def key(self) -> tuple[str, str, str, str, int]:
+        return (self.backend, self.model, self.ablation, self.scenario, self.run)
+
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(RunRecord)
+
+
+def append_record(path: Path, record: RunRecord) -> None:
+    """Append one record as a JSON line (flushed, so an interrupted eval keeps what it did)."""
+    with path.open("ab") as out:
+        out.write(_encoder.encode(record) + b"\n")
+
+
+def read_records(path: Path) -> Iterator[RunRecord]:
+    """Every record in ``path`` (none if it does not exist)."""
+    if not path.exists():
+        return
+    with path.open("rb") as source:
+        for number, line in enumerate(source, 1):
+            if line.strip():
+                try:
+                    yield _decoder.decode(line)
+                except msgspec.DecodeError as exc:
+                    raise ValueError(f"{path}:{number}: not a run record ({exc})") from exc

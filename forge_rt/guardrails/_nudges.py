@@ -55,6 +55,7 @@ class RetryCause(enum.StrEnum):
     PROSE = "text instead of a tool call"
     ECHO = "echoed a tool result or a correction instead of calling a tool"
     BROKEN_CALL = "a tool call that could not be parsed"
+    TRUNCATED = "cut off at the token limit without a complete tool call"
 
 
 class Nudge(msgspec.Struct, frozen=True, kw_only=True):
@@ -123,6 +124,10 @@ _CAUSE_HINT = {
         "system after you call a tool."
     ),
     RetryCause.BROKEN_CALL: "Your tool call could not be parsed: it must be valid JSON.",
+    RetryCause.TRUNCATED: (
+        "Your reply was cut off at the length limit. Keep it short: send the tool call once, "
+        "with no other text."
+    ),
 }
 
 
@@ -301,7 +306,7 @@ def held_back(
 
 def tool_error_text(tool: str, error: BaseException) -> str:
     """The tool result fed back when ``tool`` raised ``error`` while executing."""
-    detail = str(error) or "(no message)"
+    detail = str(error).rstrip(".") or "(no message)"
     return (
         f"[ToolError] `{tool}` failed: {type(error).__name__}: {detail}. Check the arguments "
         "or try a different approach."

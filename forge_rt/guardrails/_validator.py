@@ -283,21 +283,25 @@ class ResponseValidator:
     def validate(self, response: Reply) -> ValidationResult:
         """Validate one reply: native calls, a text reply, or an LLMResponse holding either."""
         raw, reasoning, native = _unpack(response)
+        # A reply cut off at the token limit: small models repeat a call until they hit it.
+        truncated = isinstance(response, LLMResponse) and response.finish_reason == "length"
         if native:
             return self._check(
                 native, raw=raw, text=raw, reasoning=reasoning, dialects=(), rescued=False
             )
         if self._rescue:
-            return self._rescued(raw, reasoning)
-        return self._retry(raw, reasoning)
+            return self._rescued(raw, reasoning, truncated=truncated)
+        return self._retry(raw, reasoning, truncated=truncated)
 
-    def _rescued(self, raw: str, reasoning: str | None) -> ValidationResult:
+    def _rescued(self, raw: str, reasoning: str | None, *, truncated: bool) -> ValidationResult:
         found = rescue(raw, self.tools)
         calls = [*found.calls, *found.unknown_calls]
         thought = reasoning if reasoning is not None else found.reasoning
         if not calls:
             fragment = found.malformed[0] if found.malformed else None
-            return self._retry(raw, thought, body=found.text, fragment=fragment)
+            return self._retry(
+                raw, thought, body=found.text, fragment=fragment, truncated=truncated
+            )
         return self._check(
             calls,
             raw=raw,
@@ -314,13 +318,16 @@ class ResponseValidator:
         *,
         body: str | None = None,
         fragment: str | None = None,
+        truncated: bool = False,
     ) -> ValidationResult:
         """No call in the reply; ``body`` is its text without reasoning blocks."""
-        cause = (
-            RetryCause.BROKEN_CALL
-            if fragment is not None
-            else _retry_cause(raw if body is None else body)
-        )
+        text = (raw if body is None else body).strip()
+        if truncated and text:
+            cause, fragment = RetryCause.TRUNCATED, None
+        elif fragment is not None:
+            cause = RetryCause.BROKEN_CALL
+        else:
+            cause = _retry_cause(text)
         log.debug("guardrails.no_call", cause=cause.value, chars=len(raw))
         return ValidationResult(
             calls=[],

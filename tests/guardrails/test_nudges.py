@@ -144,6 +144,7 @@ def test_retry_nudge_without_respond_tool_does_not_mention_it() -> None:
         (RetryCause.PROSE, "Your reply was text, not a tool call."),
         (RetryCause.ECHO, "Do not write <tool_response> blocks"),
         (RetryCause.BROKEN_CALL, "Your tool call could not be parsed"),
+        (RetryCause.TRUNCATED, "Your reply was cut off at the length limit."),
     ],
     ids=lambda v: v.name if isinstance(v, RetryCause) else "",
 )

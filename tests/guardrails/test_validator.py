@@ -215,6 +215,16 @@ def test_llm_response_text_uses_raw_text(validator: ResponseValidator) -> None:
     assert (result.needs_retry, result.raw, result.cause) == (True, "hello", RetryCause.PROSE)
 
 
+def test_reply_cut_off_at_token_limit_is_reported_as_truncated(
+    validator: ResponseValidator,
+) -> None:
+    """A callless reply that hit max_tokens is retried as truncated, not as broken JSON."""
+    text = '{"name": "report", "arguments": {"findings": "Q4 was'
+    response = LLMResponse(result=TextResponse(content=text), raw_text=text, finish_reason="length")
+    result = validator.validate(response)
+    assert (result.needs_retry, result.cause) == (True, RetryCause.TRUNCATED)
+
+
 def test_empty_native_call_list_needs_retry(validator: ResponseValidator) -> None:
     """A reply with an empty call list is a reply without a call."""
     assert validator.validate([]).needs_retry

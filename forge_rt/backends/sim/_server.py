@@ -85,7 +85,7 @@ class SimBackend:
             replies=deque(maxlen=config.reply_log_size),
         )
         self._changed = trio.Event()
-        self._pool = SlotPool(self.stats.slots, self._notify)
+        self._pool = SlotPool(self.stats, self._notify)
         self._tokenizer = Tokenizer(config.chars_per_token)
         self._injected: deque[Fault] = deque()
         self._cursors: dict[str, int] = {}
@@ -135,9 +135,12 @@ class SimBackend:
                 finally:
                     nursery.cancel_scope.cancel()
         except BaseExceptionGroup as group:
-            if len(group.exceptions) == 1:
-                raise group.exceptions[0] from None
-            raise
+            error: BaseException = group
+            while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+                error = error.exceptions[0]
+            if error is group:
+                raise
+            raise error from None
 
     @property
     def port(self) -> int:
@@ -172,19 +175,24 @@ class SimBackend:
                 await listener.aclose()
             self._stopped.set()
 
-    async def restart(self, downtime: float = 0.0) -> None:
+    async def restart(self, downtime: float = 0.0, *, until: trio.Event | None = None) -> None:
         """Stop listening and drop every connection, stay down ``downtime`` seconds, come back.
 
         Like a real server restart: in-flight requests see their connection close, slot caches
-        are emptied, and the sim listens again on the same port.
+        are emptied, and the sim listens again on the same port. With ``until``, the sim also
+        stays down until that event is set (tests use it to act while the server is down;
+        ``stats.restarts`` is incremented as soon as it is down). Returns once it listens again.
         """
         assert self._serving is not None
         self._serving.cancel()
         await self._stopped.wait()
         self._drop_caches()
         self.stats.restarts += 1
+        self._notify()
         logger.info("sim.restarting", url=self.url, downtime=downtime)
         await trio.sleep(downtime)
+        if until is not None:
+            await until.wait()
         await self._listen()
         self._notify()
 

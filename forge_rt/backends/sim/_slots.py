@@ -1,8 +1,9 @@
 """Inference slots: one request at a time each, a prefix cache each, FIFO waiting for a free one.
 
-A request names a slot (llama-server's ``id_slot``) or takes any free one; among free slots the
-one whose cache shares the longest prefix with the prompt wins (ties: least recently used), as
-llama-server does. When none is free the request waits in arrival order; a freed slot is handed
+A request names a slot (llama-server's ``id_slot``) or takes any free one: the free slot whose
+cache shares the longest prefix with the prompt if that covers at least half the prompt, else the
+least recently used free slot (llama-server's rule with its default ``--slot-prompt-similarity``
+of 0.5). When none is free the request waits in arrival order; a freed slot is handed
 straight to the first waiter that can use it, so later arrivals cannot overtake.
 """
 
@@ -13,9 +14,11 @@ from collections.abc import Callable
 
 import trio
 
-from forge_rt.backends.sim._stats import SlotStats
+from forge_rt.backends.sim._stats import SimStats, SlotStats
 
 __all__ = ["Slot", "SlotPool", "common_prefix"]
+
+_SIMILARITY = 0.5
 
 
 def common_prefix(a: list[str], b: list[str]) -> int:
@@ -52,16 +55,17 @@ class _Waiter:
 
 
 class SlotPool:
-    """The slots of one backend; ``on_change`` is called whenever waiting or busy state changes."""
+    """The slots of one backend; keeps ``stats.waiting`` current and calls ``on_change``."""
 
-    def __init__(self, stats: list[SlotStats], on_change: Callable[[], None]) -> None:
-        self.slots = [Slot(s) for s in stats]
+    def __init__(self, stats: SimStats, on_change: Callable[[], None]) -> None:
+        self.slots = [Slot(s) for s in stats.slots]
+        self._stats = stats
         self._waiters: deque[_Waiter] = deque()
         self._on_change = on_change
 
-    @property
-    def waiting(self) -> int:
-        return len(self._waiters)
+    def _changed(self) -> None:
+        self._stats.waiting = len(self._waiters)
+        self._on_change()
 
     def _pick(self, prompt: list[str], slot_id: int | None) -> Slot | None:
         if slot_id is not None:
@@ -70,23 +74,26 @@ class SlotPool:
         free = [s for s in self.slots if not s.busy]
         if not free:
             return None
-        return max(free, key=lambda s: (common_prefix(s.cache, prompt), -s.last_used))
+        best = max(free, key=lambda s: common_prefix(s.cache, prompt))
+        if common_prefix(best.cache, prompt) >= _SIMILARITY * len(prompt):
+            return best
+        return min(free, key=lambda s: s.last_used)
 
-    def _take(self, slot: Slot) -> Slot:
+    def _take(self, slot: Slot) -> None:
         slot.busy = True
         slot.stats.is_processing = True
         slot.stats.requests += 1
-        return slot
 
     async def acquire(self, prompt: list[str], slot_id: int | None) -> Slot:
         """A slot for ``prompt``, waiting (FIFO) until one is free; release it with :meth:`release`."""
         slot = self._pick(prompt, slot_id)
         if slot is not None:
-            self._on_change()
-            return self._take(slot)
+            self._take(slot)
+            self._changed()
+            return slot
         waiter = _Waiter(slot_id)
         self._waiters.append(waiter)
-        self._on_change()
+        self._changed()
         try:
             await waiter.event.wait()
         except BaseException:
@@ -95,7 +102,7 @@ class SlotPool:
                 self.release(waiter.slot)
             else:
                 self._waiters.remove(waiter)
-                self._on_change()
+                self._changed()
             raise
         assert waiter.slot is not None
         return waiter.slot
@@ -113,4 +120,4 @@ class SlotPool:
         else:
             slot.busy = False
             slot.stats.is_processing = False
-        self._on_change()
+        self._changed()

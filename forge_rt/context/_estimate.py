@@ -283,7 +283,7 @@ class TokenEstimator:
             if abs(delta_units) >= MIN_RATIO_DELTA_UNITS and delta_units * delta_tokens > 0:
                 observed_ratio = delta_units / delta_tokens
                 self._ratio = (1.0 - alpha) * self._ratio + alpha * observed_ratio
-        observed_offset = text_tokens - units / self._ratio
+        observed_offset = reported_prompt_tokens - self.count_messages(messages)
         if previous is None:
             self._offset = observed_offset
         else:

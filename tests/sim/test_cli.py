@@ -1,0 +1,52 @@
+"""The ``sim`` command serves in the foreground and stops cleanly on Ctrl-C."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+import httpx
+import trio
+from click.testing import CliRunner
+
+from forge_rt.backends.sim._cli import sim_command
+
+LAUNCH = "from forge_rt.backends.sim._cli import sim_command; sim_command()"
+
+
+async def test_sim_command_serves_until_interrupted() -> None:
+    """It prints the URL, answers on it, and exits 0 on SIGINT."""
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-c", LAUNCH, "--model", "cli-model", "--rate", "hermes=1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert process.stdout is not None
+    output = b""
+    try:
+        with trio.fail_after(60):
+            while b"(Ctrl-C stops it)" not in output:
+                output += await process.stdout.receive_some()
+            url = output.decode().split(" at ")[1].split(" ")[0]
+            async with httpx.AsyncClient(base_url=url) as http:
+                models = (await http.get("/v1/models")).json()
+            process.send_signal(signal.SIGINT)
+            while chunk := await process.stdout.receive_some():
+                output += chunk
+            await process.wait()
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        await process.stdout.aclose()
+    assert models["data"][0]["id"] == "cli-model"
+    assert process.returncode == 0
+    assert output.decode().endswith("sim stopped\n")
+
+
+def test_bad_rate_is_a_usage_error() -> None:
+    """An unknown dialect in ``--rate`` is refused with the list of known ones."""
+    result = CliRunner().invoke(sim_command, ["--rate", "nonsense=0.5"])
+    assert result.exit_code == 2
+    assert "'nonsense=0.5' is not NAME=PROBABILITY with NAME one of: bare_json" in result.output

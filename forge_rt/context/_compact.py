@@ -270,6 +270,26 @@ class _TieredPlanner:
         self._placeholders: dict[int, _Rewrite | None] = {}
         self._placeholder_costs: dict[str, tuple[int, float]] = {}
         self._call_names: dict[str, str] | None = None
+        # What each phase may touch, sorted once: messages that go in every phase (nudges not on
+        # the tool channel), tool-channel messages (results and nudges: they answer calls), the
+        # results among them, and reasoning / text replies (phase 3).
+        self._dropped_always: list[int] = []
+        self._answers: list[int] = []
+        self._results: list[int] = []
+        self._prose: list[int] = []
+        for index in range(boundary):
+            message = messages[index]
+            kind = message.type
+            if kind in _NEVER_CUT or message.tool_calls is not None:
+                continue
+            if message.role is Role.TOOL:
+                self._answers.append(index)
+                if kind is MessageType.TOOL_RESULT:
+                    self._results.append(index)
+            elif kind in _NUDGES:
+                self._dropped_always.append(index)
+            elif kind in _PROSE:
+                self._prose.append(index)
 
     def _call_name(self, call_id: str) -> str | None:
         if self._call_names is None:
@@ -320,35 +340,26 @@ class _TieredPlanner:
     def plan(self, phase: int) -> _Plan:
         """Price ``phase``'s cuts over everything before the protected window."""
         messages = self.messages
-        changes: dict[int, _Rewrite | None] = {}
-        removed = truncated = placeholders = 0
-        # Tool-role messages this phase cuts, and the calls still answered by a kept tool
-        # message: a call left with no answer keeps one answer, as a placeholder.
-        cut_answers: list[int] = []
-        answered: set[str] = set()
-        for index in range(self.boundary):
-            message = messages[index]
-            kind = message.type
-            if kind in _NEVER_CUT or message.tool_calls is not None:
-                continue
-            if (
-                kind in _NUDGES
-                or (kind is MessageType.TOOL_RESULT and phase >= 2)
-                or (kind in _PROSE and phase >= 3)
-            ):
-                if message.role is Role.TOOL:
-                    cut_answers.append(index)
-                else:
-                    changes[index] = None
-                    removed += 1
-                continue
-            if message.tool_call_id is not None:
-                answered.add(message.tool_call_id)
-            if kind is MessageType.TOOL_RESULT:
+        changes: dict[int, _Rewrite | None] = dict.fromkeys(self._dropped_always)
+        if phase >= 3:
+            changes.update(dict.fromkeys(self._prose))
+        removed = len(changes)
+        truncated = placeholders = 0
+        # Tool-channel messages this phase cuts, and the calls a kept one still answers: a call
+        # left with no answer keeps one, as a placeholder.
+        if phase == 1:
+            answered = {messages[index].tool_call_id for index in self._results}
+            cut_answers = [
+                i for i in self._answers if messages[i].type is not MessageType.TOOL_RESULT
+            ]
+            for index in self._results:
                 rewrite = self._truncation(index)
                 if rewrite is not None:
                     changes[index] = rewrite
                     truncated += 1
+        else:
+            answered = set()
+            cut_answers = self._answers
         # Of several cut answers to one call, a result makes the better placeholder than a nudge.
         chosen: dict[str | None, int] = {}
         for index in cut_answers:

@@ -38,6 +38,7 @@ from forge_rt.clients._wire_common import (
     WireRequest,
     build_result,
     fold_reasoning,
+    join_reasoning,
 )
 from forge_rt.clients.base import (
     FinalChunk,
@@ -359,14 +360,13 @@ def anthropic_response_from_wire(
     raw = "".join(b.text or "" for b in wire.content if b.type == "text")
     visible, think = split_think(raw)
     thinking = "".join(b.thinking or "" for b in wire.content if b.type == "thinking")
-    kept = [p.strip() for p in (thinking, think) if p and p.strip()]
     calls = [
         RawCall(call_id=b.id, name=b.name or "", arguments=b.input or {})
         for b in wire.content
         if b.type == "tool_use"
     ]
     return LLMResponse(
-        result=build_result(visible, "\n".join(kept) or None, calls),
+        result=build_result(visible, join_reasoning(thinking, think), calls),
         usage=_usage(wire.usage),
         timings=timings,
         finish_reason=wire.stop_reason,
@@ -390,7 +390,8 @@ class AnthropicStreamDecoder:
         self._call_index: dict[int, int] = {}
         self._raw: list[str] = []
         self._visible: list[str] = []
-        self._reasoning: list[str] = []
+        self._reasoning: list[str] = []  # the API's own reasoning field
+        self._thought: list[str] = []  # <think> blocks inside the text
         self._usage: _UsageWire | None = None
         self._output_tokens: int | None = None
         self._stop: str | None = None
@@ -474,7 +475,7 @@ class AnthropicStreamDecoder:
 
     def _piece(self, kind: str, piece: str) -> StreamChunk:
         if kind == "reasoning":
-            self._reasoning.append(piece)
+            self._thought.append(piece)
             return ReasoningDeltaChunk(piece)
         self._visible.append(piece)
         return TextDeltaChunk(piece)
@@ -482,7 +483,7 @@ class AnthropicStreamDecoder:
     def finish(self, timings: Timings) -> tuple[list[StreamChunk], LLMResponse]:
         """The stream ended: the last held-back text, and the assembled response."""
         tail = [self._piece(kind, piece) for kind, piece in self._think.flush()]
-        reasoning = "".join(self._reasoning).strip() or None
+        reasoning = join_reasoning("".join(self._reasoning), "".join(self._thought))
         return tail, LLMResponse(
             result=build_result("".join(self._visible), reasoning, self._calls.raw_calls()),
             usage=_usage(self._usage, self._output_tokens),

@@ -75,6 +75,26 @@ class _Progress:
         self.first_token_s: float | None = None
 
 
+async def _finish_abandoned(lines: AsyncIterator[str]) -> None:
+    """Run an httpx body iterator to its end under an already-cancelled scope.
+
+    httpx reads a body through a chain of nested async generators. A consumer that stops early
+    leaves that chain suspended at its ``yield`` s, and closing the outermost one does not close
+    the inner ones: each would be garbage-collected unfinished (trio warns, and the connection is
+    released late). Stepping the chain once more inside a cancelled scope makes the innermost
+    read raise ``Cancelled`` at its checkpoint, which unwinds every generator in the chain (and
+    makes httpcore close the connection, so the server stops generating). Our own scope absorbs
+    that ``Cancelled``; an iterator that already ended just reports ``StopAsyncIteration``.
+    """
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        while True:
+            try:
+                await lines.__anext__()
+            except StopAsyncIteration:
+                return
+
+
 class HTTPClient:
     """Base of every adapter: pooling, timeouts, deadline, retry-once, streaming assembly.
 
@@ -345,8 +365,9 @@ class HTTPClient:
             return chunk
 
         sse = SSEDecoder() if self._framing == "sse" else None
+        lines = response.aiter_lines()
         try:
-            async for line in response.aiter_lines():
+            async for line in lines:
                 if sse is None:
                     payloads = [line] if line.strip() else []
                 else:
@@ -359,6 +380,8 @@ class HTTPClient:
             raise transport_error(
                 exc, method="POST", url=url, phase="body", delivered=progress.delivered
             ) from exc
+        finally:
+            await _finish_abandoned(lines)
         if sse is not None and (event := sse.close()) is not None:
             for chunk in decoder.feed(
                 self._event_data(event, url, progress), delivered=progress.delivered

@@ -168,7 +168,7 @@ class LlamaServerClient(OpenAICompatClient):
         if not isinstance(response.result, TextResponse):
             return response
         # Imported here: the guardrails package depends on the clients, not the other way round.
-        from forge_rt.guardrails import rescue_tool_calls  # type: ignore[attr-defined]
+        from forge_rt.guardrails import rescue_tool_calls
 
         text = response.result
         calls = rescue_tool_calls(text.content, request.tools)

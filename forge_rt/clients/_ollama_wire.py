@@ -23,6 +23,7 @@ from forge_rt.clients._wire_common import (
     ToolCallAssembler,
     build_result,
     fold_reasoning,
+    join_reasoning,
 )
 from forge_rt.clients.base import (
     GrammarConstraint,
@@ -213,9 +214,12 @@ def ollama_response_from_wire(
         raise malformed_error("it has no message", url=url, body=body)
     raw = wire.message.content or ""
     visible, think = split_think(raw)
-    kept = [p.strip() for p in (wire.message.thinking, think) if p and p.strip()]
     return LLMResponse(
-        result=build_result(visible, "\n".join(kept) or None, _raw_calls(wire.message.tool_calls)),
+        result=build_result(
+            visible,
+            join_reasoning(wire.message.thinking, think),
+            _raw_calls(wire.message.tool_calls),
+        ),
         usage=Usage(prompt_tokens=wire.prompt_eval_count, completion_tokens=wire.eval_count),
         timings=timings,
         finish_reason=wire.done_reason,
@@ -233,7 +237,8 @@ class OllamaStreamDecoder:
         self._calls = ToolCallAssembler()
         self._raw: list[str] = []
         self._visible: list[str] = []
-        self._reasoning: list[str] = []
+        self._reasoning: list[str] = []  # the API's own reasoning field
+        self._thought: list[str] = []  # <think> blocks inside the text
         self._last: _ChatWire | None = None
         self._model: str | None = None
         self._done = False
@@ -281,7 +286,7 @@ class OllamaStreamDecoder:
 
     def _piece(self, kind: str, piece: str) -> StreamChunk:
         if kind == "reasoning":
-            self._reasoning.append(piece)
+            self._thought.append(piece)
             return ReasoningDeltaChunk(piece)
         self._visible.append(piece)
         return TextDeltaChunk(piece)
@@ -290,7 +295,7 @@ class OllamaStreamDecoder:
         """The stream ended: the last held-back text, and the assembled response."""
         tail = [self._piece(k, p) for k, p in self._think.flush()]
         last = self._last
-        reasoning = "".join(self._reasoning).strip() or None
+        reasoning = join_reasoning("".join(self._reasoning), "".join(self._thought))
         return tail, LLMResponse(
             result=build_result("".join(self._visible), reasoning, self._calls.raw_calls()),
             usage=Usage(

@@ -36,6 +36,7 @@ from forge_rt.clients._wire_common import (
     WireRequest,
     build_result,
     fold_reasoning,
+    join_reasoning,
     json_object_or_none,
 )
 from forge_rt.clients.base import (
@@ -331,11 +332,6 @@ def _in_band_error(error: _ErrorWire | str, *, url: str | None, retry_safe: bool
     )
 
 
-def _join_reasoning(*parts: str | None) -> str | None:
-    kept = [p.strip() for p in parts if p and p.strip()]
-    return "\n".join(kept) if kept else None
-
-
 def openai_response_from_wire(
     body: bytes, *, timings: Timings = NO_TIMINGS, url: str | None = None
 ) -> LLMResponse:
@@ -357,7 +353,7 @@ def openai_response_from_wire(
     assert message is not None  # checked just above; narrows for the type checker
     raw = _text(message.content)
     visible, think = split_think(raw)
-    reasoning = _join_reasoning(message.reasoning_content or message.reasoning, think)
+    reasoning = join_reasoning(message.reasoning_content or message.reasoning, think)
     calls = [
         RawCall(
             call_id=c.id,
@@ -390,7 +386,8 @@ class OpenAIStreamDecoder:
         self._calls = ToolCallAssembler()
         self._raw: list[str] = []
         self._visible: list[str] = []
-        self._reasoning: list[str] = []
+        self._reasoning: list[str] = []  # the API's own reasoning field
+        self._thought: list[str] = []  # <think> blocks inside the text
         self._finish: str | None = None
         self._usage: _UsageWire | None = None
         self._timings: _LlamaTimings | None = None
@@ -460,7 +457,7 @@ class OpenAIStreamDecoder:
 
     def _piece(self, kind: str, piece: str) -> StreamChunk:
         if kind == "reasoning":
-            self._reasoning.append(piece)
+            self._thought.append(piece)
             return ReasoningDeltaChunk(piece)
         self._visible.append(piece)
         return TextDeltaChunk(piece)
@@ -468,7 +465,7 @@ class OpenAIStreamDecoder:
     def finish(self, timings: Timings) -> tuple[list[StreamChunk], LLMResponse]:
         """The stream ended: the last held-back text, and the assembled response."""
         tail = [self._piece(kind, piece) for kind, piece in self._think.flush()]
-        reasoning = "".join(self._reasoning).strip() or None
+        reasoning = join_reasoning("".join(self._reasoning), "".join(self._thought))
         return tail, LLMResponse(
             result=build_result("".join(self._visible), reasoning, self._calls.raw_calls()),
             usage=_usage(self._usage, self._timings),

@@ -1,7 +1,8 @@
 """``VLLMClient``: vLLM's OpenAI-compatible server.
 
 vLLM answers 404 when the request's ``model`` is not its served name, so the client asks
-``/v1/models`` once when no model was given; the same entry's ``max_model_len`` is the context
+``/v1/models`` once, before its first call: to learn the name when none was given, to fail with
+a clear message when the given one is not served; the same entry's ``max_model_len`` is the context
 length. Tools go out with ``tool_choice="auto"`` unless the request says otherwise (vLLM
 parses calls server-side only with ``--enable-auto-tool-choice``). ``request.priority`` is sent
 unchanged as vLLM's ``priority`` field: vLLM serves *lower* values first, and only when started
@@ -95,9 +96,8 @@ class VLLMClient(OpenAICompatClient):
         return (await self.served_model()).id
 
     async def _wire_model(self) -> str | None:
-        if self._model is None:
-            await self.served_model()
-        return self._model
+        """The served name, checked against ``/v1/models`` once (vLLM 404s on any other)."""
+        return (await self.served_model()).id
 
     async def _body(self, request: InferenceRequest, *, stream: bool) -> dict[str, Any]:
         body = await super()._body(request, stream=stream)

@@ -24,6 +24,7 @@ __all__ = [
     "WireRequest",
     "build_result",
     "fold_reasoning",
+    "join_reasoning",
     "json_object_or_none",
 ]
 
@@ -79,6 +80,12 @@ def fold_reasoning(messages: Iterable[Message]) -> list[tuple[Message, str | Non
     if pending:
         log.debug("reasoning_dropped_from_wire", reason="it ends the history")
     return out
+
+
+def join_reasoning(*parts: str | None) -> str | None:
+    """Reasoning from several sources (the API's field, think tags), one per line, or None."""
+    kept = [p.strip() for p in parts if p and p.strip()]
+    return "\n".join(kept) if kept else None
 
 
 def json_object_or_none(arguments: str | dict[str, Any]) -> dict[str, Any] | None:

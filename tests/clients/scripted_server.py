@@ -9,6 +9,7 @@ produce (a particular server's quirks).
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -136,7 +137,8 @@ async def scripted_server(*replies: Reply) -> AsyncIterator[ScriptedServer]:
     """Serve ``replies`` (more can be added with ``server.script``) until the block ends."""
     server = ScriptedServer(replies=deque(replies))
     async with trio.open_nursery() as nursery:
-        listeners = await nursery.start(trio.serve_tcp, _Handler(server), 0, "127.0.0.1")
+        serve = functools.partial(trio.serve_tcp, _Handler(server), 0, host="127.0.0.1")
+        listeners = await nursery.start(serve)
         port = listeners[0].socket.getsockname()[1]
         server.url = f"http://127.0.0.1:{port}"
         yield server

@@ -89,9 +89,9 @@ def test_response_reads_object_arguments_and_counts() -> None:
         "eval_count": 4,
     }
     response = ollama_response_from_wire(msgspec.json.encode(body))
-    assert [
-        (c.tool, c.args, c.reasoning) for c in response.tool_calls
-    ] == [("get_weather", {"city": "Oslo"}, "t")]
+    assert [(c.tool, c.args, c.reasoning) for c in response.tool_calls] == [
+        ("get_weather", {"city": "Oslo"}, "t")
+    ]
     assert Usage(prompt_tokens=12, completion_tokens=4) == response.usage
 
 

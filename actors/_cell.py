@@ -92,6 +92,7 @@ class ActorCell:
         self.claims: list[StopClaim] = []
         self._scope: trio.CancelScope | None = None  # the running incarnation's
         self._backoff_scope: trio.CancelScope | None = None
+        self._stopping_children = False
         self._first_instance: Actor | None = instance
         self._task_status: trio.TaskStatus[None] | None = None
 
@@ -114,9 +115,14 @@ class ActorCell:
             self.claims.append(claim)
         if mode == "cancel":
             self.stop_mode = "cancel"
+            # Whatever runs now: the incarnation, a backoff sleep, or on_stop (so a second
+            # cancel forces an actor whose on_stop hangs).
             for scope in (self._scope, self._backoff_scope):
                 if scope is not None:
                     scope.cancel()
+            if self._stopping_children:
+                for child in list(self.children.values()):
+                    child.request_stop("cancel")
         elif self.stop_mode is None:
             self.stop_mode = "drain"
         self.mailbox._close()
@@ -347,17 +353,25 @@ class ActorCell:
 
     async def _call_on_stop(self, instance: Actor, reason: StopReason) -> Exception | None:
         # An exception from on_stop is returned, not dropped: the caller treats it as a crash.
-        try:
-            await instance.on_stop(reason)
-        except Exception as exc:  # noqa: BLE001 - supervision boundary: a crash to handle
-            return exc
+        # A cancel-stop that arrives while on_stop runs cancels it (see request_stop).
+        with trio.CancelScope() as self._scope:
+            try:
+                await instance.on_stop(reason)
+            except Exception as exc:  # noqa: BLE001 - supervision boundary: a crash to handle
+                return exc
+            finally:
+                self._scope = None
         return None
 
     async def _stop_children(self, mode: StopMode) -> None:
         # Youngest first, like an ExitStack: a younger child may depend on an older one.
-        for child in reversed(list(self.children.values())):
-            child.request_stop(mode)
-            await child.done.wait()
+        self._stopping_children = True
+        try:
+            for child in reversed(list(self.children.values())):
+                child.request_stop(mode)
+                await child.done.wait()
+        finally:
+            self._stopping_children = False
 
     def _terminate(self, reason: StopReason) -> None:
         """Final bookkeeping; synchronous so it also runs when the task is being cancelled."""

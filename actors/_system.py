@@ -231,7 +231,9 @@ class ActorSystem:
         Returns the messages accepted but never handled (queued at a cancel, or left by a
         crash while draining), in mailbox order. Asks among them are included for the
         record, but their askers have already received ``ActorStoppedError``: do not resend
-        those. Stopping a stopped actor returns ``[]``. An actor cannot stop itself this way
+        those. A ``"cancel"`` stop that finds the actor already stopping (say in a slow
+        ``on_stop``, or waiting for its children) cancels that too: the way to force a stuck
+        stop. Stopping a stopped actor returns ``[]``. An actor cannot stop itself this way
         (it would wait for its own end): use ``self.context.stop_self()``.
         """
         if mode not in ("drain", "cancel"):

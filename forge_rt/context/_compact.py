@@ -33,10 +33,10 @@ __all__ = [
     "unanswered_calls",
 ]
 
-# Kept by every strategy, in every phase.
-_NEVER_CUT = frozenset(
-    {MessageType.SYSTEM_PROMPT, MessageType.USER_INPUT, MessageType.SUMMARY, MessageType.TOOL_CALL}
-)
+# Kept by every strategy: the instructions and everything the user said.
+_ALWAYS_KEPT = frozenset({MessageType.SYSTEM_PROMPT, MessageType.USER_INPUT, MessageType.SUMMARY})
+# Kept by TieredCompact in every phase: tool calls too (what the model did is its memory).
+_NEVER_CUT = _ALWAYS_KEPT | {MessageType.TOOL_CALL}
 # Corrections for a moment that has passed: first to go.
 _NUDGES = frozenset(
     {
@@ -161,7 +161,7 @@ class SlidingWindowCompact(msgspec.Struct, frozen=True):
         dropped = 0
         for index in range(boundary):
             message = messages[index]
-            if message.type in _NEVER_CUT and message.role is not Role.ASSISTANT:
+            if message.type in _ALWAYS_KEPT:
                 kept.append(message)
             else:
                 after -= counts[index]

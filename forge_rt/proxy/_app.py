@@ -1,0 +1,617 @@
+"""The proxy as an ASGI application: routes, auth, bad-input handling, and the two chat APIs.
+
+``POST /v1/chat/completions`` (also ``/chat/completions``) speaks OpenAI, ``POST /v1/messages``
+(and ``/v1/messages/count_tokens``) speaks Anthropic; both go through the same
+:class:`~forge_rt.proxy._engine.InferenceEngine`. ``GET /v1/models`` lists what the backend
+really serves, ``GET /health`` answers without auth, ``GET /metrics`` is Prometheus text and
+``GET /forge/usage`` the BudgetActor's view of context use.
+
+Every client mistake is a 4xx in the API's own error shape: a body that is not JSON, a field of
+the wrong type, a field neither API defines, a body over the size limit, a missing or wrong API
+key. A 5xx means the backend or the model failed, never the client.
+"""
+
+from __future__ import annotations
+
+import hmac
+import itertools
+import os
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+import structlog
+import trio
+
+from forge_rt.clients import (
+    AnthropicStreamEncoder,
+    FinalChunk,
+    LLMClient,
+    OpenAIStreamEncoder,
+    StreamChunk,
+    WireRequest,
+    anthropic_request_from_wire,
+    anthropic_response_to_wire,
+    openai_request_from_wire,
+    openai_response_to_wire,
+)
+from forge_rt.context import TokenEstimator
+from forge_rt.core import Message
+from forge_rt.proxy._asgi import (
+    ClientGone,
+    Receive,
+    Responder,
+    Scope,
+    Send,
+    header,
+    read_body,
+    watch_disconnect,
+)
+from forge_rt.proxy._config import NAMED_PRIORITIES, KeyProfile, ProxyConfig
+from forge_rt.proxy._engine import Outcome, RequestPlan, apply_reasoning_replay
+from forge_rt.proxy._errors import ApiShape, ErrorKind, ProxyHTTPError
+from forge_rt.proxy._metrics import CONTENT_TYPE
+from forge_rt.proxy._runtime import ProxyRuntime, open_runtime
+from forge_rt.proxy._schema import (
+    anthropic_count_decoder,
+    anthropic_decoder,
+    anthropic_unsupported,
+    openai_decoder,
+    openai_unsupported,
+)
+from forge_rt.runtime import Unavailable
+
+__all__ = ["ProxyApp", "build_app"]
+
+log = structlog.get_logger(__name__)
+
+_ids = itertools.count(1)
+_ID_PREFIX = os.urandom(4).hex()
+
+_Handler = Callable[["_Call"], Awaitable[None]]
+
+
+class _Call:
+    """One HTTP request being answered."""
+
+    __slots__ = ("body", "gone", "key", "receive", "reply", "request_id", "scope", "started")
+
+    def __init__(self, scope: Scope, receive: Receive, reply: Responder) -> None:
+        self.scope = scope
+        self.receive = receive
+        self.reply = reply
+        self.body = b""
+        self.key: KeyProfile | None = None
+        self.request_id = f"req_{_ID_PREFIX}{next(_ids):08x}"
+        self.started = trio.current_time()
+        self.gone: list[bool] = []
+
+
+class ProxyApp:
+    """The ASGI application (HTTP and lifespan).
+
+    Built with a running :class:`ProxyRuntime` (what :func:`serve_proxy` does), or without one,
+    in which case the ASGI lifespan starts the runtime from the config (for running under an
+    ASGI server you start yourself). ``client`` replaces the configured backend (tests).
+    """
+
+    def __init__(
+        self,
+        config: ProxyConfig,
+        *,
+        runtime: ProxyRuntime | None = None,
+        client: LLMClient | None = None,
+    ) -> None:
+        self.config = config
+        self._runtime = runtime
+        self._client = client
+        self._keys = config.api_keys
+        self._cors = frozenset(config.cors_origins)
+        self._routes: dict[str, tuple[str, _Handler, ApiShape]] = {
+            "/v1/chat/completions": ("POST", self._chat, "openai"),
+            "/chat/completions": ("POST", self._chat, "openai"),
+            "/v1/messages": ("POST", self._messages, "anthropic"),
+            "/v1/messages/count_tokens": ("POST", self._count_tokens, "anthropic"),
+            "/v1/models": ("GET", self._models, "openai"),
+            "/models": ("GET", self._models, "openai"),
+            "/health": ("GET", self._health, "openai"),
+            "/metrics": ("GET", self._metrics, "openai"),
+            "/forge/usage": ("GET", self._usage, "openai"),
+        }
+
+    @property
+    def runtime(self) -> ProxyRuntime:
+        if self._runtime is None:
+            raise RuntimeError(
+                "the proxy runtime is not running: serve the app with serve_proxy(), or under "
+                "an ASGI server that runs its lifespan"
+            )
+        return self._runtime
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            await self._http(scope, receive, send)
+        elif kind == "lifespan":
+            await self._lifespan(receive, send)
+        else:
+            # Websockets: the proxy has none; close the handshake.
+            await send({"type": "websocket.close", "code": 1003})
+
+    # -- lifespan --------------------------------------------------------------------------
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        message = await receive()
+        assert message["type"] == "lifespan.startup"
+        if self._runtime is not None:
+            await send({"type": "lifespan.startup.complete"})
+            await receive()
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        try:
+            async with open_runtime(self.config, client=self._client) as runtime:
+                self._runtime = runtime
+                await send({"type": "lifespan.startup.complete"})
+                await receive()
+                self._runtime = None
+        except Exception as exc:
+            # Reported to the server, which stops with this message: the ASGI way to fail.
+            await send(
+                {"type": "lifespan.startup.failed", "message": f"{type(exc).__name__}: {exc}"}
+            )
+            raise
+        await send({"type": "lifespan.shutdown.complete"})
+
+    # -- HTTP ------------------------------------------------------------------------------
+
+    def _extra_headers(self, scope: Scope, request_id: str) -> list[tuple[bytes, bytes]]:
+        rid = request_id.encode()
+        out = [(b"x-request-id", rid), (b"request-id", rid)]
+        origin = header(scope, b"origin")
+        if origin is not None and self._cors:
+            text = origin.decode("latin-1")
+            if "*" in self._cors or text in self._cors:
+                out += [(b"access-control-allow-origin", origin), (b"vary", b"origin")]
+        return out
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path: str = scope["path"]
+        shape: ApiShape = "anthropic" if path.startswith("/v1/messages") else "openai"
+        route = self._routes.get(path)
+        if route is None and path.startswith(("/v1/models/", "/models/")):
+            route = ("GET", self._model, shape)
+        reply = Responder(send, shape, [])
+        call = _Call(scope, receive, reply)
+        reply._extra = self._extra_headers(scope, call.request_id)
+        endpoint = path if route is not None else "unknown"
+        runtime = self._runtime
+        if runtime is not None:
+            runtime.metrics.in_flight.inc()
+        try:
+            await self._dispatch(call, route)
+        finally:
+            if runtime is not None:
+                runtime.metrics.in_flight.dec()
+                self._count(runtime, call, endpoint)
+
+    def _count(self, runtime: ProxyRuntime, call: _Call, endpoint: str) -> None:
+        metrics = runtime.metrics
+        status = str(call.reply.status) if call.reply.status else "disconnected"
+        stream = "true" if call.reply.first_byte_at is not None else "false"
+        metrics.requests.labels(call.reply.shape, endpoint, stream, status).inc()
+        if endpoint in ("/v1/chat/completions", "/chat/completions", "/v1/messages"):
+            metrics.latency.labels(call.reply.shape, stream).observe(
+                trio.current_time() - call.started
+            )
+            if call.reply.first_byte_at is not None:
+                metrics.first_token.labels(call.reply.shape).observe(
+                    call.reply.first_byte_at - call.started
+                )
+        if call.gone:
+            metrics.disconnects.inc()
+
+    async def _dispatch(self, call: _Call, route: tuple[str, _Handler, ApiShape] | None) -> None:
+        scope, reply = call.scope, call.reply
+        try:
+            if route is None:
+                raise ProxyHTTPError(
+                    ErrorKind.NOT_FOUND,
+                    f"no such endpoint: {scope['method']} {scope['path']}; the proxy serves "
+                    "/v1/chat/completions, /v1/messages, /v1/models, /health, /metrics and "
+                    "/forge/usage",
+                    code="not_found",
+                )
+            method, handler, _shape = route
+            if scope["method"] == "OPTIONS" and self._cors:
+                await self._preflight(call)
+                return
+            if scope["method"] != method:
+                raise ProxyHTTPError(
+                    ErrorKind.METHOD_NOT_ALLOWED,
+                    f"{scope['path']} accepts {method}, not {scope['method']}",
+                    code="method_not_allowed",
+                )
+            if handler != self._health:
+                call.key = self._authenticate(scope)
+            if method == "POST":
+                call.body = await read_body(
+                    scope,
+                    call.receive,
+                    limit=self.config.max_body_bytes,
+                    timeout_s=self.config.body_timeout_s,
+                )
+            await self._with_disconnect(call, handler)
+        except ProxyHTTPError as exc:
+            if exc.status >= 500:
+                log.warning(
+                    "proxy.request_failed",
+                    request=call.request_id,
+                    status=exc.status,
+                    code=exc.code,
+                    error=exc.message,
+                )
+            else:
+                log.info(
+                    "proxy.request_rejected",
+                    request=call.request_id,
+                    status=exc.status,
+                    code=exc.code,
+                    error=exc.message,
+                )
+            if not call.gone:
+                await reply.error(exc)
+        except ClientGone:
+            call.gone.append(True)
+
+    async def _with_disconnect(self, call: _Call, handler: _Handler) -> None:
+        """Run ``handler``; if the client disconnects first, cancel it (and its inference)."""
+        failed: ProxyHTTPError | None = None
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(
+                watch_disconnect, call.receive, call.reply, nursery.cancel_scope, call.gone
+            )
+            try:
+                await handler(call)
+            except ProxyHTTPError as exc:
+                failed = exc  # raised below, outside the nursery, unwrapped
+            nursery.cancel_scope.cancel()
+        if failed is not None:
+            raise failed
+        if call.gone:
+            log.info("proxy.client_gone", request=call.request_id, path=call.scope["path"])
+
+    async def _preflight(self, call: _Call) -> None:
+        requested = header(call.scope, b"access-control-request-headers") or b""
+        await call.reply.raw(
+            204,
+            b"",
+            [
+                (b"access-control-allow-methods", b"GET, POST, OPTIONS"),
+                (b"access-control-allow-headers", requested),
+                (b"access-control-max-age", b"600"),
+            ],
+        )
+
+    # -- auth and priority -----------------------------------------------------------------
+
+    def _authenticate(self, scope: Scope) -> KeyProfile | None:
+        if not self._keys:
+            return None
+        given = header(scope, b"x-api-key")
+        if given is None:
+            auth = header(scope, b"authorization")
+            if auth is not None and auth[:7].lower() == b"bearer ":
+                given = auth[7:].strip()
+        if not given:
+            raise ProxyHTTPError(
+                ErrorKind.UNAUTHORIZED,
+                "missing API key: send it as 'Authorization: Bearer <key>' or 'x-api-key: <key>'",
+                code="missing_api_key",
+            )
+        found: KeyProfile | None = None
+        for profile in self._keys:
+            # Every key is compared, in constant time, whatever matched before.
+            if hmac.compare_digest(given, profile.key.get_secret_value().encode()):
+                found = profile
+        if found is None:
+            raise ProxyHTTPError(ErrorKind.UNAUTHORIZED, "invalid API key", code="invalid_api_key")
+        return found
+
+    def _priority(self, call: _Call) -> int:
+        key = call.key
+        base = key.priority if key is not None else self.config.default_priority
+        raw = header(call.scope, b"x-forge-priority")
+        if raw is None:
+            return base
+        text = raw.decode("latin-1").strip().lower()
+        if text in NAMED_PRIORITIES:
+            wanted = NAMED_PRIORITIES[text]
+        else:
+            try:
+                wanted = int(text)
+            except ValueError:
+                raise ProxyHTTPError(
+                    ErrorKind.BAD_REQUEST,
+                    f"x-forge-priority {text!r} is not an integer or one of "
+                    f"{', '.join(NAMED_PRIORITIES)} (lower runs first)",
+                    code="invalid_priority",
+                ) from None
+        if key is not None and wanted < key.most_urgent:
+            raise ProxyHTTPError(
+                ErrorKind.FORBIDDEN,
+                f"API key {key.name!r} may not ask for priority {wanted}; the most urgent it "
+                f"may ask for is {key.most_urgent} (lower runs first)",
+                code="priority_not_allowed",
+            )
+        return wanted
+
+    # -- chat endpoints --------------------------------------------------------------------
+
+    def _plan(self, call: _Call, wire: WireRequest) -> RequestPlan:
+        messages = apply_reasoning_replay(wire.request.messages, self.config.reasoning_replay)
+        request = msgspec.structs.replace(wire.request, messages=messages)
+        return RequestPlan(
+            request=request,
+            stream=wire.stream,
+            priority=self._priority(call),
+            client=call.key.name if call.key is not None else "anonymous",
+            request_id=call.request_id,
+        )
+
+    def _model_name(self, wire: WireRequest) -> str:
+        return self.config.served_model or wire.model or self.runtime.client.model or "forge-rt"
+
+    async def _chat(self, call: _Call) -> None:
+        body = call.body
+        strict = _decode(openai_decoder, body)
+        unsupported = openai_unsupported(strict)
+        if unsupported is not None:
+            raise _bad(*unsupported)
+        wire = _convert(openai_request_from_wire, body)
+        plan = self._plan(call, wire)
+        model = self._model_name(wire)
+        created = int(time.time())
+        response_id = f"chatcmpl-{call.request_id[4:]}"
+        if wire.stream:
+            encoder = OpenAIStreamEncoder(
+                model=model,
+                response_id=response_id,
+                created=created,
+                include_usage=wire.include_usage,
+            )
+            outcome = await self._stream(call, plan, encoder.encode)
+            await call.reply.stream(encoder.encode(FinalChunk(outcome.response)) + encoder.done())
+            await call.reply.end_stream()
+            return
+        outcome = await self.runtime.engine.run(plan, None)
+        answer = openai_response_to_wire(
+            outcome.response, model=model, response_id=response_id, created=created
+        )
+        if outcome.text_with_calls:
+            answer["choices"][0]["message"]["content"] = outcome.text_with_calls
+        await call.reply.json(200, answer, _forge_headers(outcome))
+
+    async def _messages(self, call: _Call) -> None:
+        body = call.body
+        strict = _decode(anthropic_decoder, body)
+        unsupported = anthropic_unsupported(strict)
+        if unsupported is not None:
+            raise _bad(*unsupported)
+        wire = _convert(anthropic_request_from_wire, body)
+        plan = self._plan(call, wire)
+        model = self._model_name(wire)
+        message_id = f"msg_{call.request_id[4:]}"
+        if wire.stream:
+            encoder = AnthropicStreamEncoder(model=model, message_id=message_id)
+            outcome = await self._stream(call, plan, encoder.encode)
+            await call.reply.stream(encoder.encode(FinalChunk(outcome.response)))
+            await call.reply.end_stream()
+            return
+        outcome = await self.runtime.engine.run(plan, None)
+        answer = anthropic_response_to_wire(outcome.response, model=model, message_id=message_id)
+        if outcome.text_with_calls:
+            content = answer["content"]
+            at = next((i for i, b in enumerate(content) if b["type"] == "tool_use"), len(content))
+            content.insert(at, {"type": "text", "text": outcome.text_with_calls})
+        await call.reply.json(200, answer, _forge_headers(outcome))
+
+    async def _stream(
+        self, call: _Call, plan: RequestPlan, encode: Callable[[StreamChunk], bytes]
+    ) -> Outcome:
+        reply = call.reply
+
+        async def sink(chunk: StreamChunk) -> None:
+            await reply.stream(encode(chunk))
+
+        return await self.runtime.engine.run(plan, sink)
+
+    async def _count_tokens(self, call: _Call) -> None:
+        strict = _decode(anthropic_count_decoder, call.body)
+        unsupported = anthropic_unsupported(strict)
+        if unsupported is not None:
+            raise _bad(*unsupported)
+        # The conversion wants a full Messages body; count_tokens has no max_tokens.
+        body = msgspec.json.encode({**msgspec.json.decode(call.body), "max_tokens": 1})
+        wire = _convert(anthropic_request_from_wire, body)
+        count = _estimate(self.runtime.estimator, wire)
+        await call.reply.json(
+            200, {"input_tokens": count}, [(b"x-forge-token-count", b"estimated")]
+        )
+
+    # -- information endpoints -------------------------------------------------------------
+
+    def _anthropic_client(self, call: _Call) -> bool:
+        return header(call.scope, b"anthropic-version") is not None
+
+    async def _models(self, call: _Call) -> None:
+        ids = await self._backend_models()
+        if self._anthropic_client(call):
+            data = [_anthropic_model(m) for m in ids]
+            await call.reply.json(
+                200,
+                {
+                    "data": data,
+                    "has_more": False,
+                    "first_id": ids[0] if ids else None,
+                    "last_id": ids[-1] if ids else None,
+                },
+            )
+            return
+        await call.reply.json(200, {"object": "list", "data": [_openai_model(m) for m in ids]})
+
+    async def _model(self, call: _Call) -> None:
+        wanted = call.scope["path"].split("/models/", 1)[1]
+        ids = await self._backend_models()
+        if wanted not in ids:
+            raise ProxyHTTPError(
+                ErrorKind.NOT_FOUND,
+                f"the backend does not serve a model named {wanted!r}; it serves {ids}",
+                code="model_not_found",
+            )
+        body = _anthropic_model(wanted) if self._anthropic_client(call) else _openai_model(wanted)
+        await call.reply.json(200, body)
+
+    async def _backend_models(self) -> list[str]:
+        try:
+            return await self.runtime.models()
+        except msgspec.DecodeError as exc:
+            raise ProxyHTTPError(
+                ErrorKind.BAD_GATEWAY,
+                f"the backend's model list could not be read: {exc}",
+                code="backend_models_unreadable",
+            ) from exc
+
+    async def _health(self, call: _Call) -> None:
+        stats = await self.runtime.slot.stats()
+        await call.reply.json(
+            200,
+            {
+                "status": "ok",
+                "backend": {
+                    "kind": self.runtime.backend.kind,
+                    "mode": self.runtime.backend.mode,
+                    "model": self.runtime.client.model,
+                },
+                "slot": {"queue_depth": stats.queue_depth, "running": stats.running},
+            },
+        )
+
+    async def _metrics(self, call: _Call) -> None:
+        stats = await self.runtime.slot.stats()
+        data = self.runtime.metrics.render(stats)
+        await call.reply.raw(200, data, [(b"content-type", CONTENT_TYPE.encode())])
+
+    async def _usage(self, call: _Call) -> None:
+        report = await self.runtime.budget.report()
+        stats = await self.runtime.slot.stats()
+        readings = {
+            name: {"available": False, "reason": r.reason}
+            if isinstance(r, Unavailable)
+            else {"available": True, **msgspec.to_builtins(r)}
+            for name, r in report.readings.items()
+        }
+        await call.reply.json(
+            200,
+            {
+                "context_tokens": report.context_tokens,
+                "pool_tokens": report.pool_tokens,
+                "kv_used_ratio": report.kv_used_ratio,
+                "under_pressure": report.under_pressure,
+                "clients": report.workflow_tokens,
+                "sources": readings,
+                "slot": msgspec.to_builtins(stats),
+            },
+        )
+
+
+def build_app(config: ProxyConfig, *, client: LLMClient | None = None) -> ProxyApp:
+    """The proxy as an ASGI app; it starts its backend and runtime in the ASGI lifespan.
+
+    Serve it with hypercorn's trio worker (``hypercorn --worker-class trio``), or use
+    :func:`~forge_rt.proxy.serve_proxy`, which also owns the runtime outside the server.
+    ``client`` replaces the backend the config describes.
+    """
+    return ProxyApp(config, client=client)
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _bad(message: str, path: str) -> ProxyHTTPError:
+    return ProxyHTTPError(
+        ErrorKind.BAD_REQUEST,
+        f"{message} - at `{path}`",
+        code="invalid_request",
+        param=path.removeprefix("$.") or None,
+    )
+
+
+def _schema_error(exc: msgspec.ValidationError | msgspec.DecodeError) -> ProxyHTTPError:
+    if isinstance(exc, msgspec.ValidationError):
+        text = str(exc)
+        path = text.rsplit(" - at `", 1)[1].rstrip("`") if " - at `" in text else None
+        return ProxyHTTPError(
+            ErrorKind.BAD_REQUEST,
+            f"invalid request: {text}",
+            code="invalid_request",
+            param=path.removeprefix("$.") if path else None,
+        )
+    return ProxyHTTPError(
+        ErrorKind.BAD_REQUEST,
+        f"the request body is not valid JSON: {exc}",
+        code="invalid_json",
+    )
+
+
+def _decode(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:
+    try:
+        return decoder.decode(body)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise _schema_error(exc) from exc
+
+
+def _convert(convert: Callable[[bytes], WireRequest], body: bytes) -> WireRequest:
+    try:
+        wire = convert(body)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise _schema_error(exc) from exc
+    except ValueError as exc:
+        # A message or tool that cannot exist (a tool message without its call id, a tool
+        # name the runtime cannot accept): the client's data, so a 400.
+        raise ProxyHTTPError(
+            ErrorKind.BAD_REQUEST, f"invalid request: {exc}", code="invalid_request"
+        ) from exc
+    if not wire.request.messages:
+        raise _bad("messages must hold at least one message", "$.messages")
+    return wire
+
+
+def _estimate(estimator: TokenEstimator, wire: WireRequest) -> int:
+    request = wire.request
+    tools = sum(
+        estimator.count(msgspec.json.encode(t.json_schema()).decode() + t.name + t.description)
+        for t in request.tools
+    )
+    messages: tuple[Message, ...] = request.messages
+    return estimator.count_prompt(messages) + tools
+
+
+def _forge_headers(outcome: Outcome) -> list[tuple[bytes, bytes]]:
+    out = [(b"x-forge-attempts", str(outcome.attempts).encode())]
+    if outcome.rescued:
+        out.append((b"x-forge-rescued", ",".join(outcome.rescued).encode()))
+    return out
+
+
+def _openai_model(model: str) -> dict[str, Any]:
+    return {"id": model, "object": "model", "created": 0, "owned_by": "forge-rt"}
+
+
+def _anthropic_model(model: str) -> dict[str, Any]:
+    return {
+        "type": "model",
+        "id": model,
+        "display_name": model,
+        "created_at": "1970-01-01T00:00:00Z",
+    }

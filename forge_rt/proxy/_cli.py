@@ -1,0 +1,236 @@
+"""``forge-rt proxy``: serve the guarded OpenAI + Anthropic API from the command line.
+
+Command-line code: it prints the address through rich and turns startup failures into a clean
+exit message. ``proxy_command`` is the click command the main CLI adds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import trio
+from pydantic import SecretStr, ValidationError
+from rich.console import Console
+
+from forge_rt.errors import ForgeError
+from forge_rt.proxy._config import (
+    NAMED_PRIORITIES,
+    BackendConfig,
+    KeyProfile,
+    ProxyConfig,
+    ReasoningReplay,
+    load_key_file,
+)
+from forge_rt.proxy._serve import serve_proxy
+from forge_rt.runtime import PreemptPolicy
+
+__all__ = ["build_config", "proxy_command"]
+
+
+def _priority(value: str) -> int:
+    if value in NAMED_PRIORITIES:
+        return NAMED_PRIORITIES[value]
+    try:
+        return int(value)
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is not an integer or one of {', '.join(NAMED_PRIORITIES)}"
+        ) from None
+
+
+def build_config(
+    *,
+    host: str,
+    port: int,
+    backend_url: str | None,
+    backend: str | None,
+    backend_api_key: str | None,
+    model: str | None,
+    gguf: Path | None,
+    model_path: str | None,
+    embedded_model: str | None,
+    ctx_size: int,
+    parallel: int,
+    api_keys: tuple[str, ...],
+    key_file: Path | None,
+    cors_origins: tuple[str, ...],
+    max_body_bytes: int,
+    body_timeout: float,
+    max_retries: int,
+    rescue: bool,
+    respond_tool: bool,
+    constrain: str,
+    reasoning_replay: str,
+    default_priority: str,
+    max_queue: int,
+    preempt: str,
+    deadline: float | None,
+    served_model: str | None,
+) -> ProxyConfig:
+    """The :class:`ProxyConfig` the command-line options describe (``ValueError`` if invalid)."""
+    keys: list[KeyProfile] = []
+    priority = _priority(default_priority)
+    for i, key in enumerate(api_keys):
+        name = "default" if len(api_keys) == 1 else f"key{i + 1}"
+        keys.append(KeyProfile(key=SecretStr(key), name=name, priority=priority))
+    if key_file is not None:
+        keys.extend(load_key_file(key_file))
+    backend_config = BackendConfig(
+        kind=backend,  # type: ignore[arg-type]
+        url=backend_url,
+        api_key=SecretStr(backend_api_key) if backend_api_key else None,
+        model=model,
+        gguf=gguf,
+        model_path=model_path,
+        embedded_model=embedded_model,
+        n_ctx=ctx_size,
+        n_parallel=parallel,
+    )
+    return ProxyConfig(
+        host=host,
+        port=port,
+        backend=backend_config,
+        api_keys=tuple(keys),
+        cors_origins=cors_origins,
+        max_body_bytes=max_body_bytes,
+        body_timeout_s=body_timeout,
+        max_retries=max_retries,
+        rescue=rescue,
+        respond_tool=respond_tool,
+        constrain=constrain,  # type: ignore[arg-type]
+        reasoning_replay=ReasoningReplay(reasoning_replay),
+        default_priority=priority,
+        max_queue=max_queue,
+        preempt=PreemptPolicy(preempt),
+        request_deadline_s=deadline,
+        served_model=served_model,
+    )
+
+
+async def _serve(config: ProxyConfig, console: Console) -> None:
+    async with serve_proxy(config) as url:
+        console.print(f"forge-rt proxy listening on {url}", markup=False, style="bold")
+        console.print(f"  OpenAI clients:    base_url={url}/v1", markup=False)
+        console.print(f"  Anthropic clients: base_url={url}", markup=False)
+        await trio.sleep_forever()
+
+
+@click.command(name="proxy")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8081, show_default=True, type=int, help="Port (0: any free one).")
+@click.option("--backend-url", default=None, help="URL of a model server you run (external mode).")
+@click.option(
+    "--backend",
+    type=click.Choice(["openai", "llamaserver", "ollama", "vllm", "anthropic"]),
+    default=None,
+    help="Which API the backend speaks [default: openai with --backend-url].",
+)
+@click.option(
+    "--backend-api-key",
+    envvar="FORGE_RT_BACKEND_API_KEY",
+    default=None,
+    help="Key the proxy sends to the backend (env FORGE_RT_BACKEND_API_KEY); never logged.",
+)
+@click.option("--model", default=None, help="Model name to ask the backend for.")
+@click.option(
+    "--gguf",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Start and manage llama-server on this GGUF file.",
+)
+@click.option(
+    "--model-path", default=None, help="Start and manage `vllm serve` on this model dir/hub id."
+)
+@click.option(
+    "--embedded-model",
+    default=None,
+    help="Packaged model to serve when no backend is given [default: qwen2.5-coder-0.5b].",
+)
+@click.option(
+    "--ctx-size", default=8192, show_default=True, help="Context of a managed/embedded backend."
+)
+@click.option("--parallel", default=1, show_default=True, help="Slots of a managed backend.")
+@click.option(
+    "--api-key",
+    "api_keys",
+    multiple=True,
+    envvar="FORGE_RT_PROXY_API_KEY",
+    help="Require this inbound key (repeatable; env FORGE_RT_PROXY_API_KEY).",
+)
+@click.option(
+    "--key-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="TOML file of inbound keys with per-key priority ([[keys]] name, key, priority).",
+)
+@click.option(
+    "--cors-origin",
+    "cors_origins",
+    multiple=True,
+    help="Allow browser calls from this origin (repeatable; '*' for any). Off by default.",
+)
+@click.option(
+    "--max-body-bytes", default=32 * 1024 * 1024, show_default=True, help="Larger bodies get 413."
+)
+@click.option(
+    "--body-timeout", default=30.0, show_default=True, help="Seconds to receive a request body."
+)
+@click.option("--max-retries", default=3, show_default=True, help="Corrective retries per request.")
+@click.option("--no-rescue", "rescue", flag_value=False, default=True, help="Native calls only.")
+@click.option(
+    "--no-respond-tool",
+    "respond_tool",
+    flag_value=False,
+    default=True,
+    help="Do not inject the synthetic respond tool.",
+)
+@click.option(
+    "--constrain",
+    type=click.Choice(["never", "auto", "always"]),
+    default="never",
+    show_default=True,
+    help="Constrain replies to the tool-call schema where the backend can.",
+)
+@click.option(
+    "--reasoning-replay",
+    type=click.Choice([r.value for r in ReasoningReplay]),
+    default="none",
+    show_default=True,
+    help="Which earlier reasoning of the history reaches the backend.",
+)
+@click.option(
+    "--default-priority",
+    default="normal",
+    show_default=True,
+    help="Priority without a key profile or x-forge-priority header (high, normal, low or int).",
+)
+@click.option("--max-queue", default=64, show_default=True, help="Queued calls before 429.")
+@click.option(
+    "--preempt",
+    type=click.Choice([p.value for p in PreemptPolicy]),
+    default="always",
+    show_default=True,
+    help="When a higher-priority request may interrupt a running one.",
+)
+@click.option(
+    "--deadline", default=600.0, show_default=True, type=float, help="Seconds per request."
+)
+@click.option("--served-model", default=None, help="Model name to report in responses.")
+def proxy_command(**options: object) -> None:
+    """Serve an OpenAI- and Anthropic-compatible API with guardrails in front of a model.
+
+    With no backend option it serves the embedded packaged model, so `forge-rt proxy` alone
+    works on a fresh machine.
+    """
+    console = Console(soft_wrap=True, highlight=False, stderr=True)
+    try:
+        config = build_config(**options)  # type: ignore[arg-type]
+    except (ValueError, ValidationError) as exc:
+        raise click.UsageError(str(exc)) from exc
+    try:
+        trio.run(_serve, config, console)
+    except KeyboardInterrupt:
+        console.print("forge-rt proxy stopped", markup=False)
+    except ForgeError as exc:
+        raise click.ClickException(f"{type(exc).__name__}: {exc}") from exc

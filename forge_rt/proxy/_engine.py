@@ -1,0 +1,459 @@
+"""One request's inference: through the shared slot, guarded, retried server-side, streamed live.
+
+:class:`RequestPlan` is what the HTTP layer made of a request; :class:`InferenceEngine` runs it.
+Without tools the call goes straight through the slot. With tools, each attempt's reply is
+checked by a fresh :class:`~forge_rt.guardrails.Guardrails` built from the request's tools:
+calls written as text are rescued, invalid replies get a corrective message appended to a
+private copy of the history (the client never sees it) and the slot is asked again, until a
+valid reply or an exhausted budget. The synthetic ``respond`` tool is offered alongside the
+client's tools and stripped from the answer: a ``respond`` call becomes a plain text reply.
+
+Streaming goes through a :class:`~forge_rt.proxy._gate.StreamGate`, which releases only output
+no later verdict can take back. Every failure is raised as a
+:class:`~forge_rt.proxy._errors.ProxyHTTPError`; the HTTP layer decides whether it becomes an
+error response or, after content was already sent, an error event at the end of the stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Literal
+
+import msgspec
+import structlog
+import trio
+
+from forge_rt.clients import (
+    ClientCapabilities,
+    FinalChunk,
+    GrammarConstraint,
+    InferenceRequest,
+    JsonSchemaConstraint,
+    LLMResponse,
+    OutputConstraint,
+    ResetChunk,
+    StreamChunk,
+    TextDeltaChunk,
+)
+from forge_rt.core import (
+    RESPOND_TOOL_NAME,
+    ConstrainMode,
+    Message,
+    MessageType,
+    TextResponse,
+    ToolCall,
+    ToolSpec,
+)
+from forge_rt.errors import ForgeError
+from forge_rt.guardrails import (
+    Execute,
+    Fatal,
+    Guardrails,
+    RetryWithNudge,
+    StepBlocked,
+    TextAnswer,
+    ToolErrors,
+    split_respond,
+    tool_call_grammar,
+    tool_call_schema,
+)
+from forge_rt.proxy._config import ReasoningReplay
+from forge_rt.proxy._errors import ErrorKind, ProxyHTTPError, from_forge_error
+from forge_rt.proxy._gate import GateMode, StreamGate
+from forge_rt.proxy._metrics import ProxyMetrics
+from forge_rt.runtime import SlotWorker
+
+__all__ = ["InferenceEngine", "Outcome", "RequestPlan", "Sink", "apply_reasoning_replay"]
+
+log = structlog.get_logger(__name__)
+
+Sink = Callable[[StreamChunk], Awaitable[None]]
+UsageHook = Callable[[str, int], Awaitable[None]]
+
+
+class RequestPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """What the HTTP layer made of one request.
+
+    ``request`` is the conversation and tools as the client sent them (reasoning replay already
+    applied); ``client`` names the caller (its API key's name) for logs and usage.
+    """
+
+    request: InferenceRequest
+    stream: bool
+    priority: int
+    client: str = "anonymous"
+    request_id: str = ""
+
+
+class Outcome(msgspec.Struct, frozen=True, kw_only=True):
+    """A complete, validated answer.
+
+    ``response`` holds a text reply or the tool calls (``respond`` already stripped);
+    ``text_with_calls`` is prose that came with tool calls (the wire formats carry both, the
+    ``LLMResponse`` one or the other); ``attempts`` counts inferences, ``rescued`` the dialects
+    calls were recovered from.
+    """
+
+    response: LLMResponse
+    text_with_calls: str = ""
+    attempts: int = 1
+    rescued: tuple[str, ...] = ()
+
+
+def apply_reasoning_replay(
+    messages: Sequence[Message], policy: ReasoningReplay
+) -> tuple[Message, ...]:
+    """The history with earlier reasoning kept per ``policy`` (none, the last one, or all)."""
+    if policy is ReasoningReplay.FULL:
+        return tuple(messages)
+    last = -1
+    if policy is ReasoningReplay.KEEP_LAST:
+        last = max(
+            (i for i, m in enumerate(messages) if m.type is MessageType.REASONING), default=-1
+        )
+    return tuple(
+        m for i, m in enumerate(messages) if m.type is not MessageType.REASONING or i == last
+    )
+
+
+_Guard = Literal["none", "respond", "prose", "required"]
+
+
+class InferenceEngine:
+    """Runs request plans on one SlotWorker with the proxy's guardrail settings."""
+
+    def __init__(
+        self,
+        slot: SlotWorker,
+        metrics: ProxyMetrics,
+        *,
+        capabilities: ClientCapabilities,
+        rescue: bool,
+        max_retries: int,
+        respond_tool: bool,
+        constrain: ConstrainMode,
+        deadline_s: float | None,
+        on_usage: UsageHook | None = None,
+    ) -> None:
+        self._slot = slot
+        self._metrics = metrics
+        self._capabilities = capabilities
+        self._rescue = rescue
+        self._max_retries = max_retries
+        self._respond = respond_tool
+        self._constrain = constrain
+        self._deadline_s = deadline_s
+        self._on_usage = on_usage
+
+    # -- planning --------------------------------------------------------------------------
+
+    def _guard_kind(self, request: InferenceRequest) -> _Guard:
+        if not request.tools or request.tool_choice == "none":
+            return "none"
+        if request.tool_choice not in (None, "auto"):
+            return "required"
+        names = {t.name for t in request.tools}
+        if self._respond and RESPOND_TOOL_NAME not in names:
+            return "respond"
+        if RESPOND_TOOL_NAME in names and self._respond:
+            log.info(
+                "proxy.respond_not_injected",
+                reason="the request already offers a tool named respond; it is treated as the "
+                "client's own tool",
+            )
+        return "prose"
+
+    def _constraint(self, request: InferenceRequest, guard: Guardrails) -> OutputConstraint | None:
+        if request.constraint is not None:
+            return request.constraint  # the client asked for its own output format
+        if self._constrain == "never":
+            return None
+        if self._capabilities.json_schema:
+            return JsonSchemaConstraint(schema=tool_call_schema(guard.tools))
+        if self._constrain == "always" and self._capabilities.grammar:
+            return GrammarConstraint(gbnf=tool_call_grammar(guard.tools))
+        return None
+
+    # -- running ---------------------------------------------------------------------------
+
+    async def run(self, plan: RequestPlan, sink: Sink | None) -> Outcome:
+        """Answer ``plan``; stream what may be released to ``sink`` (``None``: not streaming).
+
+        Raises :class:`ProxyHTTPError` for every failure, including after content was sent.
+        """
+        deadline_at = (
+            trio.current_time() + self._deadline_s if self._deadline_s is not None else None
+        )
+        kind = self._guard_kind(plan.request)
+        if kind == "none":
+            gate = StreamGate(GateMode.PASS)
+            response = await self._infer(plan, plan.request, gate, sink, deadline_at)
+            self._check_diverged(gate)
+            await self._report_usage(plan, response)
+            return Outcome(response=response)
+        return await self._guarded(plan, kind, sink, deadline_at)
+
+    async def _infer(
+        self,
+        plan: RequestPlan,
+        request: InferenceRequest,
+        gate: StreamGate,
+        sink: Sink | None,
+        deadline_at: float | None,
+    ) -> LLMResponse:
+        on_chunk: Sink | None = None
+        if sink is not None:
+            forward = sink
+
+            async def on_chunk(chunk: StreamChunk) -> None:
+                if isinstance(chunk, FinalChunk):
+                    return
+                if isinstance(chunk, ResetChunk):
+                    self._metrics.resets.inc()
+                    log.info("proxy.stream_restarted", request=plan.request_id, reason=chunk.reason)
+                for out in gate.feed(chunk):
+                    await forward(out)
+
+        remaining = None if deadline_at is None else deadline_at - trio.current_time()
+        try:
+            return await self._slot.infer(
+                request,
+                priority=plan.priority,
+                deadline=remaining,
+                on_chunk=on_chunk,
+                affinity_key=plan.client,
+            )
+        except ForgeError as exc:
+            raise from_forge_error(exc) from exc
+        except ValueError as exc:
+            # The backend adapter refuses a request it cannot express (a sampling field or an
+            # output format its API lacks): the client asked for it, so it is a 400.
+            raise ProxyHTTPError(
+                ErrorKind.BAD_REQUEST,
+                f"the backend cannot take this request: {exc}",
+                code="unsupported_by_backend",
+            ) from exc
+
+    def _check_diverged(self, gate: StreamGate) -> None:
+        if gate.diverged:
+            raise ProxyHTTPError(
+                ErrorKind.BAD_GATEWAY,
+                "the reply was interrupted by a higher-priority request and regenerated "
+                "differently from what was already streamed; the answer above is incomplete. "
+                "Send the request again.",
+                code="stream_diverged",
+                retry=False,
+            )
+
+    async def _report_usage(self, plan: RequestPlan, response: LLMResponse) -> None:
+        usage = response.usage
+        if self._on_usage is None or usage.prompt_tokens is None:
+            return
+        await self._on_usage(plan.client, usage.prompt_tokens + (usage.completion_tokens or 0))
+
+    async def _guarded(
+        self, plan: RequestPlan, kind: _Guard, sink: Sink | None, deadline_at: float | None
+    ) -> Outcome:
+        request = plan.request
+        tools: Sequence[ToolSpec] = request.tools
+        if kind == "required" and request.tool_choice != "required":
+            named = [t for t in request.tools if t.name == request.tool_choice]
+            if not named:
+                raise ProxyHTTPError(
+                    ErrorKind.BAD_REQUEST,
+                    f"tool_choice names {request.tool_choice!r}, which is not one of the tools "
+                    f"{sorted(t.name for t in request.tools)}",
+                    code="unknown_tool_choice",
+                    param="tool_choice",
+                )
+            tools = named
+        guard = Guardrails(
+            tools,
+            respond_tool=kind == "respond",
+            rescue=self._rescue,
+            max_retries=self._max_retries,
+            steps=False,
+            loop_repeats=None,
+        )
+        mode = {
+            "respond": GateMode.RESPOND,
+            "prose": GateMode.PROSE,
+            "required": GateMode.HOLD,
+        }[kind]
+        gate = StreamGate(mode, tool_names=[t.name for t in guard.tools])
+        history = list(request.messages)
+        base = msgspec.structs.replace(
+            request, tools=guard.tools, constraint=self._constraint(request, guard)
+        )
+        attempts = 0
+        while True:
+            attempts += 1
+            gate.new_attempt()
+            attempt_request = msgspec.structs.replace(base, messages=tuple(history))
+            response = await self._infer(plan, attempt_request, gate, sink, deadline_at)
+            self._check_diverged(gate)
+            if sink is None and gate.mode is GateMode.PROSE:
+                # Not streamed: classify the whole reply the way a stream would have been.
+                gate.feed(TextDeltaChunk(_visible_text(response)))
+            action = guard.check(response)
+            if isinstance(action, Execute):
+                outcome = await self._execute(action, response, gate, sink, attempts)
+                break
+            if isinstance(action, TextAnswer):
+                outcome = await self._text(action.text, response, gate, sink, attempts)
+                break
+            if isinstance(action, Fatal):
+                self._metrics.guardrail_failures.labels(type(action.error).__name__).inc()
+                self._metrics.attempts.observe(attempts)
+                log.warning(
+                    "proxy.guardrails_exhausted",
+                    request=plan.request_id,
+                    attempts=attempts,
+                    error=str(action.error),
+                )
+                raise from_forge_error(action.error)
+            # A rejected reply: RetryWithNudge, ToolErrors or StepBlocked.
+            committed = await self._committed_answer(action, response, gate, sink, attempts)
+            if committed is not None:
+                outcome = committed
+                break
+            reason = _retry_reason(action)
+            self._metrics.retries.labels(reason).inc()
+            log.info("proxy.retry", request=plan.request_id, attempt=attempts, reason=reason)
+            history.extend(action.messages())
+        self._metrics.attempts.observe(attempts)
+        for dialect in outcome.rescued:
+            self._metrics.rescues.labels(dialect).inc()
+        await self._report_usage(plan, response)
+        return outcome
+
+    async def _emit(self, sink: Sink | None, chunks: list[StreamChunk]) -> None:
+        if sink is None:
+            return
+        for chunk in chunks:
+            await sink(chunk)
+
+    async def _text(
+        self,
+        text: str,
+        response: LLMResponse,
+        gate: StreamGate,
+        sink: Sink | None,
+        attempts: int,
+        rescued: tuple[str, ...] = (),
+    ) -> Outcome:
+        """A text answer; what the gate already released is not sent again."""
+        released = gate.attempt_text
+        if text.startswith(released):
+            await self._emit(sink, gate.release(text[len(released) :]))
+        else:
+            # The rescued text differs from the incremental decode (a repaired escape, say):
+            # the client keeps what it saw; the logged difference explains it.
+            log.warning(
+                "proxy.streamed_text_differs",
+                streamed_chars=len(released),
+                final_chars=len(text),
+            )
+            text = released
+        finish = "length" if response.finish_reason in ("length", "max_tokens") else "stop"
+        reasoning = _reasoning(response)
+        final = msgspec.structs.replace(
+            response, result=TextResponse(content=text, reasoning=reasoning), finish_reason=finish
+        )
+        return Outcome(response=final, attempts=attempts, rescued=rescued)
+
+    async def _execute(
+        self,
+        action: Execute,
+        response: LLMResponse,
+        gate: StreamGate,
+        sink: Sink | None,
+        attempts: int,
+    ) -> Outcome:
+        rescued = tuple(str(d) for d in action.rescued_dialects)
+        message: str | None = None
+        calls = list(action.calls)
+        if gate.mode is GateMode.RESPOND:
+            message, calls = split_respond(action.calls)
+        if not calls:
+            assert message is not None  # Execute always carries at least one call
+            return await self._text(message, response, gate, sink, attempts, rescued)
+        prose = message if message is not None else gate.released_text
+        if gate.mode is GateMode.PROSE:
+            await self._emit(sink, gate.flush_reasoning())
+        elif message is not None:
+            released = gate.attempt_text
+            rest = message[len(released) :] if message.startswith(released) else ""
+            await self._emit(sink, gate.release(rest))
+        else:
+            await self._emit(sink, gate.flush_reasoning())
+        final = msgspec.structs.replace(
+            response,
+            result=[_without_reasoning(c) for c in calls],
+            finish_reason="tool_calls",
+        )
+        if action.reasoning and not isinstance(final.result, TextResponse):
+            first = msgspec.structs.replace(final.result[0], reasoning=action.reasoning)
+            final = msgspec.structs.replace(final, result=[first, *final.result[1:]])
+        return Outcome(response=final, text_with_calls=prose, attempts=attempts, rescued=rescued)
+
+    async def _committed_answer(
+        self,
+        action: RetryWithNudge | ToolErrors | StepBlocked,
+        response: LLMResponse,
+        gate: StreamGate,
+        sink: Sink | None,
+        attempts: int,
+    ) -> Outcome | None:
+        """The answer when a rejected reply had already been partly streamed, else ``None``.
+
+        ``respond`` mode: the streamed message is the answer (the client saw it); if its
+        string never closed and the model did not simply run out of tokens, the answer is
+        incomplete and an error follows it. ``prose`` mode: a reply that streamed as prose and
+        holds no call was prose after all; a rejected call after streamed prose is retried
+        (the prose stays, the corrected call follows it).
+        """
+        if not gate.committed:
+            return None
+        if gate.mode is GateMode.RESPOND:
+            out_of_tokens = response.finish_reason in ("length", "max_tokens")
+            if not gate.message_closed and not out_of_tokens:
+                raise ProxyHTTPError(
+                    ErrorKind.GUARDRAIL,
+                    "the model's reply broke off in the middle of its message; the text above "
+                    "is incomplete. Send the request again.",
+                    code="reply_incomplete",
+                    retry=False,
+                )
+            log.info(
+                "proxy.committed_reply_kept",
+                rejected=type(action).__name__,
+                reason="the respond message had already been streamed",
+            )
+            return await self._text(gate.attempt_text, response, gate, sink, attempts)
+        if gate.mode is GateMode.PROSE and isinstance(action, RetryWithNudge):
+            await self._emit(sink, gate.release_prose_tail())
+            return await self._text(gate.attempt_text, response, gate, sink, attempts)
+        return None
+
+
+def _retry_reason(action: RetryWithNudge | ToolErrors | StepBlocked) -> str:
+    if isinstance(action, RetryWithNudge):
+        return "no_call"
+    if isinstance(action, ToolErrors):
+        return "invalid_call"
+    return f"blocked_{action.reason}"
+
+
+def _visible_text(response: LLMResponse) -> str:
+    return response.result.content if isinstance(response.result, TextResponse) else ""
+
+
+def _reasoning(response: LLMResponse) -> str | None:
+    if isinstance(response.result, TextResponse):
+        return response.result.reasoning
+    return next((c.reasoning for c in response.result if c.reasoning), None)
+
+
+def _without_reasoning(call: ToolCall) -> ToolCall:
+    return msgspec.structs.replace(call, reasoning=None) if call.reasoning else call

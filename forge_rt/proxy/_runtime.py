@@ -1,0 +1,202 @@
+"""Everything a running proxy holds: the backend, its client, the actor system, slot and budget.
+
+:func:`open_runtime` brings them up in order and takes them down in reverse on exit (trio
+nurseries and context managers own every task and child process). The backend comes from the
+config: an external server (a client to its URL), a managed one (forge_rt starts llama-server
+on a GGUF file or ``vllm serve`` on a model directory), or the embedded packaged model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+
+import msgspec
+import structlog
+
+from actors import ActorSystem
+from forge_rt.clients import (
+    LlamaServerClient,
+    LLMClient,
+    OpenAICompatClient,
+    VLLMClient,
+    make_client,
+)
+from forge_rt.context import TokenEstimator
+from forge_rt.proxy._config import BackendConfig, ProxyConfig
+from forge_rt.proxy._engine import InferenceEngine
+from forge_rt.proxy._metrics import ProxyMetrics
+from forge_rt.runtime import (
+    BudgetMonitor,
+    BudgetSource,
+    ClientContextSource,
+    LlamaServerSource,
+    NvmlSource,
+    ObservedUsage,
+    SlotWorker,
+    VLLMMetricsSource,
+)
+
+__all__ = ["Backend", "ProxyRuntime", "open_backend", "open_runtime"]
+
+log = structlog.get_logger(__name__)
+
+# How often the BudgetActor re-reads its sources while the proxy runs.
+_BUDGET_INTERVAL_S = 5.0
+
+
+class Backend(msgspec.Struct, frozen=True, kw_only=True):
+    """A backend the proxy talks to: its client, its kind, where it is and how it was started."""
+
+    client: LLMClient
+    kind: str
+    url: str | None
+    mode: str
+
+
+class ProxyRuntime:
+    """The live parts of one proxy (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        config: ProxyConfig,
+        backend: Backend,
+        slot: SlotWorker,
+        budget: BudgetMonitor,
+        metrics: ProxyMetrics,
+    ) -> None:
+        self.config = config
+        self.backend = backend
+        self.client = backend.client
+        self.slot = slot
+        self.budget = budget
+        self.metrics = metrics
+        self.estimator = TokenEstimator()
+        self.engine = InferenceEngine(
+            slot,
+            metrics,
+            capabilities=backend.client.capabilities,
+            rescue=config.rescue,
+            max_retries=config.max_retries,
+            respond_tool=config.respond_tool,
+            constrain=config.constrain,
+            deadline_s=config.request_deadline_s,
+            on_usage=self._observe_usage,
+        )
+
+    async def _observe_usage(self, client: str, tokens: int) -> None:
+        await self.budget.ref.send(ObservedUsage(client, tokens))
+
+    async def models(self) -> list[str]:
+        """The model ids the backend serves (asked each time: that is what "honest" means)."""
+        client = self.client
+        if isinstance(client, OpenAICompatClient):
+            return await client.models()
+        return [client.model] if client.model is not None else []
+
+
+@asynccontextmanager
+async def open_backend(config: BackendConfig) -> AsyncIterator[Backend]:
+    """The backend of ``config``, started if forge_rt manages it, stopped on exit."""
+    async with AsyncExitStack() as stack:
+        key = config.api_key.get_secret_value() if config.api_key is not None else None
+        if config.url is not None:
+            kind = config.kind or "openai"
+            opts: dict[str, object] = {"model": config.model, "read_timeout": config.timeout_s}
+            if kind != "ollama" and key is not None:
+                opts["api_key"] = key
+            client: LLMClient = make_client(kind, config.url, **opts)
+            url: str | None = config.url
+        elif config.gguf is not None:
+            from forge_rt.backends.managed import ManagedBackend, llama_server_spec
+
+            kind = "llamaserver"
+            spec = llama_server_spec(
+                config.gguf,
+                ctx_size=config.n_ctx,
+                parallel=config.n_parallel,
+                executable=config.executable or "llama-server",
+            )
+            managed = await stack.enter_async_context(ManagedBackend.start(spec))
+            url = managed.url
+            client = LlamaServerClient(url, model=config.model, read_timeout=config.timeout_s)
+        elif config.model_path is not None:
+            from forge_rt.backends.managed import ManagedBackend, vllm_spec
+
+            kind = "vllm"
+            spec = vllm_spec(
+                config.model_path,
+                max_model_len=config.n_ctx,
+                executable=config.executable or "vllm",
+            )
+            managed = await stack.enter_async_context(
+                ManagedBackend.start(spec, startup_timeout=600.0)
+            )
+            url = managed.url
+            client = VLLMClient(url, read_timeout=config.timeout_s)
+        else:
+            # Imported here: the embedded model pulls in the local-model machinery only when used.
+            from forge_rt.backends.local import DEFAULT_MODEL, LocalModelServer
+
+            kind = "llamaserver"
+            server = await stack.enter_async_context(
+                LocalModelServer.start(
+                    config.embedded_model or DEFAULT_MODEL,
+                    n_ctx=config.n_ctx,
+                    n_parallel=config.n_parallel,
+                )
+            )
+            url = server.url
+            client = LlamaServerClient(url, read_timeout=config.timeout_s)
+        stack.push_async_callback(client.aclose)
+        log.info("proxy.backend", mode=config.mode, kind=kind, url=url, model=client.model)
+        yield Backend(client=client, kind=kind, url=url, mode=config.mode)
+
+
+def _sources(backend: Backend) -> list[BudgetSource]:
+    sources: list[BudgetSource] = [ClientContextSource(backend.client)]
+    if backend.url is not None and backend.kind == "llamaserver":
+        sources.append(LlamaServerSource(backend.url))
+    if backend.url is not None and backend.kind == "vllm":
+        sources.append(VLLMMetricsSource(backend.url))
+    if backend.mode != "external":
+        sources.append(NvmlSource())
+    return sources
+
+
+@asynccontextmanager
+async def open_runtime(
+    config: ProxyConfig, *, client: LLMClient | None = None
+) -> AsyncIterator[ProxyRuntime]:
+    """Start everything ``config`` describes; ``client`` replaces the backend (tests, embedding).
+
+    Raises what starting the backend raises (``BackendStartError``, ``ModelPartsMissingError``,
+    ...), unchanged.
+    """
+    async with AsyncExitStack() as stack:
+        if client is not None:
+            backend = Backend(client=client, kind="custom", url=None, mode="external")
+        else:
+            backend = await stack.enter_async_context(open_backend(config.backend))
+        sources = _sources(backend)
+        for source in sources:
+            if isinstance(source, LlamaServerSource | VLLMMetricsSource):
+                stack.push_async_callback(source.aclose)
+        # "cancel": by the time the runtime closes, the server has finished its requests; the
+        # budget ticker's sleep must not hold the shutdown up.
+        system = await stack.enter_async_context(ActorSystem.open(shutdown="cancel"))
+        slot = await SlotWorker.start(
+            system,
+            backend.client,
+            name="proxy-slot",
+            policy=config.preempt,
+            max_preemptions=config.max_preemptions,
+            max_queue=config.max_queue,
+        )
+        budget = await BudgetMonitor.start(
+            system, sources, name="proxy-budget", interval=_BUDGET_INTERVAL_S
+        )
+        yield ProxyRuntime(
+            config=config, backend=backend, slot=slot, budget=budget, metrics=ProxyMetrics()
+        )

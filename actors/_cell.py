@@ -92,6 +92,7 @@ class ActorCell:
         self.claims: list[StopClaim] = []
         self._scope: trio.CancelScope | None = None  # the running incarnation's
         self._backoff_scope: trio.CancelScope | None = None
+        self._on_stop_scope: trio.CancelScope | None = None
         self._stopping_children = False
         self._first_instance: Actor | None = instance
         self._task_status: trio.TaskStatus[None] | None = None
@@ -117,7 +118,7 @@ class ActorCell:
             self.stop_mode = "cancel"
             # Whatever runs now: the incarnation, a backoff sleep, or on_stop (so a second
             # cancel forces an actor whose on_stop hangs).
-            for scope in (self._scope, self._backoff_scope):
+            for scope in (self._scope, self._backoff_scope, self._on_stop_scope):
                 if scope is not None:
                     scope.cancel()
             if self._stopping_children:
@@ -354,13 +355,13 @@ class ActorCell:
     async def _call_on_stop(self, instance: Actor, reason: StopReason) -> Exception | None:
         # An exception from on_stop is returned, not dropped: the caller treats it as a crash.
         # A cancel-stop that arrives while on_stop runs cancels it (see request_stop).
-        with trio.CancelScope() as self._scope:
+        with trio.CancelScope() as self._on_stop_scope:
             try:
                 await instance.on_stop(reason)
             except Exception as exc:  # noqa: BLE001 - supervision boundary: a crash to handle
                 return exc
             finally:
-                self._scope = None
+                self._on_stop_scope = None
         return None
 
     async def _stop_children(self, mode: StopMode) -> None:

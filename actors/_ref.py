@@ -93,8 +93,14 @@ class ActorRef(Generic[M]):
         ``AskTimeoutError``. If the asker is cancelled or times out before the handler starts,
         the actor skips the message; if the handler already runs, it finishes and the reply
         is discarded. A handler exception raises ``ActorCrashedError`` (``__cause__`` is the
-        exception); a stop that prevents the reply raises ``ActorStoppedError``.
+        exception); a stop that prevents the reply raises ``ActorStoppedError``. An actor
+        asking itself raises ``RuntimeError`` (it would deadlock).
         """
+        if self._cell.task is trio.lowlevel.current_task():
+            raise RuntimeError(
+                f"actor {self._cell.name!r} asked itself and would wait forever for its own "
+                "reply; call the method directly, or send() the message"
+            )
         envelope = AskEnvelope(message)
         if timeout is None:
             try:

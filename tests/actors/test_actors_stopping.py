@@ -10,6 +10,7 @@ import trio.testing
 
 from actors import (
     Actor,
+    ActorCrashedError,
     ActorStoppedError,
     ActorSystem,
     DeadLetter,
@@ -201,7 +202,7 @@ async def test_an_actor_cannot_await_its_own_stop() -> None:
 
     async with ActorSystem.open() as system:
         ref = await system.spawn(Suicidal, name="self")
-        with pytest.raises(Exception) as info:  # noqa: PT011 - asserting the cause below
+        with pytest.raises(ActorCrashedError) as info:
             await ref.ask(Item(0))
         assert str(info.value.__cause__) == (
             "actor 'self' cannot await its own stop; call self.context.stop_self() to stop "
@@ -415,3 +416,51 @@ async def test_permanent_actor_restarts_after_stop_self_and_keeps_its_mailbox(
         Item(1),
         ("worker", "stop", StopKind.NORMAL),
     ]
+
+
+async def test_an_actor_asking_itself_fails_instead_of_deadlocking() -> None:
+    """ask() on an actor's own ref from its handler raises rather than waiting forever."""
+
+    class Narcissist(Actor):
+        @handles(Item)
+        async def on_item(self, msg: Item) -> None:
+            await self.context.self_ref.ask(Leave())
+
+    async with ActorSystem.open() as system:
+        ref = await system.spawn(Narcissist, name="echo")
+        with pytest.raises(ActorCrashedError) as info:
+            await ref.ask(Item(0))
+        assert str(info.value.__cause__) == (
+            "actor 'echo' asked itself and would wait forever for its own reply; call the "
+            "method directly, or send() the message"
+        )
+
+
+async def test_cancelling_the_block_from_outside_cancels_the_actors() -> None:
+    """An outer cancel scope around the system cancels every actor and is absorbed by its scope."""
+    log: list[object] = []
+    with trio.move_on_after(0) as scope:
+        async with ActorSystem.open() as system:
+            await system.spawn(lambda: Worker(log))
+            await trio.sleep_forever()
+    assert scope.cancelled_caught
+    assert log == [("worker", "stop", StopKind.CANCELLED)]
+
+
+async def test_a_cancel_stop_forces_an_on_stop_that_hangs() -> None:
+    """A second stop(mode="cancel") cancels an on_stop() that does not return."""
+
+    class Stuck(Worker):
+        async def on_stop(self, reason: StopReason) -> None:
+            self.log.append("stopping")
+            await trio.sleep_forever()
+
+    log: list[object] = []
+    async with ActorSystem.open() as system:
+        ref = await system.spawn(lambda: Stuck(log))
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(system.stop, ref)
+            await trio.testing.wait_all_tasks_blocked()
+            assert log == ["stopping"]
+            assert await system.stop(ref, mode="cancel") == []
+        assert not ref.is_alive

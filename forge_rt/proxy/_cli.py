@@ -77,7 +77,7 @@ def build_config(
     if key_file is not None:
         keys.extend(load_key_file(key_file))
     backend_config = BackendConfig(
-        kind=backend,  # type: ignore[arg-type]
+        kind=backend,
         url=backend_url,
         api_key=SecretStr(backend_api_key) if backend_api_key else None,
         model=model,
@@ -98,7 +98,7 @@ def build_config(
         max_retries=max_retries,
         rescue=rescue,
         respond_tool=respond_tool,
-        constrain=constrain,  # type: ignore[arg-type]
+        constrain=constrain,
         reasoning_replay=ReasoningReplay(reasoning_replay),
         default_priority=priority,
         max_queue=max_queue,

@@ -238,6 +238,8 @@ class _Lenient:
         return m.group()
 
     def object(self, depth: int) -> Any:
+        if depth > _MAX_DEPTH:
+            raise self.fail("nesting too deep")
         self.pos += 1
         result: dict[str, Any] = {}
         self.skip_space()

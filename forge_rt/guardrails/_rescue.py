@@ -15,6 +15,7 @@ that fails. Text inside a recognised structure is never scanned twice, and echoe
 
 from __future__ import annotations
 
+import operator
 import re
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -69,9 +70,11 @@ class RescueResult(msgspec.Struct, frozen=True, kw_only=True):
 
 # --- reasoning blocks -------------------------------------------------------------------------
 
-_REASONING = re.compile(
-    r"<(think|thinking|reasoning)>|\[THINK\]|</(think|thinking|reasoning)>|\[/THINK\]"
-)
+# An opening tag counts at the start of a line (reasoning comes first, or between calls); a
+# closing tag with no opener counts where it ends a line. Tags inside a JSON string value are
+# neither: JSON strings carry no raw newlines.
+_REASONING_TAG = re.compile(r"<think>|<thinking>|<reasoning>|\[THINK\]")
+_REASONING_ORPHAN = re.compile(r"(</think>|</thinking>|</reasoning>|\[/THINK\])[ \t]*(?:\n|$)")
 _REASONING_CLOSE = {
     "<think>": "</think>",
     "<thinking>": "</thinking>",
@@ -80,40 +83,52 @@ _REASONING_CLOSE = {
 }
 
 
+def _open_tag(text: str, pos: int, stop: int) -> re.Match[str] | None:
+    """The first reasoning opener in ``text[pos:stop]`` that starts its line."""
+    while True:
+        m = _REASONING_TAG.search(text, pos, stop)
+        if m is None:
+            return None
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        if not text[line_start : m.start()].strip(" \t"):
+            return m
+        pos = m.end()
+
+
 def split_reasoning(text: str) -> tuple[str | None, str]:
     """``(reasoning, rest)``: think blocks (``<think>``, ``[THINK]`` ...) split off the text.
 
-    An opening tag that is never closed makes the rest of the text reasoning (the reply was cut
-    off while thinking). A closing tag with no opener before it -- templates that open the block
-    in the prompt -- makes everything before it reasoning. ``reasoning`` is None when there was
-    none; ``rest`` is stripped of the whitespace the blocks leave behind.
+    Blocks open at the start of a line. One that is never closed makes the rest of the text
+    reasoning (the reply was cut off while thinking). A closing tag ending a line with no
+    opener before it -- templates that open the block in the prompt -- makes everything before
+    it reasoning. ``reasoning`` is None when there was none; ``rest`` is stripped of the
+    whitespace the blocks leave behind.
     """
-    m = _REASONING.search(text)
-    if m is None:
+    if "think" not in text and "THINK" not in text and "reasoning>" not in text:
+        return None, text
+    opened = _open_tag(text, 0, len(text))
+    orphan = _REASONING_ORPHAN.search(text, 0, opened.start() if opened else len(text))
+    if opened is None and orphan is None:
         return None, text
     thoughts: list[str] = []
     kept: list[str] = []
     pos = 0
-    if m.group().startswith(("</", "[/")):
-        thoughts.append(text[: m.start()])
-        pos = m.end()
+    if orphan is not None:
+        thoughts.append(text[: orphan.start()])
+        pos = orphan.end(1)
     while True:
-        m = _REASONING.search(text, pos)
+        m = _open_tag(text, pos, len(text))
         if m is None:
             kept.append(text[pos:])
             break
-        token = m.group()
-        if token not in _REASONING_CLOSE:
-            kept.append(text[pos : m.end()])  # a stray closing tag stays in the text
-            pos = m.end()
-            continue
         kept.append(text[pos : m.start()])
-        close = text.find(_REASONING_CLOSE[token], m.end())
+        tag = m.group()
+        close = text.find(_REASONING_CLOSE[tag], m.end())
         if close < 0:
             thoughts.append(text[m.end() :])
             break
         thoughts.append(text[m.end() : close])
-        pos = close + len(_REASONING_CLOSE[token])
+        pos = close + len(_REASONING_CLOSE[tag])
     reasoning = "\n\n".join(t.strip() for t in thoughts if t.strip())
     return (reasoning or None), "".join(kept).strip()
 
@@ -158,9 +173,9 @@ _INDEXES: OrderedDict[tuple[int, ...], tuple[tuple[ToolSpec, ...], _ToolIndex]] 
 
 
 def _index(tools: Sequence[ToolSpec]) -> _ToolIndex:
-    key = tuple(id(t) for t in tools)
+    key = tuple(map(id, tools))
     hit = _INDEXES.get(key)
-    if hit is not None and all(a is b for a, b in zip(hit[0], tools, strict=True)):
+    if hit is not None and all(map(operator.is_, hit[0], tools)):
         return hit[1]
     index = _ToolIndex(tools)
     _INDEXES[key] = (tuple(tools), index)
@@ -217,6 +232,10 @@ _ECHO = _Echo()
 
 def _calls_in(value: Any, depth: int = 0) -> list[_Raw] | _Echo | None:
     """The call shapes in a decoded JSON value; ``_ECHO`` for tool definitions; None if none."""
+    if type(value) is dict and len(value) == 2:
+        name = value.get("name")
+        if type(name) is str and "arguments" in value:
+            return [_Raw(name, value["arguments"])]  # the common shape, without the walk below
     if depth > 4:
         return None
     if isinstance(value, list):
@@ -281,15 +300,16 @@ _STRUCT = re.compile(
     r"|(</?[A-Za-z_][\w\-]*(?:=|(?=[\s/>])))"
     r"|(\{|\[(?=\s*\{))"
 )
+_TOKEN_STARTS = ("`", "<", "[", "{")  # every _STRUCT match starts with one of these
 _FENCE_LANG = re.compile(r"[ \t]*[\w+\-.]*[ \t]*(?:\n|$)")
-_VISIBLE = re.compile(r"[^\s`]")
-_MISTRAL_NAME = re.compile(
-    r"\s*([A-Za-z_][\w.\-]*)(?:\[CALL_ID\][\w\-]*)?\s*(?:\[ARGS\])?\s*(?=\{)"
-)
+_VISIBLE = re.compile(r"[^\s`}\]]")  # stray closers and fences are debris, not prose
+# ``name{`` or ``name[ARGS]{`` (optionally ``[CALL_ID]id`` between): the name touches its marker.
+_MISTRAL_NAME = re.compile(r"\s*([A-Za-z_][\w.\-]*)(?:\[CALL_ID\][\w\-]*)?(?:\[ARGS\]\s*)?(?=\{)")
 _SPACE = re.compile(r"\s*")
 _LINE_PREFIX = re.compile(r"[ \t>*\-`]*(?:\d+[.)][ \t]*)?(?:[A-Za-z_]\w*[ \t]*=[ \t]*)?")
 _ATTR_TAGS = frozenset({"function", "invoke", "call", "tool", "tool_use"})
 _MAX_NAME = 128
+_MAX_NESTING = 4
 _MAX_FRAGMENT = 2000
 _CALL_KEY = re.compile(r"""["']?(?:name|tool|function)["']?\s*:""")
 
@@ -311,6 +331,24 @@ def _identifier_before(text: str, end: int, extra: str) -> int:
 class _Scanner:
     """One pass over one reply; collects calls, unknown calls and malformed fragments."""
 
+    __slots__ = (
+        "braces",
+        "budget",
+        "depth",
+        "exhausted",
+        "found",
+        "index",
+        "malformed",
+        "next_args",
+        "next_chars",
+        "next_paren",
+        "nowhere",
+        "prose",
+        "quiet_until",
+        "spans",
+        "text",
+    )
+
     def __init__(self, text: str, index: _ToolIndex) -> None:
         self.text = text
         self.index = index
@@ -324,8 +362,12 @@ class _Scanner:
         # Bound on decode work: brace soup must not turn a linear scan quadratic.
         self.budget = 16 * len(text) + 65536
         self.exhausted = False
+        # Next "(" / "[ARGS]" at or after the scan position; -1 = not looked up, nowhere = none.
+        self.nowhere = len(text) + 1
         self.next_paren = -1
         self.next_args = -1
+        self.next_chars = [-1] * len(_TOKEN_STARTS)
+        self.depth = 0
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -357,6 +399,22 @@ class _Scanner:
         object of arguments).
         """
         text = self.text
+        # Fast paths: the value fills its line (one call per line), or the rest of its region
+        # (a pretty-printed call alone in a fence or reply). Cheaper than walking brackets.
+        line_end = text.find("\n", start, stop)
+        closer = _CLOSERS.get(ctx)
+        region_end = text.find(closer, start, stop) if closer is not None else -1
+        for limit in (stop if line_end < 0 else line_end, stop if region_end < 0 else region_end):
+            while limit > start and text[limit - 1] in " \t\r\n":
+                limit -= 1
+            if limit > start and text[limit - 1] in "}]":
+                if not self.spend(limit - start):
+                    return None
+                ok, value = decode_exact(text[start:limit])
+                if ok:
+                    return value, limit, False
+            if line_end < 0:
+                break
         end = self.braces.end(start)
         if 0 < end <= stop:
             if not self.spend(end - start):
@@ -398,10 +456,11 @@ class _Scanner:
 
     def scan(self, lo: int, hi: int, ctx: int) -> int:
         """Scan ``text[lo:hi]`` in context ``ctx``; return where scanning stopped."""
-        text = self.text
         pos = lo
+        m = self.next_token(pos, hi)
         while pos < hi:
-            m = _STRUCT.search(text, pos, hi)
+            if m is not None and m.start() < pos:
+                m = self.next_token(pos, hi)  # only look again once the last token is passed
             s = m.start() if m is not None else hi
             special = self.next_special(pos, s, ctx)
             if special is not None:
@@ -421,7 +480,7 @@ class _Scanner:
                 if token == "[TOOL_CALLS]":
                     pos = self.mistral(m.end(), hi)
                 elif token == "<|python_tag|>":
-                    pos = self.scan(m.end(), hi, _PYTAG)
+                    pos = m.end() if ctx == _PYTAG else self.region(m.end(), hi, _PYTAG)
                 elif ctx == _PYTAG:
                     return m.end()
                 else:
@@ -434,10 +493,42 @@ class _Scanner:
                 pos = self.json_candidate(s, hi, ctx)
         return hi
 
+    def next_token(self, pos: int, hi: int) -> re.Match[str] | None:
+        """The first structural token in ``[pos, hi)``.
+
+        ``str.find`` per first character (memchr speed) picks the candidates; the regex only
+        confirms them. A plain ``_STRUCT.search`` walks prose character by character in Python's
+        regex engine, several times slower.
+        """
+        text = self.text
+        nexts = self.next_chars
+        while True:
+            for i, char in enumerate(_TOKEN_STARTS):
+                if nexts[i] < pos:
+                    found = text.find(char, pos)
+                    nexts[i] = found if found >= 0 else self.nowhere
+            at = min(nexts)
+            if at >= hi:
+                return None
+            m = _STRUCT.match(text, at, hi)
+            if m is not None:
+                return m
+            pos = at + 1
+
+    def region(self, start: int, hi: int, ctx: int) -> int:
+        """Scan a nested region (fence, tag block); nesting deeper than a few levels is text."""
+        if self.depth >= _MAX_NESTING:
+            return start
+        self.depth += 1
+        try:
+            return self.scan(start, hi, ctx)
+        finally:
+            self.depth -= 1
+
     def fence(self, after_ticks: int, hi: int) -> int:
         lang = _FENCE_LANG.match(self.text, after_ticks, hi)
         start = lang.end() if lang is not None else after_ticks
-        return self.scan(start, hi, _FENCE)
+        return self.region(start, hi, _FENCE)
 
     def tag(self, token: str, s: int, after: int, hi: int, ctx: int) -> tuple[int, bool]:
         """Handle a markup token: (where to continue, whether the current region ends there)."""
@@ -462,9 +553,11 @@ class _Scanner:
             if name == "tool_call":
                 if ctx == _HERMES:
                     return s, True  # a new call opens: the current one ends here
-                return self.scan(after + 1, hi, _HERMES), False
+                return self.region(after + 1, hi, _HERMES), False
             if name == "tools":
-                return self.scan(after + 1, hi, _TOOLS), False
+                if ctx == _TOOLS:
+                    return after + 1, False
+                return self.region(after + 1, hi, _TOOLS), False
             if name == "tool_response":
                 close = text.find("</tool_response>", after, hi)
                 return (close + len("</tool_response>") if close >= 0 else after + 1), False
@@ -578,21 +671,18 @@ class _Scanner:
         """Handle the first Python call or ``name[ARGS]{`` rehearsal in ``[pos, limit)``."""
         text = self.text
         while True:
-            if self.next_args < pos and self.next_args != -2:
+            if self.next_args < pos:
                 found = text.find("[ARGS]", pos)
-                self.next_args = found if found >= 0 else -2
-            if self.next_paren < pos and self.next_paren != -2:
+                self.next_args = found if found >= 0 else self.nowhere
+            if self.next_paren < pos:
                 found = text.find("(", pos)
-                self.next_paren = found if found >= 0 else -2
-            candidates = [c for c in (self.next_args, self.next_paren) if 0 <= c < limit]
-            if not candidates:
+                self.next_paren = found if found >= 0 else self.nowhere
+            at = min(self.next_args, self.next_paren)
+            if at >= limit:
                 return None
-            at = min(candidates)
             if at == self.next_args:
-                self.next_args = -1 if at + 1 < len(text) else -2
                 handled = self.rehearsal(at, pos, limit)
             else:
-                self.next_paren = -1 if at + 1 < len(text) else -2
                 handled = self.python_call(at, pos, ctx)
             if handled is not None:
                 return handled

@@ -168,4 +168,28 @@ def coerce_args(spec: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:
     returned untouched, so validation can report them. The input dict is not modified.
     """
     schema = schema_of(spec)
+    as_written = _strings_kept(spec, schema)
+    if all(type(v) is str and k in as_written for k, v in args.items()):
+        return dict(args)  # every value is a string where strings are allowed: nothing to do
     return _Coercer(schema).mapping(args, schema)
+
+
+_KEPT: OrderedDict[int, tuple[ToolSpec, frozenset[str]]] = OrderedDict()
+
+
+def _strings_kept(spec: ToolSpec, schema: Mapping[str, Any]) -> frozenset[str]:
+    """Top-level parameters whose string values coercion leaves alone (cached per spec)."""
+    hit = _KEPT.get(id(spec))
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    coercer = _Coercer(schema)
+    props = schema.get("properties")
+    kept = frozenset(
+        name
+        for name, sub in (props.items() if isinstance(props, Mapping) else ())
+        if (kinds := coercer.types(coercer.resolve(sub))) is None or "string" in kinds
+    )
+    _KEPT[id(spec)] = (spec, kept)
+    if len(_KEPT) > _SCHEMA_CACHE_SIZE:
+        _KEPT.popitem(last=False)
+    return kept

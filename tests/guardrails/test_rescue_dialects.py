@@ -389,13 +389,25 @@ def test_reasoning_is_split_off_and_never_parsed() -> None:
     [
         ("<think>a</think>b", "a", "b"),
         ("[THINK]a[/THINK]b", "a", "b"),
-        ("<think>a</think>b<think>c</think>d", "a\n\nc", "bd"),
-        ("a</think>b", "a", "b"),
-        ("b<think>cut off", "cut off", "b"),
+        ("<thinking>a</thinking>\nb\n<think>c</think>\nd", "a\n\nc", "b\n\nd"),
+        ("a\n</think>\n\nb", "a", "b"),
+        ("b\n<think>cut off", "cut off", "b"),
         ("<think>\n\n</think>\n\nb", None, "b"),
+        ('{"q": "<think>"}', None, '{"q": "<think>"}'),
+        ('{"q": "a</think>b"}', None, '{"q": "a</think>b"}'),
         ("no reasoning", None, "no reasoning"),
     ],
-    ids=["think", "mistral-think", "two-blocks", "opened-by-template", "unclosed", "empty", "none"],
+    ids=[
+        "think",
+        "mistral-think",
+        "two-blocks",
+        "opened-by-template",
+        "unclosed",
+        "empty",
+        "open-tag-inside-a-string",
+        "close-tag-inside-a-string",
+        "none",
+    ],
 )
 def test_split_reasoning(text: str, reasoning: str | None, rest: str) -> None:
     """Think blocks of every form become reasoning; the rest is the visible text."""

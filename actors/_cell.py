@@ -224,6 +224,15 @@ class ActorCell:
                         final = StopReason.crashed(stop_error)
             if final is not None:
                 return final
+            if self.pending_escalation is not None:
+                # A child gave up while this incarnation was already ending: the restart we
+                # are about to do is what the escalation asks for, so it is not counted again.
+                _log.error(
+                    "escalation during restart",
+                    actor=self.name,
+                    error=repr(self.pending_escalation),
+                )
+                self.pending_escalation = None
             instance = None
             if delay > 0:
                 _log.info("actor restarting", actor=self.name, delay=delay)

@@ -360,3 +360,39 @@ def test_backoff_rejects_shrinking_or_negative_delays() -> None:
     with pytest.raises(ValueError, match=r"^Backoff delays must be >= 0"):
         Backoff(initial=-1)
     assert [Backoff().delay(n) for n in (1, 2, 3)] == [0.01, 0.02, 0.04]
+
+
+async def test_an_escalation_during_the_parents_restart_is_not_counted_twice(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A child escalating while its parent is already restarting does not crash the parent's
+    next incarnation: that restart is what the escalation asked for."""
+    release_younger = trio.Event()
+    spawned, children = child_channel()
+    builds: list[int] = []
+
+    class SlowToStop(Counter):
+        async def on_stop(self, reason: StopReason) -> None:
+            await release_younger.wait()
+
+    class Household(Counter):
+        def __init__(self) -> None:
+            super().__init__([])
+            builds.append(self.incarnation)
+
+        async def on_start(self) -> None:
+            older = await self.context.spawn(lambda: Counter([]), max_restarts=0)
+            await self.context.spawn(lambda: SlowToStop([]))
+            spawned.send_nowait(older)
+
+    async with ActorSystem.open() as system:
+        parent = await system.spawn(Household, name="household")
+        older = await children.receive()
+        await parent.send(Crash())  # the parent now stops its children, youngest first
+        await trio.testing.wait_all_tasks_blocked()
+        await older.send(Crash())  # the older child gives up meanwhile
+        await system.watch(older).wait()
+        release_younger.set()
+        await children.receive()
+        assert parent.is_alive
+        assert len(builds) == 2

@@ -63,19 +63,20 @@ class Actor:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        own: dict[type, str] = {}
-        for attr, value in vars(cls).items():
-            for message_type in getattr(value, _HANDLES_ATTR, ()):
-                if message_type in own:
-                    raise TypeError(
-                        f"{cls.__qualname__} handles {message_type.__qualname__} twice, in "
-                        f"{own[message_type]}() and {attr}(); keep one"
-                    )
-                own[message_type] = attr
+        # Walk the whole MRO (base first, so subclasses win), which also picks up handlers
+        # defined on plain mixin classes.
         merged: dict[type, str] = {}
-        for base in reversed(cls.__mro__[1:]):
-            merged.update(getattr(base, "_actor_handlers", {}))
-        merged.update(own)
+        for klass in reversed(cls.__mro__):
+            own: dict[type, str] = {}
+            for attr, value in vars(klass).items():
+                for message_type in getattr(value, _HANDLES_ATTR, ()):
+                    if message_type in own:
+                        raise TypeError(
+                            f"{klass.__qualname__} handles {message_type.__qualname__} twice, "
+                            f"in {own[message_type]}() and {attr}(); keep one"
+                        )
+                    own[message_type] = attr
+            merged.update(own)
         cls._actor_handlers = merged
         cls._actor_dispatch = {}
 

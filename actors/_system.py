@@ -70,7 +70,7 @@ class ActorSystem:
         on_escalation: Callable[[EscalationError], None] | None = None,
         on_dead_letter: Callable[[DeadLetter], None] | None = None,
     ) -> None:
-        """Use ``ActorSystem.open()``; this binds a system to a nursery you already own."""
+        """Use ``ActorSystem.open()``, which owns the nursery and does the shutdown."""
         self._nursery = nursery
         self._on_escalation = on_escalation
         self._on_dead_letter = on_dead_letter

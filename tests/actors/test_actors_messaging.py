@@ -279,6 +279,26 @@ async def test_overriding_a_handler_method_keeps_its_registration() -> None:
         assert await ref.ask(Puppy()) == "petted dog"
 
 
+class LoggingMixin:
+    """A plain (non-Actor) mixin contributing a handler."""
+
+    @handles(bytes)
+    async def on_bytes(self, msg: bytes) -> str:
+        return msg.decode()
+
+
+class MixedZoo(LoggingMixin, Zoo):
+    pass
+
+
+async def test_handlers_on_plain_mixins_are_registered() -> None:
+    """A @handles method on a mixin that is not an Actor still handles its messages."""
+    async with ActorSystem.open() as system:
+        ref = await system.spawn(MixedZoo)
+        assert await ref.ask(b"hi") == "hi"
+        assert await ref.ask(Dog()) == "dog"
+
+
 async def test_send_to_a_stopped_actor_raises() -> None:
     """send, send_nowait and ask to a stopped actor raise ActorStoppedError naming it."""
     async with ActorSystem.open() as system:

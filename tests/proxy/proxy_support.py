@@ -55,6 +55,7 @@ class CallRecord(msgspec.Struct, kw_only=True):
     reply: Any = None
     tokens_sent: int = 0
     outcome: str = "running"  # running | completed | cancelled
+    ended: trio.Event = msgspec.field(default_factory=trio.Event)
 
 
 Reply = str | list[ToolCall]
@@ -114,7 +115,9 @@ class GatedClient:
     @asynccontextmanager
     async def stream(self, request: InferenceRequest) -> AsyncIterator[AsyncIterator[StreamChunk]]:
         prefill = request.assistant_prefill or ""
-        reply = self._reply(request) if not prefill else self._continuation(request)
+        reply = self._earlier(request)
+        if reply is None:
+            reply = self._reply(request)
         record = CallRecord(request=request, reply=reply)
         self.calls.append(record)
         self._started_send.send_nowait(record)
@@ -124,13 +127,15 @@ class GatedClient:
         finally:
             if record.outcome == "running":
                 record.outcome = "cancelled"
+            record.ended.set()
 
-    def _continuation(self, request: InferenceRequest) -> Reply:
-        # A preempted text reply continues: the reply that call was given, read back.
-        for earlier in reversed(self.calls):
-            if earlier.request.messages == request.messages and isinstance(earlier.reply, str):
-                return earlier.reply
-        raise AssertionError("a prefill continues no earlier text call of the same messages")
+    def _earlier(self, request: InferenceRequest) -> Reply | None:
+        """The reply an earlier call of the same conversation got: the model is deterministic,
+        so a preempted call that is re-run (continued or restarted) writes the same reply."""
+        for earlier in self.calls:
+            if earlier.request.messages == request.messages:
+                return earlier.reply  # type: ignore[no-any-return]
+        return None
 
     async def _wait(self) -> None:
         if self._gated:
@@ -202,3 +207,29 @@ async def sim_proxy(
 async def in_thread(fn: Callable[[], T]) -> T:
     """Run a blocking SDK call in a worker thread while the trio loop serves the proxy."""
     return await trio.to_thread.run_sync(fn)
+
+
+@asynccontextmanager
+async def client_proxy(client: Any, **options: Any) -> AsyncIterator[str]:
+    """A proxy in front of an in-process client (a GatedClient); yields its URL."""
+    async with serve_proxy(proxy_config(**options), client=client) as url:
+        yield url
+
+
+class Deltas:
+    """Content deltas a client thread received, handed to the trio side as they arrive."""
+
+    def __init__(self) -> None:
+        self.send, self.receive = trio.open_memory_channel[str](1000)
+
+    def push(self, text: str) -> None:
+        """Called from the client thread for each delta."""
+        trio.from_thread.run_sync(self.send.send_nowait, text)
+
+    async def next(self) -> str:
+        """The next delta the client received."""
+        return await self.receive.receive()
+
+    async def collect(self, count: int) -> str:
+        """The next ``count`` deltas, joined."""
+        return "".join([await self.next() for _ in range(count)])

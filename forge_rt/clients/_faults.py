@@ -114,7 +114,9 @@ def status_error(status: int, reason: str, body: str, *, method: str, url: str) 
     where = f"{method} {url}"
     if status >= 500:
         return BackendError(
-            f"{where}: the backend answered {status} {reason}; the error body is on .body",
+            f"{where}: the backend answered {status} {reason}; nothing was generated, so the "
+            "call is safe to retry -- if it persists, the error body on .body and the backend's "
+            "log say why",
             kind=FaultKind.SERVER_ERROR,
             retry_safe=True,
             status=status,

@@ -9,7 +9,8 @@ the prefill text).
 Two tool modes. ``native`` sends ``tools`` and reads structured ``tool_calls`` (the server needs
 ``--jinja``); text without structured calls comes back as a :class:`TextResponse` for the
 guardrails. ``prompt`` describes the tools in the system prompt and parses calls out of the
-reply with the guardrails' rescue parser -- for chat templates without tool support.
+reply with the guardrails' rescue parser -- for chat templates without tool support. Prompt mode
+sends no ``tool_choice`` (there are no wire tools to choose among); the guardrails enforce it.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 Beyond chat completions it knows the server's own endpoints -- ``/props`` (context size and
 slot count), ``/slots``, ``/metrics``, ``/tokenize``, ``/health`` -- and its request extras:
 ``cache_prompt``, ``id_slot`` pinning, ``grammar`` and JSON-schema constraints, and continuing a
-partial assistant reply (``assistant_prefill``; the reply llama-server returns then starts with
-the prefill text).
+partial assistant reply (``assistant_prefill``). llama-server's non-streamed reply repeats the
+prefill before the continuation while its stream carries only the continuation; this client
+returns only the continuation both ways, as the ``LLMClient`` protocol says.
 
 Two tool modes. ``native`` sends ``tools`` and reads structured ``tool_calls`` (the server needs
 ``--jinja``); text without structured calls comes back as a :class:`TextResponse` for the
@@ -26,7 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from forge_rt.clients._openai import OpenAICompatClient
 from forge_rt.clients._openai_wire import openai_request_to_wire
 from forge_rt.clients._prompt_tools import prompt_mode_messages
-from forge_rt.clients.base import ClientCapabilities, InferenceRequest, LLMResponse
+from forge_rt.clients.base import ClientCapabilities, InferenceRequest, LLMResponse, Timings
 from forge_rt.core import TextResponse
 
 __all__ = ["LlamaServerClient", "LlamaServerProps", "SlotState"]
@@ -161,6 +162,17 @@ class LlamaServerClient(OpenAICompatClient):
         if request.slot_id is not None:
             body["id_slot"] = request.slot_id
         return body
+
+    def _parse(self, body: bytes, request: InferenceRequest, timings: Timings) -> LLMResponse:
+        response = super()._parse(body, request, timings)
+        prefill = request.assistant_prefill
+        if not prefill or not response.raw_text.startswith(prefill):
+            return response
+        rest = response.raw_text[len(prefill) :]
+        result = response.result
+        if isinstance(result, TextResponse) and result.content.startswith(prefill):
+            result = msgspec.structs.replace(result, content=result.content[len(prefill) :])
+        return msgspec.structs.replace(response, raw_text=rest, result=result)
 
     def _finalize(self, response: LLMResponse, request: InferenceRequest) -> LLMResponse:
         """In prompt mode, read tool calls out of the reply text with the rescue parser."""

@@ -165,12 +165,14 @@ async def run_scenario(
                 if scenario.contenders:
                     await trio.sleep(max(c.start_after_s for c in scenario.contenders) + 0.2)
                 track = _FirstToken()
-                result = await _run_turns(
-                    session, instance, priority=scenario.priority, context=context, track=track
-                )
-    except ForgeError as exc:
-        record.error_type = type(exc).__name__
-        record.error = str(exc)[:500]
+                # Caught here, inside the nursery, so the error stays itself (not a group).
+                try:
+                    result = await _run_turns(
+                        session, instance, priority=scenario.priority, context=context, track=track
+                    )
+                except ForgeError as exc:
+                    record.error_type = type(exc).__name__
+                    record.error = str(exc)[:500]
     except trio.TooSlowError:
         record.error_type = "RunDeadline"
         record.error = f"the run did not finish within {deadline_s:g} s"

@@ -137,17 +137,22 @@ async def test_a_json_schema_constraint_is_enforced(local_model_url: str) -> Non
     assert isinstance(value["city"], str)
 
 
-async def test_prefill_is_continued_and_returned_with_the_reply(local_model_url: str) -> None:
-    """llama-server continues a prefilled assistant turn and returns it from its start."""
+async def test_prefill_is_continued_and_only_the_continuation_returned(
+    local_model_url: str,
+) -> None:
+    """send() and stream() both return only the continuation of a prefilled assistant turn."""
     request = InferenceRequest(
-        messages=(Message.user("Introduce yourself."),),
-        assistant_prefill="Hello, my name",
-        sampling=SHORT,
+        messages=(Message.user("Count from one to ten in words, comma separated."),),
+        assistant_prefill="one, two, three,",
+        sampling=Sampling(max_tokens=12, temperature=0.0),
     )
     with trio.fail_after(DEADLINE):
         async with LlamaServerClient(local_model_url) as client:
-            response = await client.send(request)
-    assert response.raw_text.startswith("Hello, my name")
+            sent = await client.send(request)
+            streamed = _final(await _stream(client, request))
+    assert not sent.raw_text.startswith("one, two")
+    assert sent.raw_text == streamed.raw_text
+    assert "four" in sent.raw_text
 
 
 async def test_alternating_streamed_and_plain_calls_survive_stale_connections(

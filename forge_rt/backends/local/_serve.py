@@ -4,12 +4,14 @@ Run as ``python -m forge_rt.backends.local._serve --model PATH --port P ...``. I
 subset of ``llama-server`` flags forge_rt uses, so the managed-backend launcher can drive it exactly
 as it drives a real ``llama-server``. It serves until SIGTERM or SIGINT, then shuts the server down
 cleanly and exits 0. If ``FORGE_RT_PARENT_PID`` names its parent, it also exits when that parent
-dies without stopping it, so a killed test run leaves no model server behind.
+dies without stopping it, so a killed test run leaves no model server behind. Shutting the server
+down is bounded: if it hangs, the process exits with status 1 after writing all stacks to its log.
 """
 
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import os
 import signal
 import sys
@@ -30,6 +32,7 @@ log = structlog.get_logger(__name__)
 
 _STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 _PARENT_CHECK_S = 0.5
+_DESTROY_DEADLINE_S = 5.0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -102,7 +105,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     log.info("serve.ready", url=server.listening_address, model=args.model, pid=os.getpid())
     received = signal.sigwait(_STOP_SIGNALS)
     log.info("serve.stopping", signal=signal.Signals(received).name)
-    del server  # the destructor stops the HTTP loop and frees the model
+    # The destructor stops the HTTP loop and frees the model. It joins llama.cpp's threads while
+    # holding the GIL, and once (in a benchmark, under load) that join never returned; only
+    # faulthandler's C-level watchdog can still act then: it writes every thread's stack to the
+    # log and exits with status 1, so a stop is bounded by this, not by the parent's SIGKILL.
+    faulthandler.dump_traceback_later(_DESTROY_DEADLINE_S, exit=True)
+    del server
+    faulthandler.cancel_dump_traceback_later()
     log.info("serve.stopped")
     return 0
 

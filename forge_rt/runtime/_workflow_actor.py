@@ -23,7 +23,9 @@ import trio
 
 from actors import Actor, ActorRef, handles
 from forge_rt.clients.base import (
+    GrammarConstraint,
     InferenceRequest,
+    JsonSchemaConstraint,
     LLMResponse,
     OutputConstraint,
     ResetChunk,
@@ -167,6 +169,8 @@ class WorkflowActor(Actor):
         self._guardrails = Guardrails.from_workflow(
             workflow, tracker=StepTracker(completed_steps), **guardrail_options
         )
+        self._steps_enforced = guardrail_options.get("steps", True)
+        self._narrowed: dict[frozenset[str], OutputConstraint] = {}
         self._history: list[Message] = list(seed_messages)
         self._iteration = iteration
         self._turn_start = len(self._history)
@@ -294,7 +298,7 @@ class WorkflowActor(Actor):
             messages=tuple(self._history),
             tools=self._guardrails.tools,
             sampling=self._sampling,
-            constraint=self._constraint,
+            constraint=self._constraint_now(),
             priority=options.priority,
         )
         response = await self._slot.infer(
@@ -317,6 +321,42 @@ class WorkflowActor(Actor):
         if self._context is not None and usage.prompt_tokens is not None:
             self._context.estimator.observe_usage(self._history, usage.prompt_tokens)
         return response
+
+    def _constraint_now(self) -> OutputConstraint | None:
+        """The output constraint for this iteration, narrowed to the calls that may run now.
+
+        An enumerable choice belongs in the grammar, not in a nudge: while required steps are
+        pending the terminal tools are left out, and so is every tool whose prerequisite tools
+        have not succeeded yet (argument-matched prerequisites are checked by the enforcer once
+        the call's arguments are known). The offered ``tools`` stay the same, so the prompt --
+        and the backend's KV cache of it -- does not change between iterations.
+        """
+        constraint = self._constraint
+        if constraint is None or not self._steps_enforced:
+            return constraint
+        tracker = self._guardrails.tracker
+        pending = tracker.pending(self._guardrails.required_steps)
+        allowed = []
+        for spec in self._guardrails.tools:
+            if pending and spec.name in self._guardrails.terminal_tools:
+                continue
+            tool = self._workflow.tools.get(spec.name)
+            if tool is not None and not all(tracker.is_done(p.tool) for p in tool.prerequisites):
+                continue
+            allowed.append(spec)
+        names = frozenset(spec.name for spec in allowed)
+        if not allowed or len(allowed) == len(self._guardrails.tools):
+            return constraint
+        narrowed = self._narrowed.get(names)
+        if narrowed is None:
+            from forge_rt.guardrails import tool_call_grammar, tool_call_schema
+
+            if isinstance(constraint, JsonSchemaConstraint):
+                narrowed = JsonSchemaConstraint(schema=tool_call_schema(allowed))
+            else:
+                narrowed = GrammarConstraint(gbnf=tool_call_grammar(allowed))
+            self._narrowed[names] = narrowed
+        return narrowed
 
     async def _execute(
         self, calls: list[ToolCall], options: TurnOptions, stats: RunStats

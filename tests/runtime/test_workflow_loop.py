@@ -257,3 +257,21 @@ async def test_two_workflows_share_the_slot_per_call(tools: Tools, autojump_cloc
         nursery.start_soon(lambda: session.run(tools.workflow(), "B"))
     # A's tool (5 s) runs while B's two calls use the slot.
     assert order == ["A0", "B0", "B1", "A1"]
+
+
+async def test_constraint_narrows_to_calls_that_may_run(tools: Tools, autojump_clock: Any) -> None:
+    """Constrained decoding leaves out the terminal tool until the required steps are done."""
+    from forge_rt.clients.base import JsonSchemaConstraint
+
+    def names(constraint: object) -> set[str]:
+        assert isinstance(constraint, JsonSchemaConstraint)
+        return {option["properties"]["name"]["const"] for option in constraint.schema["anyOf"]}
+
+    client = ScriptedClient([weather(), respond("done")])
+    workflow = tools.workflow(constrain="always")
+    result = await WorkflowRunner(client).run(workflow, "Weather?")
+    assert result.output == "done"
+    first, second = (c.request.constraint for c in client.calls)
+    assert names(first) == {"get_weather", "slow_lookup"}
+    assert names(second) == {"get_weather", "slow_lookup", "respond"}
+    assert result.stats.constraint is not None

@@ -101,3 +101,16 @@ async def test_unknown_path_is_404_and_wrong_method_405(http: httpx.AsyncClient)
     assert missing.status_code == 404
     assert missing.json()["error"]["message"] == "no such endpoint: GET /nope"
     assert (wrong.status_code, wrong.headers["allow"]) == (405, "POST")
+
+
+async def test_tokens_per_char_sets_the_piece_length() -> None:
+    """``tokens_per_char=0.5`` cuts words into 2-character pieces."""
+    with trio.fail_after(10):
+        async with (
+            SimBackend.serve(SimConfig(tokens_per_char=0.5)) as sim,
+            httpx.AsyncClient(base_url=sim.url) as http,
+        ):
+            response = await http.post(
+                "/tokenize", json={"content": "Hi wonderful", "with_pieces": True}
+            )
+    assert [t["piece"] for t in response.json()["tokens"]] == ["Hi", " w", "on", "de", "rf", "ul"]

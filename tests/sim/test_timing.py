@@ -213,3 +213,25 @@ async def test_continuing_a_cut_reply_reuses_what_was_generated() -> None:
             resumed = await _post(http, messages)
     assert resumed["timings"]["prompt_n"] == 1
     assert prefill + resumed["choices"][0]["message"]["content"] == LONG_TEXT
+
+
+async def test_priority_field_is_recorded(sim: SimBackend, http: httpx.AsyncClient) -> None:
+    """vLLM's ``priority`` request field is accepted and recorded in order."""
+    sim.set_script({"*": ["a", "b"]})
+    await _post(http, user("q"), priority=5)
+    await _post(http, user("q"), priority=-1)
+    assert sim.stats.priorities == [5, -1]
+
+
+async def test_config_can_change_between_requests_but_not_its_shape(sim: SimBackend) -> None:
+    """Timing and model settings may be replaced while serving; the slot count may not."""
+    sim.config = sim.config.model_copy(update={"model": "renamed", "decode_tps": 100.0})
+    assert (sim.config.model, sim.config.decode_tps) == ("renamed", 100.0)
+    with pytest.raises(ValueError, match=r"^SimConfig\.n_slots cannot change while serving"):
+        sim.config = sim.config.model_copy(update={"n_slots": 2})
+
+
+async def test_config_replacement_is_validated(sim: SimBackend) -> None:
+    """A replacement config is validated even when built with ``model_copy``."""
+    with pytest.raises(ValueError, match="decode_tps"):
+        sim.config = sim.config.model_copy(update={"decode_tps": -1.0})

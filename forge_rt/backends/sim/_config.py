@@ -8,6 +8,7 @@ fails at construction with a message naming the field, not later inside a reques
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias
@@ -149,6 +150,10 @@ class FailureRates(BaseModel):
 
     def as_dict(self) -> dict[Dialect, float]:
         """Each failure dialect with its probability, in declaration order."""
+        return dict(self._by_dialect)
+
+    @functools.cached_property
+    def _by_dialect(self) -> dict[Dialect, float]:
         return {Dialect(name): getattr(self, name) for name in type(self).model_fields}
 
 

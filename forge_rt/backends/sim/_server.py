@@ -22,7 +22,7 @@ import structlog
 import trio
 
 from forge_rt.backends.sim._anthropic import AnthropicCodec
-from forge_rt.backends.sim._codec import BadRequest, Codec
+from forge_rt.backends.sim._codec import BadRequest, Codec, StreamEncoder
 from forge_rt.backends.sim._config import Fault, SimConfig, SimReply
 from forge_rt.backends.sim._generation import Generation, plan_units
 from forge_rt.backends.sim._http import Exchange, serve_connection
@@ -204,6 +204,7 @@ class SimBackend:
 
     @config.setter
     def config(self, config: SimConfig) -> None:
+        config = SimConfig(**dict(config))  # re-validate: model_copy(update=...) does not
         for name in ("host", "n_slots"):
             if getattr(config, name) != getattr(self._config, name):
                 raise ValueError(
@@ -233,7 +234,7 @@ class SimBackend:
 
     def set_script(self, script: Mapping[str, Sequence[SimReply | str]] | None) -> None:
         """Replace the script (``None``: back to the oracle); every conversation starts over."""
-        self.config = SimConfig(**{**dict(self._config), "script": script})
+        self.config = self._config.model_copy(update={"script": script})
         self._cursors.clear()
 
     def inject(self, fault: Fault, *, count: int = 1) -> None:
@@ -411,18 +412,44 @@ class SimBackend:
         stats.max_concurrent = max(stats.max_concurrent, stats.in_flight)
         self._notify()
         try:
-            async with trio.open_nursery() as nursery:
-                work = trio.CancelScope()
-                nursery.start_soon(ex.watch_peer, work.cancel)
-                with work:
-                    try:
-                        await self._run(ex, codec, view)
-                    except trio.BrokenResourceError:
-                        ex.peer_gone = True  # a write found the client gone
-                nursery.cancel_scope.cancel()
+            if self._may_wait(view, ex.headers):
+                async with trio.open_nursery() as nursery:
+                    work = trio.CancelScope()
+                    nursery.start_soon(ex.watch_peer, work.cancel)
+                    with work:
+                        await self._run_to_end(ex, codec, view)
+                    nursery.cancel_scope.cancel()
+            else:
+                await self._run_to_end(ex, codec, view)
         finally:
             stats.in_flight -= 1
             self._notify()
+
+    async def _run_to_end(self, ex: Exchange, codec: Codec, view: RequestView) -> None:
+        try:
+            await self._run(ex, codec, view)
+        except trio.BrokenResourceError:
+            ex.peer_gone = True  # a write found the client gone
+
+    def _may_wait(self, view: RequestView, headers: Mapping[str, str]) -> bool:
+        """Whether this request can take time, so a hang-up must be watched for while it runs.
+
+        An instant reply on a free slot never waits: a client leaving then is only seen at the
+        write, which costs nothing, and skipping the watcher halves the per-request cost.
+        """
+        config = self._config
+        timed = (
+            config.prefill_tps is not None
+            or config.decode_tps is not None
+            or config.first_token_latency_s > 0
+        )
+        faulty = FAULT_HEADER in headers or bool(self._injected) or bool(config.fault_rates)
+        if config.script is not None and not faulty:
+            try:
+                faulty = self._scripted(view, consume=False).fault is not None
+            except _ScriptError:
+                faulty = False  # answered at once with a 500
+        return timed or faulty or not self._pool.has_free(view.slot_id)
 
     def _check(self, view: RequestView, headers: Mapping[str, str], codec: Codec) -> None:
         config = self._config
@@ -602,54 +629,18 @@ class SimBackend:
         fault: Fault | None,
     ) -> bool:
         """Prefill and decode ``gen`` on a slot; ``True`` if the whole response was sent."""
-        config = self._config
-        slot: Slot = await self._pool.acquire(prompt, view.slot_id)
+        slot = await self._pool.acquire(prompt, view.slot_id)
         holding = True
         try:
-            # Like llama-server, a fully cached prompt still evaluates its last token.
-            common = min(common_prefix(slot.cache, prompt), len(prompt) - 1)
-            gen.cached_tokens = common
-            slot.stats.cached_tokens += common
-            slot.stats.prefilled_tokens += len(prompt) - common
-            del slot.cache[common:]
-            slot.stats.cache_tokens = common
-            started = trio.current_time()
-            delay = config.first_token_latency_s
-            if config.prefill_tps is not None:
-                delay += (len(prompt) - common) / config.prefill_tps
-            if delay:
-                await trio.sleep(delay)
-            slot.cache = prompt
-            slot.stats.cache_tokens = len(prompt)
-            decode_start = trio.current_time()
-            gen.prompt_ms = (decode_start - started) * 1000
+            await self._prefill(slot, prompt, gen)
             encoder = codec.encoder(gen, view) if view.stream else None
             if encoder is not None:
                 ex.begin_stream(codec.stream_content_type)
                 for event in encoder.open():
                     await ex.event(event)
-            tps = config.decode_tps
-            cut = max(1, len(gen.units) // 2) if fault is Fault.RESET_MID_STREAM else -1
-            if cut > len(gen.units) and encoder is not None:
-                await ex.reset()
-                return False
             self._notify()
-            for index, unit in enumerate(gen.units):
-                if tps is not None:
-                    await trio.sleep_until(decode_start + (index + 1) / tps)
-                slot.cache.append(unit.piece)
-                slot.stats.generated_tokens += 1
-                slot.stats.cache_tokens += 1
-                gen.emitted = index + 1
-                if encoder is not None:
-                    for event in encoder.delta(unit):
-                        await ex.event(event)
-                    if index == 0 and fault is Fault.MALFORMED_SSE:
-                        await ex.event(encoder.malformed())
-                    if index + 1 == cut:
-                        await ex.reset()
-                        return False
-            gen.predicted_ms = (trio.current_time() - decode_start) * 1000
+            if not await self._decode(ex, slot, gen, encoder, fault):
+                return False
             self.stats.completed += 1
             self._pool.release(slot)
             holding = False
@@ -680,3 +671,65 @@ class SimBackend:
                 if ex.peer_gone:
                     self.stats.disconnects += 1
                 self._pool.release(slot)
+
+    async def _prefill(self, slot: Slot, prompt: list[str], gen: Generation) -> None:
+        """Pay for the part of ``prompt`` the slot's cache does not hold, then cache it all."""
+        config = self._config
+        # Like llama-server, a fully cached prompt still evaluates its last token.
+        common = min(common_prefix(slot.cache, prompt), len(prompt) - 1)
+        gen.cached_tokens = common
+        slot.stats.cached_tokens += common
+        slot.stats.prefilled_tokens += len(prompt) - common
+        del slot.cache[common:]  # cancelled mid-prefill, the slot keeps only the shared prefix
+        slot.stats.cache_tokens = common
+        started = trio.current_time()
+        delay = config.first_token_latency_s
+        if config.prefill_tps is not None:
+            delay += (len(prompt) - common) / config.prefill_tps
+        if delay:
+            await trio.sleep(delay)
+        slot.cache = prompt
+        slot.stats.cache_tokens = len(prompt)
+        gen.prompt_ms = (trio.current_time() - started) * 1000
+
+    async def _decode(
+        self,
+        ex: Exchange,
+        slot: Slot,
+        gen: Generation,
+        encoder: StreamEncoder | None,
+        fault: Fault | None,
+    ) -> bool:
+        """Generate ``gen``'s tokens into the slot (and the stream); ``False`` if a fault cut it."""
+        units = gen.units
+        tps = self._config.decode_tps
+        started = trio.current_time()
+        if tps is None and encoder is None:  # instant and unstreamed: every token at once
+            slot.cache.extend(u.piece for u in units)
+            slot.stats.generated_tokens += len(units)
+            slot.stats.cache_tokens += len(units)
+            gen.emitted = len(units)
+            return True
+        streamed_reset = fault is Fault.RESET_MID_STREAM and encoder is not None
+        cut = max(1, len(units) // 2) if streamed_reset else -1
+        if cut > len(units):  # nothing to generate: cut right after the stream opened
+            await ex.reset()
+            return False
+        for index, unit in enumerate(units):
+            if tps is not None:
+                await trio.sleep_until(started + (index + 1) / tps)
+            slot.cache.append(unit.piece)
+            slot.stats.generated_tokens += 1
+            slot.stats.cache_tokens += 1
+            gen.emitted = index + 1
+            if encoder is None:
+                continue
+            for event in encoder.delta(unit):
+                await ex.event(event)
+            if index == 0 and fault is Fault.MALFORMED_SSE:
+                await ex.event(encoder.malformed())
+            if index + 1 == cut:
+                await ex.reset()
+                return False
+        gen.predicted_ms = (trio.current_time() - started) * 1000
+        return True

@@ -79,6 +79,12 @@ class SlotPool:
             return best
         return min(free, key=lambda s: s.last_used)
 
+    def has_free(self, slot_id: int | None) -> bool:
+        """Whether a request for ``slot_id`` (``None``: any) would get a slot without waiting."""
+        if slot_id is not None:
+            return not self.slots[slot_id].busy
+        return any(not s.busy for s in self.slots)
+
     def _take(self, slot: Slot) -> None:
         slot.busy = True
         slot.stats.is_processing = True

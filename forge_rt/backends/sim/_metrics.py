@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -16,13 +16,13 @@ __all__ = ["metrics_registry", "metrics_text"]
 class _SimCollector(Collector):
     """Turns :class:`SimStats` into metric families at scrape time (nothing to keep in sync)."""
 
-    def __init__(self, stats: SimStats, n_ctx: int) -> None:
+    def __init__(self, stats: SimStats, n_ctx: Callable[[], int]) -> None:
         self._stats = stats
         self._n_ctx = n_ctx
 
     def collect(self) -> Iterator[Metric]:
         stats = self._stats
-        capacity = self._n_ctx * len(stats.slots)
+        capacity = self._n_ctx() * len(stats.slots)
         cached = sum(s.cache_tokens for s in stats.slots)
         busy = sum(1 for s in stats.slots if s.is_processing)
         counters: dict[str, tuple[str, float]] = {
@@ -46,8 +46,8 @@ class _SimCollector(Collector):
             yield GaugeMetricFamily(name, doc, value=value)
 
 
-def metrics_registry(stats: SimStats, n_ctx: int) -> CollectorRegistry:
-    """A registry exposing ``stats``; pass it to :func:`metrics_text` on each scrape."""
+def metrics_registry(stats: SimStats, n_ctx: Callable[[], int]) -> CollectorRegistry:
+    """A registry exposing ``stats`` (``n_ctx`` reads the current context size per slot)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_SimCollector(stats, n_ctx))
     return registry

@@ -56,14 +56,22 @@ _EARLY_FAULTS = frozenset(
 )
 
 
+def _error(status: int, message: str, kind: str = "invalid_request_error") -> bytes:
+    """An error body in llama-server's shape, for the endpoints outside the three chat APIs."""
+    return _encode({"error": {"code": status, "message": message, "type": kind}})
+
+
 class _ScriptError(Exception):
     """The script has no reply for a request: a bug in the test, reported as HTTP 500."""
 
 
+class _OracleError(Exception):
+    """The configured oracle raised (the original error is the ``__cause__``)."""
+
+
 class _Tokenize(msgspec.Struct):
     content: str
-    add_special: bool = False
-    with_pieces: bool = False
+    with_pieces: bool = False  # llama-server's add_special is not read: the sim has no BOS token
 
 
 class _Detokenize(msgspec.Struct):
@@ -95,7 +103,7 @@ class SimBackend:
         self._port = config.port
         self._serving: trio.CancelScope | None = None
         self._stopped = trio.Event()
-        self._registry = metrics_registry(self.stats, config.n_ctx)
+        self._registry = metrics_registry(self.stats, lambda: self._config.n_ctx)
         openai, anthropic, ollama = OpenAICodec(), AnthropicCodec(), OllamaCodec()
         self._routes: dict[str, tuple[str, Callable[[Exchange], Awaitable[None]]]] = {
             "/v1/chat/completions": ("POST", lambda ex: self._infer(ex, openai)),
@@ -138,6 +146,8 @@ class SimBackend:
             error: BaseException = group
             while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
                 error = error.exceptions[0]
+            if isinstance(error, _OracleError) and error.__cause__ is not None:
+                error = error.__cause__
             if error is group:
                 raise
             raise error from None
@@ -224,7 +234,7 @@ class SimBackend:
         if config.script != self._config.script:
             self._cursors.clear()
         if config.n_ctx != self._config.n_ctx:
-            self._registry = metrics_registry(self.stats, config.n_ctx)
+            self._registry = metrics_registry(self.stats, lambda: self._config.n_ctx)
         self._config = config
 
     def _drop_caches(self) -> None:
@@ -263,19 +273,10 @@ class SimBackend:
         route = self._routes.get(ex.path)
         if route is None:
             message = f"no such endpoint: {ex.method} {ex.path}"
-            await ex.send(
-                404,
-                _encode({"error": {"code": 404, "message": message, "type": "not_found_error"}}),
-            )
+            await ex.send(404, _error(404, message, "not_found_error"))
         elif route[0] != ex.method:
             message = f"{ex.path} takes {route[0]}, not {ex.method}"
-            await ex.send(
-                405,
-                _encode(
-                    {"error": {"code": 405, "message": message, "type": "invalid_request_error"}}
-                ),
-                headers=[("allow", route[0])],
-            )
+            await ex.send(405, _error(405, message), headers=[("allow", route[0])])
         else:
             await route[1](ex)
 
@@ -326,18 +327,7 @@ class SimBackend:
         try:
             request = msgspec.json.decode(ex.body, type=_Tokenize)
         except msgspec.DecodeError as exc:
-            await ex.send(
-                400,
-                _encode(
-                    {
-                        "error": {
-                            "code": 400,
-                            "message": f"invalid /tokenize body: {exc}",
-                            "type": "invalid_request_error",
-                        }
-                    }
-                ),
-            )
+            await ex.send(400, _error(400, f"invalid /tokenize body: {exc}"))
             return
         ids = self._tokenizer.encode(request.content)
         if request.with_pieces:
@@ -351,13 +341,7 @@ class SimBackend:
             request = msgspec.json.decode(ex.body, type=_Detokenize)
             content = "".join(self._tokenizer.piece(t) for t in request.tokens)
         except (msgspec.DecodeError, KeyError) as exc:
-            message = f"invalid /detokenize request: {exc.args[0]}"
-            await ex.send(
-                400,
-                _encode(
-                    {"error": {"code": 400, "message": message, "type": "invalid_request_error"}}
-                ),
-            )
+            await ex.send(400, _error(400, f"invalid /detokenize request: {exc.args[0]}"))
             return
         await ex.send(200, _encode({"content": content}))
 
@@ -464,6 +448,10 @@ class SimBackend:
                 f"id_slot {view.slot_id} does not exist: this server has slots "
                 f"0..{config.n_slots - 1}"
             )
+        named = headers.get(FAULT_HEADER)
+        if named is not None and named not in {f.value for f in Fault}:
+            known = ", ".join(f.value for f in Fault)
+            raise BadRequest(f"unknown {FAULT_HEADER} value {named!r}; use one of: {known}")
         if view.constraint is not None:
             self.stats.constraints[view.constraint] += 1
         if view.priority is not None:
@@ -476,15 +464,10 @@ class SimBackend:
             self.stats.ollama_num_ctx = wanted
 
     def _external_fault(self, headers: Mapping[str, str]) -> Fault | None:
+        """The fault a request gets from outside the script: header, injection, or rate."""
         named = headers.get(FAULT_HEADER)
         if named is not None:
-            try:
-                return Fault(named)
-            except ValueError:
-                known = ", ".join(f.value for f in Fault)
-                raise BadRequest(
-                    f"unknown {FAULT_HEADER} value {named!r}; use one of: {known}"
-                ) from None
+            return Fault(named)  # checked by _check
         if self._injected:
             return self._injected.popleft()
         rates = self._config.fault_rates
@@ -525,17 +508,16 @@ class SimBackend:
             reply = self._scripted(view, consume=consume)
             return plan_scripted(reply, rng), reply.fault
         oracle = config.oracle if config.oracle is not None else default_oracle
-        intent = oracle(view)
+        try:
+            intent = oracle(view)
+        except Exception as exc:
+            raise _OracleError from exc
         if view.constraint is not None:
             return plan_constrained(view, intent), None
         return plan_from_intent(view, intent, config.rates, rng), None
 
     async def _run(self, ex: Exchange, codec: Codec, view: RequestView) -> None:
-        try:
-            fault = self._external_fault(ex.headers)
-        except BadRequest as exc:
-            await ex.send(exc.status, codec.error(exc.status, str(exc), exc.kind))
-            return
+        fault = self._external_fault(ex.headers)
         if fault in _EARLY_FAULTS:
             await self._early_fault(ex, codec, fault)
             return
@@ -544,8 +526,10 @@ class SimBackend:
         except _ScriptError as exc:
             await ex.send(500, codec.error(500, str(exc), "sim_script_error"))
             return
-        except Exception as exc:
-            message = f"sim oracle raised {type(exc).__name__}: {exc}"
+        except _OracleError as exc:
+            # The oracle is the test's code: tell the client, then fail the server loudly.
+            error = exc.__cause__
+            message = f"sim oracle raised {type(error).__name__}: {error}"
             await ex.send(500, codec.error(500, message, "sim_oracle_error"))
             raise
         self.stats.dialects[plan.dialect] += 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import httpx
+import openai
 import pytest
 import trio
 from sim_helpers import WEATHER_TOOLS, sse_json, sse_payloads
@@ -186,3 +187,24 @@ async def test_models_lists_the_model_with_its_context() -> None:
         ):
             data = (await http.get("/v1/models")).json()["data"]
     assert [(m["id"], m["max_model_len"]) for m in data] == [("tiny", 2048)]
+
+
+async def test_official_sdk_parses_the_completion(sim: SimBackend) -> None:
+    """The openai SDK reads text, reasoning, a tool call and usage from the sim's response.
+
+    (The SDK's stream reader leaves its byte generator unfinished after ``[DONE]``, which
+    warnings-as-errors rejects, so streams are checked on the raw SSE above instead.)
+    """
+    call = SimToolCall(name="get_weather", arguments={"city": "Paris"}, id="call_9")
+    sim.set_script({"*": [SimReply(text="Checking.", reasoning="Weather.", tool_calls=(call,))]})
+    client = openai.AsyncOpenAI(base_url=f"{sim.url}/v1", api_key="unused")
+    completion = await client.chat.completions.create(model="m", messages=USER, tools=WEATHER_TOOLS)
+    await client.close()
+    message = completion.choices[0].message
+    assert message.content == "Checking."
+    assert message.model_extra == {"reasoning_content": "Weather."}
+    assert [(c.id, c.function.name, c.function.arguments) for c in message.tool_calls or ()] == [
+        ("call_9", "get_weather", '{"city":"Paris"}')
+    ]
+    assert completion.usage is not None
+    assert completion.usage.prompt_tokens_details.cached_tokens == 0

@@ -1,9 +1,11 @@
-"""Benchmark: requests per second of the instant sim, against a bare server in the same run.
+"""Benchmark: requests per second of the instant sim, and how closely it keeps modelled time.
 
 Not a test (no timed asserts): it prints figures and ratios. The server runs in its own process
 so the client's cost is not charged to it. The baseline is the sim's own HTTP layer answering a
 canned body of the same size (the floor for this design); the ratio is what the sim's model,
-tokenizer, slots and codecs cost on top. Run from the repository root::
+tokenizer, slots and codecs cost on top. The time model is checked by timing requests against a
+sim with prefill and decode rates and dividing by the time the model says they should take.
+Run from the repository root::
 
     python tests/sim/bench_sim_throughput.py [--requests 3000]
 """
@@ -11,6 +13,7 @@ tokenizer, slots and codecs cost on top. Run from the repository root::
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -57,6 +60,22 @@ async def main():
     await trio.serve_listeners(lambda s: serve_connection(s, handler), listeners)
 trio.run(main)
 """
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used (Linux ``/proc``), in seconds."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _measure(
+    process: subprocess.Popen[bytes], url: str, n: int, stream: bool
+) -> tuple[float, float]:
+    """(requests per wall second, requests per server CPU second) of ``n`` raw requests."""
+    before = _cpu_seconds(process.pid)
+    rate = trio.run(_raw, url, n, stream)
+    return rate, n / (_cpu_seconds(process.pid) - before)
 
 
 def _start(code: str, *args: str) -> tuple[subprocess.Popen[bytes], str]:
@@ -112,6 +131,27 @@ async def _httpx(url: str, n: int) -> float:
         return n / (time.perf_counter() - started)
 
 
+async def _time_model() -> tuple[float, float]:
+    """Measured / modelled seconds of a cold and of a fully cached streamed request."""
+    from forge_rt.backends.sim import SimBackend, SimConfig
+
+    text = " ".join(f"w{i}" for i in range(100))  # 100 completion tokens
+    config = SimConfig(prefill_tps=2000, decode_tps=400, script={"*": [text] * 2})
+    ratios = []
+    async with SimBackend.serve(config) as sim, httpx.AsyncClient(base_url=sim.url) as client:
+        for _ in range(2):
+            started = time.perf_counter()
+            async with client.stream(
+                "POST", "/v1/chat/completions", content=BODY[:-1] + b',"stream":true}'
+            ) as response:
+                body = (await response.aread()).decode()
+            elapsed = time.perf_counter() - started
+            final = msgspec.json.decode(body.split("data: ")[-2])
+            prefilled = final["timings"]["prompt_n"]
+            ratios.append(elapsed / (prefilled / 2000 + 100 / 400))
+    return ratios[0], ratios[1]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int, default=3000)
@@ -122,21 +162,31 @@ def main() -> None:
     try:
         trio.run(_raw, canned_url, 200, False)
         trio.run(_raw, sim_url, 200, False)
-        base = trio.run(_raw, canned_url, n, False)
-        plain = trio.run(_raw, sim_url, n, False)
-        streamed = trio.run(_raw, sim_url, n // 3, True)
+        base, base_cpu = _measure(canned, canned_url, n, False)
+        plain, plain_cpu = _measure(sim, sim_url, n, False)
+        streamed, streamed_cpu = _measure(sim, sim_url, n // 3, True)
         via_httpx = trio.run(_httpx, sim_url, n // 3)
     finally:
         for process in (sim, canned):
             process.terminate()
             process.wait()
-    print(f"requests: {n} sequential on one kept-alive connection, server in its own process")
-    print(f"baseline (canned {len(sample)}-byte body, same HTTP layer): {base:7.0f} req/s")
-    print(f"sim, non-streaming:                 {plain:7.0f} req/s  ratio {plain / base:.2f}")
-    print(f"sim, streaming (SSE):               {streamed:7.0f} req/s  ratio {streamed / base:.2f}")
+    print(f"{n} sequential requests on one kept-alive connection; server in its own process.")
+    print("req/s by wall clock (depends on the client and machine load) and per server CPU second")
+    print("(what the server itself can sustain):")
+    print(f"  baseline, canned {len(sample)}-byte body on the same HTTP layer:")
+    print(f"      {base:7.0f} req/s wall  {base_cpu:7.0f} req/CPU-s")
     print(
-        f"sim, non-streaming via httpx client: {via_httpx:7.0f} req/s  ratio {via_httpx / base:.2f}"
+        f"  sim, non-streaming:  {plain:7.0f} req/s wall  {plain_cpu:7.0f} req/CPU-s"
+        f"  ratio to baseline {plain_cpu / base_cpu:.2f}"
     )
+    print(
+        f"  sim, streaming SSE:  {streamed:7.0f} req/s wall  {streamed_cpu:7.0f} req/CPU-s"
+        f"  ratio to baseline {streamed_cpu / base_cpu:.2f}"
+    )
+    print(f"  sim via an httpx client (client in this process): {via_httpx:.0f} req/s wall")
+    cold, cached = trio.run(_time_model)
+    print("time model (2000 prefill tok/s, 400 decode tok/s, 100-token reply), measured/modelled:")
+    print(f"  cold prompt {cold:.3f}, cached prompt {cached:.3f}")
 
 
 if __name__ == "__main__":

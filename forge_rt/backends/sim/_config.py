@@ -148,6 +148,10 @@ class FailureRates(BaseModel):
             )
         return self
 
+    def any(self) -> bool:
+        """Whether any failure has a non-zero rate."""
+        return any(self._by_dialect.values())
+
     def as_dict(self) -> dict[Dialect, float]:
         """Each failure dialect with its probability, in declaration order."""
         return dict(self._by_dialect)

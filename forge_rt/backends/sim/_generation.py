@@ -49,22 +49,20 @@ class Unit(msgspec.Struct, frozen=True, array_like=True):
 
 def plan_units(plan: PlannedReply, tokenizer: Tokenizer) -> list[Unit]:
     """The reply as tokens, in the order the model writes them (the same as the chat template)."""
+    silent, content = UnitKind.SILENT, UnitKind.CONTENT
     units: list[Unit] = []
     if plan.reasoning:
-        units.append(Unit(THINK_OPEN, UnitKind.SILENT))
-        units += [Unit(p, UnitKind.REASONING) for p in tokenizer.pieces(plan.reasoning)]
-        units.append(Unit(THINK_CLOSE, UnitKind.SILENT))
-    units += [Unit(p, UnitKind.CONTENT) for p in tokenizer.pieces(plan.content)]
+        reasoning = UnitKind.REASONING
+        units.append(Unit(THINK_OPEN, silent))
+        units += [Unit(p, reasoning) for p in tokenizer.pieces(plan.reasoning)]
+        units.append(Unit(THINK_CLOSE, silent))
+    units += [Unit(p, content) for p in tokenizer.pieces(plan.content)]
     for index, call in enumerate(plan.calls):
         tokens, start, end = tokenizer.call_tokens(call.name, call.arguments)
-        for position, piece in enumerate(tokens):
-            if position == start - 1:
-                kind = UnitKind.CALL_START
-            elif start <= position < end:
-                kind = UnitKind.ARGS
-            else:
-                kind = UnitKind.SILENT
-            units.append(Unit(piece, kind, index))
+        units += [Unit(p, silent, index) for p in tokens[: start - 1]]
+        units.append(Unit(tokens[start - 1], UnitKind.CALL_START, index))
+        units += [Unit(p, UnitKind.ARGS, index) for p in tokens[start:end]]
+        units += [Unit(p, silent, index) for p in tokens[end:]]
     return units
 
 
@@ -96,6 +94,7 @@ class Generation:
         self.prompt_ms = 0.0
         self.predicted_ms = 0.0
         self.emitted = 0
+        self._truncated = truncated
         if truncated:
             self.finish_reason = "length"
         elif plan.finish_reason is not None:
@@ -107,21 +106,30 @@ class Generation:
     def completion_tokens(self) -> int:
         return self.emitted
 
+    @property
+    def _whole(self) -> bool:
+        """Everything planned was emitted: the plan itself is the answer (no re-joining)."""
+        return not self._truncated and self.emitted == len(self.units)
+
     def _text(self, kind: UnitKind) -> str:
         return "".join(u.piece for u in self.units[: self.emitted] if u.kind is kind)
 
     @property
     def content(self) -> str:
         """Visible text emitted so far."""
-        return self._text(UnitKind.CONTENT)
+        return self.plan.content if self._whole else self._text(UnitKind.CONTENT)
 
     @property
     def reasoning(self) -> str:
         """Reasoning text emitted so far."""
+        if self._whole:
+            return self.plan.reasoning or ""
         return self._text(UnitKind.REASONING)
 
     def calls(self) -> list[tuple[str, str, str, bool]]:
         """Tool calls started so far: ``(id, name, arguments so far, complete)``."""
+        if self._whole:
+            return [(c.id, c.name, c.arguments, True) for c in self.plan.calls]
         out: list[tuple[str, str, str, bool]] = []
         done = self.units[: self.emitted]
         for index, call in enumerate(self.plan.calls):

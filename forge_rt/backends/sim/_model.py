@@ -9,6 +9,7 @@ as text in one of the dialects small models use, or wrong in content. The random
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from typing import Any
@@ -22,12 +23,14 @@ from forge_rt.core import RESPOND_TOOL_NAME
 __all__ = [
     "PlannedCall",
     "PlannedReply",
+    "call_id",
     "continue_prefill",
     "default_oracle",
     "example_value",
     "plan_constrained",
     "plan_from_intent",
     "plan_scripted",
+    "reply_key",
     "reply_rng",
     "schema_instance",
 ]
@@ -66,17 +69,24 @@ class PlannedReply(msgspec.Struct, frozen=True, kw_only=True):
     intent: Intent | None = None
 
 
-def reply_rng(seed: int, conversation: str, turn: int) -> random.Random:
-    """The random source of one reply: a function of (seed, conversation, turn) only.
+def reply_key(seed: int, conversation: str, turn: int) -> str:
+    """What seeds one reply's randomness: (seed, conversation, turn) and nothing else."""
+    return f"{seed}\x00{conversation}\x00{turn}"
+
+
+def reply_rng(key: str) -> random.Random:
+    """The random source of one reply.
 
     ``random.Random`` seeds deterministically from a string (via SHA-512), independent of
     ``PYTHONHASHSEED``, so replies are the same across processes.
     """
-    return random.Random(f"{seed}\x00{conversation}\x00{turn}")
+    return random.Random(key)
 
 
-def _call_id(rng: random.Random) -> str:
-    return f"call_{rng.getrandbits(64):016x}"
+def call_id(key: str, index: int) -> str:
+    """A deterministic ``call_…`` id for the ``index``-th call of the reply keyed ``key``."""
+    digest = hashlib.blake2b(f"{key}\x00{index}".encode(), digest_size=8).hexdigest()
+    return f"call_{digest}"
 
 
 def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
@@ -235,17 +245,22 @@ _TEXT_DIALECTS = frozenset(
 
 
 def plan_from_intent(
-    view: RequestView, intent: Intent, rates: FailureRates, rng: random.Random
+    view: RequestView, intent: Intent, rates: FailureRates, key: str
 ) -> PlannedReply:
-    """Render an oracle's intent as the seeded-random small model would write it."""
+    """Render an oracle's intent as the seeded-random small model would write it.
+
+    ``key`` (from :func:`reply_key`) seeds the draw; with every rate at zero nothing is drawn
+    and the intended call goes out natively.
+    """
     if isinstance(intent, str):
         return PlannedReply(content=intent, dialect=Dialect.TEXT, intent=intent)
     args = intent.arguments
-    if isinstance(args, str):
-        native = PlannedCall(intent.id or _call_id(rng), intent.name, args)
+    identifier = intent.id or call_id(key, 0)
+    if isinstance(args, str) or not rates.any():
+        native = PlannedCall(identifier, intent.name, _json_text(args))
         return PlannedReply(calls=(native,), dialect=Dialect.NATIVE, intent=intent)
+    rng = reply_rng(key)
     dialect = _draw(rates, rng)
-    call_id = intent.id or _call_id(rng)
     name = intent.name
     if dialect in _TEXT_DIALECTS:
         return PlannedReply(content=_call_text(dialect, name, args), dialect=dialect, intent=intent)
@@ -262,19 +277,19 @@ def plan_from_intent(
             dialect = Dialect.NATIVE  # nothing to call early: the intended call goes out as is
         else:
             name, args = respond.name, _args_for(respond, FINAL_TEXT)
-    call = PlannedCall(call_id, name, _encode_json(args).decode())
+    call = PlannedCall(identifier, name, _json_text(args))
     return PlannedReply(calls=(call,), dialect=dialect, intent=intent)
 
 
-def plan_scripted(reply: SimReply, rng: random.Random) -> PlannedReply:
-    """A scripted reply, exactly as written."""
+def _json_text(arguments: dict[str, Any] | str) -> str:
+    return arguments if isinstance(arguments, str) else _encode_json(arguments).decode()
+
+
+def plan_scripted(reply: SimReply, key: str) -> PlannedReply:
+    """A scripted reply, exactly as written (calls without an id get deterministic ones)."""
     calls = tuple(
-        PlannedCall(
-            c.id or _call_id(rng),
-            c.name,
-            c.arguments if isinstance(c.arguments, str) else _encode_json(c.arguments).decode(),
-        )
-        for c in reply.tool_calls
+        PlannedCall(c.id or call_id(key, index), c.name, _json_text(c.arguments))
+        for index, c in enumerate(reply.tool_calls)
     )
     return PlannedReply(
         content=reply.text,

@@ -34,7 +34,7 @@ from forge_rt.backends.sim._model import (
     plan_constrained,
     plan_from_intent,
     plan_scripted,
-    reply_rng,
+    reply_key,
 )
 from forge_rt.backends.sim._ollama import OllamaCodec
 from forge_rt.backends.sim._openai import OpenAICodec
@@ -503,10 +503,10 @@ class SimBackend:
 
     def _plan(self, view: RequestView, *, consume: bool) -> tuple[PlannedReply, Fault | None]:
         config = self._config
-        rng = reply_rng(config.seed, view.conversation, view.turn)
+        key = reply_key(config.seed, view.conversation, view.turn)
         if config.script is not None:
             reply = self._scripted(view, consume=consume)
-            return plan_scripted(reply, rng), reply.fault
+            return plan_scripted(reply, key), reply.fault
         oracle = config.oracle if config.oracle is not None else default_oracle
         try:
             intent = oracle(view)
@@ -514,7 +514,7 @@ class SimBackend:
             raise _OracleError from exc
         if view.constraint is not None:
             return plan_constrained(view, intent), None
-        return plan_from_intent(view, intent, config.rates, rng), None
+        return plan_from_intent(view, intent, config.rates, key), None
 
     async def _run(self, ex: Exchange, codec: Codec, view: RequestView) -> None:
         fault = self._external_fault(ex.headers)

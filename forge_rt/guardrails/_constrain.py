@@ -140,10 +140,14 @@ def tool_call_schema(tools: Sequence[ToolSpec]) -> dict[str, Any]:
 
 _BASE_RULES = {
     "ws": r"[ \t\n]{0,8}",
-    "char": r'[^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F])',
+    # One character of a JSON string; a \u escape is a BMP character or a whole surrogate pair,
+    # so lengths count as Python counts them and no lone surrogate is ever produced.
+    "char": r'[^"\\\x00-\x1F] | "\\" (["\\/bfnrt] | "u" bmp | "u" [dD] [89abAB] hex hex "\\u" [dD] [c-fC-F] hex hex)',
+    "bmp": "[0-9a-cA-CefEF] hex hex hex | [dD] [0-7] hex hex",
+    "hex": "[0-9a-fA-F]",
     "string": r'"\"" char* "\""',
     "integer": r'"-"? ([0-9] | [1-9] [0-9]{1,15})',
-    "number": r'"-"? ([0-9] | [1-9] [0-9]{1,15}) ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?',
+    "number": r'"-"? ([0-9] | [1-9] [0-9]{1,15}) ("." [0-9]{1,24})? ([eE] [-+]? [0-9]{1,2})?',
     "boolean": r'"true" | "false"',
     "null": r'"null"',
     "value": "object | array | string | number | boolean | null",
@@ -269,9 +273,15 @@ class _Grammar:
     def object(self, schema: Mapping[str, Any], hint: str) -> str:
         props = schema.get("properties")
         if not isinstance(props, Mapping) or not props:
-            if schema.get("additionalProperties") is False:
+            extra = schema.get("additionalProperties")
+            if extra is False:
                 return self.define(hint, '"{" ws "}"')
-            return "object"
+            if not isinstance(extra, Mapping) or not extra:
+                return "object"
+            # A mapping whose values all follow one schema (dict[str, X]).
+            value = self.expr(extra, f"{hint}-value")
+            member = f'string ws ":" ws {value}'
+            return self.define(hint, f'"{{" ws ( {member} ( ws "," ws {member} )* )? ws "}}"')
         required = set(schema.get("required", []))
         items = [
             (
@@ -313,6 +323,8 @@ def tool_call_grammar(tools: Sequence[ToolSpec]) -> str:
 
     Types, required and optional properties, enums, consts, string and array lengths are
     enforced; numeric bounds, ``pattern`` and ``format`` are not (validation still checks them).
+    Keys come in schema order, whitespace between tokens is at most 8 characters and numbers
+    have at most 16 integer digits, so a sampling loop cannot run away inside a value.
     """
     _check_tools(tools)
     grammar = _Grammar()

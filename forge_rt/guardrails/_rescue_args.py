@@ -100,7 +100,10 @@ class _Coercer:
         if isinstance(value, str):
             if kinds is None or "string" in kinds:
                 return value
-            return _from_string(value, kinds)
+            value = _from_string(value, kinds)
+            if not isinstance(value, dict | list):
+                return value
+            # A JSON-encoded array or object: its items get the same treatment.
         if isinstance(value, dict):
             return self.mapping(value, resolved)
         if isinstance(value, list):

@@ -1,0 +1,119 @@
+"""Constrained decoding end to end on the embedded Qwen2.5-Coder-0.5B (llama.cpp).
+
+Without a constraint this model writes calls as free text (and often invents tools). With
+``response_format: json_schema`` built by :func:`tool_call_schema` -- or the GBNF grammar -- every
+reply must parse, first time, into one call of a known tool with valid arguments. These tests
+assert that, never that the model picked the right tool.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+import trio
+
+from forge_rt.core import ToolSpec
+from forge_rt.guardrails import (
+    Dialect,
+    rescue,
+    respond_spec,
+    tool_call_grammar,
+    tool_call_schema,
+    with_respond,
+)
+
+pytestmark = pytest.mark.slow
+
+TOOLS = with_respond(
+    [
+        ToolSpec(
+            name="get_weather",
+            description="Current weather for a city.",
+            parameters={
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string", "description": "City name"},
+                    "unit": {"enum": ["celsius", "fahrenheit"]},
+                },
+                "required": ["city"],
+            },
+        ),
+        ToolSpec(
+            name="search_web",
+            description="Search the web.",
+            parameters={
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string"},
+                    "max_results": {"type": "integer", "minimum": 1, "maximum": 10},
+                },
+                "required": ["query"],
+            },
+        ),
+    ]
+)
+assert TOOLS[-1] == respond_spec()
+
+SYSTEM = (
+    "You are a helpful assistant. Answer with exactly one tool call as JSON "
+    '{"name": <tool name>, "arguments": {...}}. Use respond to talk to the user. Tools:\n'
+    + "\n".join(
+        f"- {t.name}: {t.description} Parameters: {json.dumps(t.json_schema())}" for t in TOOLS
+    )
+)
+PROMPTS = [
+    "What's the weather like in Paris right now, in fahrenheit?",
+    "Find me three web pages about the trio async library for Python.",
+    "Hi there! Thanks for your help earlier, that was great.",
+]
+
+
+async def _complete(base_url: str, prompt: str, constraint: dict[str, Any]) -> tuple[str, str]:
+    body = {
+        "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}],
+        "temperature": 0.7,
+        "top_p": 0.8,
+        "top_k": 20,
+        "seed": 7,
+        "max_tokens": 400,
+        **constraint,
+    }
+    async with httpx.AsyncClient(base_url=base_url, timeout=httpx.Timeout(120.0)) as client:
+        response = await client.post("/v1/chat/completions", json=body)
+    response.raise_for_status()
+    choice = response.json()["choices"][0]
+    return choice["message"]["content"], choice["finish_reason"]
+
+
+def _assert_one_valid_call(content: str, finish_reason: str) -> None:
+    result = rescue(content, TOOLS, constrained=True)
+    assert finish_reason == "stop", f"cut off ({finish_reason}): {content!r}"
+    assert len(result.calls) == 1, content
+    assert (result.dialects, result.unknown_calls) == ((Dialect.CONSTRAINED_JSON,), []), content
+    call = result.calls[0]
+    spec = {t.name: t for t in TOOLS}[call.tool]
+    spec.validate_args(call.args)
+
+
+@pytest.mark.parametrize("prompt", PROMPTS, ids=["weather", "search", "chit-chat"])
+async def test_json_schema_constrained_reply_parses_first_time(
+    local_model_url: str, prompt: str
+) -> None:
+    """Under the tool-call JSON schema the real model's reply is one valid known call."""
+    schema = tool_call_schema(TOOLS)
+    constraint = {"response_format": {"type": "json_schema", "json_schema": {"schema": schema}}}
+    with trio.fail_after(300):
+        content, finish_reason = await _complete(local_model_url, prompt, constraint)
+    _assert_one_valid_call(content, finish_reason)
+
+
+async def test_grammar_constrained_reply_parses_first_time(local_model_url: str) -> None:
+    """llama.cpp accepts the generated GBNF, and the reply under it is one valid known call."""
+    with trio.fail_after(300):
+        content, finish_reason = await _complete(
+            local_model_url, PROMPTS[0], {"grammar": tool_call_grammar(TOOLS)}
+        )
+    _assert_one_valid_call(content, finish_reason)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hmac
 import itertools
+import math
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -380,9 +381,12 @@ class ProxyApp:
                 created=created,
                 include_usage=wire.include_usage,
             )
-            outcome = await self._stream(call, plan, encoder.encode)
-            await call.reply.stream(encoder.encode(FinalChunk(outcome.response)) + encoder.done())
-            await call.reply.end_stream()
+            await self._stream(
+                call,
+                plan,
+                encoder.encode,
+                lambda outcome: encoder.encode(FinalChunk(outcome.response)) + encoder.done(),
+            )
             return
         outcome = await self.runtime.engine.run(plan, None)
         answer = openai_response_to_wire(
@@ -404,9 +408,12 @@ class ProxyApp:
         message_id = f"msg_{call.request_id[4:]}"
         if wire.stream:
             encoder = AnthropicStreamEncoder(model=model, message_id=message_id)
-            outcome = await self._stream(call, plan, encoder.encode)
-            await call.reply.stream(encoder.encode(FinalChunk(outcome.response)))
-            await call.reply.end_stream()
+            await self._stream(
+                call,
+                plan,
+                encoder.encode,
+                lambda outcome: encoder.encode(FinalChunk(outcome.response)),
+            )
             return
         outcome = await self.runtime.engine.run(plan, None)
         answer = anthropic_response_to_wire(outcome.response, model=model, message_id=message_id)
@@ -417,14 +424,48 @@ class ProxyApp:
         await call.reply.json(200, answer, _forge_headers(outcome))
 
     async def _stream(
-        self, call: _Call, plan: RequestPlan, encode: Callable[[StreamChunk], bytes]
-    ) -> Outcome:
+        self,
+        call: _Call,
+        plan: RequestPlan,
+        encode: Callable[[StreamChunk], bytes],
+        finish: Callable[[Outcome], bytes],
+    ) -> None:
+        """Run ``plan`` streaming: frames are queued by the engine and written by one task.
+
+        The writer sends whatever has queued up since its last write in one piece, so a burst
+        of tokens (a fast backend, a validated call released at once) costs one socket write,
+        while a lone token still goes out at once.
+        """
         reply = call.reply
+        frames, queued = trio.open_memory_channel[bytes](math.inf)
+
+        async def writer() -> None:
+            async with queued:
+                async for frame in queued:
+                    batch = [frame]
+                    while True:
+                        try:
+                            batch.append(queued.receive_nowait())
+                        except (trio.WouldBlock, trio.EndOfChannel):
+                            break
+                    await reply.stream(b"".join(batch))
 
         async def sink(chunk: StreamChunk) -> None:
-            await reply.stream(encode(chunk))
+            frames.send_nowait(encode(chunk))
 
-        return await self.runtime.engine.run(plan, sink)
+        failed: ProxyHTTPError | None = None
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(writer)
+            with frames:
+                try:
+                    outcome = await self.runtime.engine.run(plan, sink)
+                except ProxyHTTPError as exc:
+                    failed = exc  # raised below, once the writer has sent what came before
+                else:
+                    frames.send_nowait(finish(outcome))
+        if failed is not None:
+            raise failed
+        await reply.end_stream()
 
     async def _count_tokens(self, call: _Call) -> None:
         strict = _decode(anthropic_count_decoder, call.body)
@@ -518,7 +559,7 @@ class ProxyApp:
                 "pool_tokens": report.pool_tokens,
                 "kv_used_ratio": report.kv_used_ratio,
                 "under_pressure": report.under_pressure,
-                "clients": report.workflow_tokens,
+                "clients": dict(self.runtime.client_tokens),
                 "sources": readings,
                 "slot": msgspec.to_builtins(stats),
             },

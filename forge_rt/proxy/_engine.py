@@ -61,6 +61,7 @@ from forge_rt.proxy._config import ReasoningReplay
 from forge_rt.proxy._errors import ErrorKind, ProxyHTTPError, from_forge_error
 from forge_rt.proxy._gate import GateMode, StreamGate
 from forge_rt.proxy._metrics import ProxyMetrics
+from forge_rt.proxy._whole import WholeReplyClient
 from forge_rt.runtime import SlotWorker
 
 __all__ = ["InferenceEngine", "Outcome", "RequestPlan", "Sink", "apply_reasoning_replay"]
@@ -134,8 +135,10 @@ class InferenceEngine:
         constrain: ConstrainMode,
         deadline_s: float | None,
         on_usage: UsageHook | None = None,
+        whole: WholeReplyClient | None = None,
     ) -> None:
         self._slot = slot
+        self._whole = whole
         self._metrics = metrics
         self._capabilities = capabilities
         self._rescue = rescue
@@ -216,6 +219,14 @@ class InferenceEngine:
 
         remaining = None if deadline_at is None else deadline_at - trio.current_time()
         try:
+            if sink is None and self._whole is not None:
+                with self._whole.whole(request):
+                    return await self._slot.infer(
+                        request,
+                        priority=plan.priority,
+                        deadline=remaining,
+                        affinity_key=plan.client,
+                    )
             return await self._slot.infer(
                 request,
                 priority=plan.priority,

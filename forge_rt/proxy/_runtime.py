@@ -26,13 +26,14 @@ from forge_rt.context import TokenEstimator
 from forge_rt.proxy._config import BackendConfig, ProxyConfig
 from forge_rt.proxy._engine import InferenceEngine
 from forge_rt.proxy._metrics import ProxyMetrics
+from forge_rt.proxy._transport import coalescing_transport
+from forge_rt.proxy._whole import WholeReplyClient
 from forge_rt.runtime import (
     BudgetMonitor,
     BudgetSource,
     ClientContextSource,
     LlamaServerSource,
     NvmlSource,
-    ObservedUsage,
     SlotWorker,
     VLLMMetricsSource,
 )
@@ -65,6 +66,7 @@ class ProxyRuntime:
         slot: SlotWorker,
         budget: BudgetMonitor,
         metrics: ProxyMetrics,
+        whole: WholeReplyClient,
     ) -> None:
         self.config = config
         self.backend = backend
@@ -73,6 +75,8 @@ class ProxyRuntime:
         self.budget = budget
         self.metrics = metrics
         self.estimator = TokenEstimator()
+        self.client_tokens: dict[str, int] = {}
+        """Each client's last prompt + completion tokens, as the backend reported them."""
         self.engine = InferenceEngine(
             slot,
             metrics,
@@ -83,10 +87,13 @@ class ProxyRuntime:
             constrain=config.constrain,
             deadline_s=config.request_deadline_s,
             on_usage=self._observe_usage,
+            whole=whole,
         )
 
     async def _observe_usage(self, client: str, tokens: int) -> None:
-        await self.budget.ref.send(ObservedUsage(client, tokens))
+        # Kept here rather than sent to the BudgetActor per request: an actor message per
+        # request is a task switch on the hot path, and the actor only reports these figures.
+        self.client_tokens[client] = tokens
 
     async def models(self) -> list[str]:
         """The model ids the backend serves (asked each time: that is what "honest" means)."""
@@ -103,7 +110,11 @@ async def open_backend(config: BackendConfig) -> AsyncIterator[Backend]:
         key = config.api_key.get_secret_value() if config.api_key is not None else None
         if config.url is not None:
             kind = config.kind or "openai"
-            opts: dict[str, object] = {"model": config.model, "read_timeout": config.timeout_s}
+            opts: dict[str, object] = {
+                "model": config.model,
+                "read_timeout": config.timeout_s,
+                "transport": coalescing_transport(),
+            }
             if kind != "ollama" and key is not None:
                 opts["api_key"] = key
             client: LLMClient = make_client(kind, config.url, **opts)
@@ -120,7 +131,12 @@ async def open_backend(config: BackendConfig) -> AsyncIterator[Backend]:
             )
             managed = await stack.enter_async_context(ManagedBackend.start(spec))
             url = managed.url
-            client = LlamaServerClient(url, model=config.model, read_timeout=config.timeout_s)
+            client = LlamaServerClient(
+                url,
+                model=config.model,
+                read_timeout=config.timeout_s,
+                transport=coalescing_transport(),
+            )
         elif config.model_path is not None:
             from forge_rt.backends.managed import ManagedBackend, vllm_spec
 
@@ -134,7 +150,9 @@ async def open_backend(config: BackendConfig) -> AsyncIterator[Backend]:
                 ManagedBackend.start(spec, startup_timeout=600.0)
             )
             url = managed.url
-            client = VLLMClient(url, read_timeout=config.timeout_s)
+            client = VLLMClient(
+                url, read_timeout=config.timeout_s, transport=coalescing_transport()
+            )
         else:
             # Imported here: the embedded model pulls in the local-model machinery only when used.
             from forge_rt.backends.local import DEFAULT_MODEL, LocalModelServer
@@ -148,7 +166,9 @@ async def open_backend(config: BackendConfig) -> AsyncIterator[Backend]:
                 )
             )
             url = server.url
-            client = LlamaServerClient(url, read_timeout=config.timeout_s)
+            client = LlamaServerClient(
+                url, read_timeout=config.timeout_s, transport=coalescing_transport()
+            )
         stack.push_async_callback(client.aclose)
         log.info("proxy.backend", mode=config.mode, kind=kind, url=url, model=client.model)
         yield Backend(client=client, kind=kind, url=url, mode=config.mode)
@@ -186,9 +206,11 @@ async def open_runtime(
         # "cancel": by the time the runtime closes, the server has finished its requests; the
         # budget ticker's sleep must not hold the shutdown up.
         system = await stack.enter_async_context(ActorSystem.open(shutdown="cancel"))
+        # Requests nobody streams are fetched from the backend whole (see _whole).
+        whole = WholeReplyClient(backend.client)
         slot = await SlotWorker.start(
             system,
-            backend.client,
+            whole,
             name="proxy-slot",
             policy=config.preempt,
             max_preemptions=config.max_preemptions,
@@ -198,5 +220,10 @@ async def open_runtime(
             system, sources, name="proxy-budget", interval=_BUDGET_INTERVAL_S
         )
         yield ProxyRuntime(
-            config=config, backend=backend, slot=slot, budget=budget, metrics=ProxyMetrics()
+            config=config,
+            backend=backend,
+            slot=slot,
+            budget=budget,
+            metrics=ProxyMetrics(),
+            whole=whole,
         )

@@ -81,9 +81,10 @@ class SimToolCall(BaseModel):
     """One tool call the sim writes: a name and arguments.
 
     ``arguments`` is normally an object; a string is sent verbatim as the OpenAI ``arguments``
-    text (for scripting malformed native calls) and must be a JSON object to be sent on the
-    Anthropic or Ollama APIs, whose wire format carries arguments as objects. ``id`` defaults to
-    a deterministic ``call_…`` id.
+    text (for scripting malformed native calls). The Anthropic and Ollama wire formats carry
+    arguments as objects, so there a string that is not a JSON object comes back as raw text in
+    the content, as a server whose tool-call parser failed would return it. ``id`` defaults to a
+    deterministic ``call_…`` id.
     """
 
     model_config = ConfigDict(frozen=True)

@@ -324,7 +324,8 @@ def tool_call_grammar(tools: Sequence[ToolSpec]) -> str:
     Types, required and optional properties, enums, consts, string and array lengths are
     enforced; numeric bounds, ``pattern`` and ``format`` are not (validation still checks them).
     Keys come in schema order, whitespace between tokens is at most 8 characters and numbers
-    have at most 16 integer digits, so a sampling loop cannot run away inside a value.
+    have at most 16 integer digits and a two-digit exponent, so sampling cannot run away inside
+    a value or produce a number that does not fit a double.
     """
     _check_tools(tools)
     grammar = _Grammar()

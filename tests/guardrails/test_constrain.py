@@ -142,7 +142,8 @@ def instances(schema: Any) -> st.SearchStrategy[Any]:
     if kind == "integer":
         return st.integers(schema.get("minimum", -1000) - 1, schema.get("maximum", 1000) + 1)
     if kind == "number":
-        return st.floats(-1e6, 1e6, allow_nan=False)
+        # Exponents within the two digits the GBNF grammar allows.
+        return st.floats(-1e6, 1e6, allow_nan=False).filter(lambda x: x == 0 or abs(x) > 1e-90)
     if kind == "boolean":
         return st.booleans()
     if kind == "null":

@@ -20,7 +20,7 @@ from typing import Any
 import structlog
 import trio
 
-from forge_rt.backends.sim import SimBackend, SimConfig, SimReply, SimToolCall
+from forge_rt.backends.sim import Intent, RequestView, SimBackend, SimConfig
 from forge_rt.clients import LlamaServerClient
 from forge_rt.clients.base import (
     InferenceRequest,
@@ -30,16 +30,21 @@ from forge_rt.clients.base import (
 )
 from forge_rt.core import Message, MessageType, ToolDef, ToolSpec, Workflow
 from forge_rt.errors import WorkflowCancelledError
+from forge_rt.eval.scenarios._kit import by_conversation, call, plan_oracle
 from forge_rt.runtime import Session, SlotWorker, WorkflowHandle
 from forge_rt.testing import ScriptedClient
 
 structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
 
-STEP = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+STEP = {
+    "type": "object",
+    "properties": {"n": {"type": "integer"}, "note": {"type": "string"}},
+    "required": ["n"],
+}
 
 
 def _tool_workflow(name: str, steps: int, tool_s: float) -> Workflow:
-    async def step(n: int) -> str:
+    async def step(n: int, note: str = "") -> str:
         await trio.sleep(tool_s)
         return f"step {n} done"
 
@@ -56,15 +61,14 @@ def _tool_workflow(name: str, steps: int, tool_s: float) -> Workflow:
     )
 
 
-def _script(steps: int, arg_words: int) -> list[SimReply]:
+def _plan(steps: int, arg_words: int) -> Callable[[RequestView], Intent]:
+    """A perfect model that calls step1..stepN then respond; a function of the request, so a
+    preempted and re-run call gets the same reply (a consumed script would not)."""
     # Long arguments make each call generate ``arg_words`` tokens, so calls take real time.
     filler = " ".join(["word"] * arg_words)
-    replies = [
-        SimReply(tool_calls=(SimToolCall(name=f"step{i}", arguments={"n": i, "note": filler}),))
-        for i in range(1, steps + 1)
-    ]
-    replies.append(SimReply(tool_calls=(SimToolCall(name="respond", arguments={"message": "ok"}),)))
-    return replies
+    intents: list[Intent] = [call(f"step{i}", n=i, note=filler) for i in range(1, steps + 1)]
+    intents.append(call("respond", message="ok"))
+    return plan_oracle(intents)
 
 
 # --- preemption ----------------------------------------------------------------------------------
@@ -74,14 +78,8 @@ async def _preemption(per_call: bool) -> dict[str, float]:
     """Low-priority 2 s calls; a high-priority request arrives 0.5 s into one of them."""
     decode = 40.0
     low_words = 80  # ~2.0 s of decode at 40 tok/s
-    script = {
-        "low task": _script(2, low_words),
-        "voice request": [
-            SimReply(tool_calls=(SimToolCall(name="step1", arguments={"n": 1}),)),
-            SimReply(tool_calls=(SimToolCall(name="respond", arguments={"message": "hi"}),)),
-        ],
-    }
-    config = SimConfig(script=script, prefill_tps=2000, decode_tps=decode)
+    oracle = by_conversation({"low task": _plan(2, low_words), "voice request": _plan(1, 0)})
+    config = SimConfig(oracle=oracle, prefill_tps=2000, decode_tps=decode)
     low_wf = _tool_workflow("low", 2, 0.05)
     high_wf = _tool_workflow("high", 1, 0.0)
     out: dict[str, float] = {}
@@ -130,16 +128,16 @@ async def _preemption(per_call: bool) -> dict[str, float]:
             else:
                 low_cancel["requested"] = True
                 async with lock:
+                    out["lock_wait_ms"] = (trio.current_time() - arrival) * 1000
                     await handle.send("voice request", on_chunk=on_chunk)
             stats = await session.slot.stats()
-            out["start_ms"] = (stats.waits[0].max_s if per_call else float("nan")) * 1000
+            # Start = waiting for the slot (ours: its queue; baseline: the workflow lock too).
+            out["start_ms"] = out.get("lock_wait_ms", 0.0) + stats.waits[0].max_s * 1000
             out["first_token_ms"] = (first[0] - arrival) * 1000
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(run_low)
             nursery.start_soon(run_high)
-        if not per_call:
-            out["start_ms"] = out["first_token_ms"]
     return out
 
 
@@ -148,8 +146,8 @@ async def _preemption(per_call: bool) -> dict[str, float]:
 
 async def _makespan(per_call: bool, n_workflows: int = 8, steps: int = 4) -> dict[str, float]:
     """``n_workflows`` workflows of ``steps`` tool steps (0.5 s tools) on one slot."""
-    script = {f"job {i}": _script(steps, 6) for i in range(n_workflows)}
-    config = SimConfig(script=script, prefill_tps=1500, decode_tps=40)
+    oracle = by_conversation({f"job {i}": _plan(steps, 6) for i in range(n_workflows)})
+    config = SimConfig(oracle=oracle, prefill_tps=1500, decode_tps=40)
     async with (
         SimBackend.serve(config) as sim,
         LlamaServerClient(sim.url) as client,
@@ -215,14 +213,17 @@ def main(which: list[str]) -> None:
         ours = _run(_preemption, True)
         base = _run(_preemption, False)
         print(
-            "preemption: high-priority arrival -> inference start "
-            f"{ours['start_ms']:.1f} ms (goal <= 20 ms); -> first token {ours['first_token_ms']:.1f} ms"
+            "preemption (2 s low-priority calls, high-priority arrival 0.5 s in): arrival -> "
+            f"inference start {ours['start_ms']:.1f} ms (goal <= 20 ms), baseline "
+            f"{base['start_ms']:.1f} ms -> {base['start_ms'] / max(ours['start_ms'], 0.001):.0f}x "
+            "sooner (goal >= 20x)"
         )
         print(
-            f"  baseline (whole-workflow serialisation, cancel between iterations): first token "
+            f"  arrival -> first token {ours['first_token_ms']:.1f} ms, baseline "
             f"{base['first_token_ms']:.1f} ms -> {base['first_token_ms'] / ours['first_token_ms']:.1f}x "
-            f"sooner (goal >= 20x); preempted workflow completed: ours "
-            f"{ours['low_completed'] == 1.0}, baseline {base['low_completed'] == 1.0}"
+            f"sooner (both include the high call's own prefill); preempted workflow completed: "
+            f"ours {ours['low_completed'] == 1.0}, baseline {base['low_completed'] == 1.0} "
+            "(the baseline cancels it)"
         )
     if not which or "makespan" in which:
         ours = _run(_makespan, True)

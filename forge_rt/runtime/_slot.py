@@ -50,6 +50,9 @@ __all__ = ["PriorityWaits", "SlotPool", "SlotStats", "SlotWorker", "SlotWorkerAc
 
 _log = structlog.get_logger(__name__)
 
+# One runs; the others let a preempting call start while a preempted attempt unwinds.
+_EXECUTORS = 3
+
 ChunkSink = Callable[[StreamChunk], Awaitable[None]]
 
 
@@ -129,6 +132,7 @@ _Outcome = _Completed | _Preempted | _Abandoned | _Failed
 class _AttemptDone(msgspec.Struct):
     job: InferenceJob
     outcome: _Outcome
+    executor: ActorRef[Any]
 
 
 class _GetStats(msgspec.Struct):
@@ -153,7 +157,7 @@ class _SlotExecutor(Actor):
     @handles(_RunJob)
     async def on_run(self, msg: _RunJob) -> None:
         outcome = await self._attempt(msg.job)
-        await self._scheduler.send(_AttemptDone(msg.job, outcome))
+        await self._scheduler.send(_AttemptDone(msg.job, outcome, self.context.self_ref))
 
     async def _attempt(self, job: InferenceJob) -> _Outcome:
         request = job.request
@@ -239,7 +243,7 @@ class SlotWorkerActor(Actor):
         self._admit = admit
         self._queue: list[InferenceJob] = []
         self._running: InferenceJob | None = None
-        self._executor: ActorRef[Any] | None = None
+        self._idle: list[ActorRef[Any]] = []
         self._cached: tuple[int, ...] = ()
         self._started = 0.0
         self._busy_since: float | None = None
@@ -262,9 +266,15 @@ class SlotWorkerActor(Actor):
     async def on_start(self) -> None:
         self._started = trio.current_time()
         client, me, slot_id = self._client, self.context.self_ref, self._slot_id
-        self._executor = await self.context.spawn(
-            lambda: _SlotExecutor(client, me, slot_id), name=f"{self._name}.executor"
-        )
+        # Spare executors let a preempting call start at once, while the preempted attempt is
+        # still closing its stream; the backend queues it for the instant that takes.
+        for index in range(_EXECUTORS):
+            self._idle.append(
+                await self.context.spawn(
+                    lambda: _SlotExecutor(client, me, slot_id),
+                    name=f"{self._name}.executor{index}",
+                )
+            )
 
     @handles(_Submit)
     async def on_submit(self, msg: _Submit) -> _Accepted | _Rejected:
@@ -289,11 +299,9 @@ class SlotWorkerActor(Actor):
     @handles(_AttemptDone)
     async def on_done(self, msg: _AttemptDone) -> None:
         job, outcome = msg.job, msg.outcome
-        self._running = None
-        now = trio.current_time()
-        if self._busy_since is not None:
-            self._busy_s += now - self._busy_since
-            self._busy_since = None
+        self._idle.append(msg.executor)
+        if job is self._running:
+            self._running = None
         job.attempt_scope = None
         match outcome:
             case _Completed(response):
@@ -311,6 +319,9 @@ class SlotWorkerActor(Actor):
             case _Preempted(partial, continuable):
                 self._requeue_preempted(job, partial, continuable)
         self._dispatch()
+        if self._running is None and self._busy_since is not None:
+            self._busy_s += trio.current_time() - self._busy_since
+            self._busy_since = None
 
     @handles(Recheck)
     async def on_recheck(self, msg: Recheck) -> None:
@@ -377,9 +388,10 @@ class SlotWorkerActor(Actor):
         running.preempt_requested = True
         assert running.attempt_scope is not None
         running.attempt_scope.cancel()
+        self._running = None  # the slot is the arrival's now; the old attempt unwinds aside
 
     def _dispatch(self) -> None:
-        if self._running is not None:
+        if self._running is not None or not self._idle:
             return
         self._prune()
         now = trio.current_time()
@@ -402,9 +414,9 @@ class SlotWorkerActor(Actor):
         job.attempts += 1
         job.attempt_scope = trio.CancelScope()
         self._running = job
-        self._busy_since = now
-        assert self._executor is not None
-        self._executor.send_nowait(_RunJob(job))
+        if self._busy_since is None:
+            self._busy_since = now
+        self._idle.pop().send_nowait(_RunJob(job))
 
 
 # --- the caller's handle -------------------------------------------------------------------------

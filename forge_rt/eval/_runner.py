@@ -11,6 +11,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import msgspec
 import structlog
 import trio
@@ -26,21 +27,31 @@ from forge_rt.clients.base import (
 )
 from forge_rt.context import ContextManager, TieredCompact
 from forge_rt.core import RESPOND_TOOL_NAME
-from forge_rt.errors import ForgeError
+from forge_rt.errors import BackendError, ConstraintUnsupportedError, ForgeError
 from forge_rt.eval._ablation import Ablation
 from forge_rt.eval._record import RunRecord, append_record, read_records
 from forge_rt.eval._scenario import Scenario, ScenarioRun
-from forge_rt.runtime import Session, WorkflowResult
+from forge_rt.guardrails import rescue, workflow_tool_specs
+from forge_rt.runtime import RunStats, Session, WorkflowResult
 
-__all__ = ["EvalPlan", "run_eval", "run_scenario"]
+__all__ = ["EvalPlan", "pending_runs", "run_eval", "run_scenario", "sim_client", "sim_seed"]
 
 _log = structlog.get_logger(__name__)
 
 ClientFactory = Callable[[Scenario, int], AbstractAsyncContextManager[LLMClient]]
 
+# Errors that say the backend or the set-up is broken, not that the model failed the scenario:
+# recording them as failed runs would charge the model for them, so they end the eval instead.
+_ABORTS_EVAL = (BackendError, ConstraintUnsupportedError)
+
 
 class EvalPlan(msgspec.Struct, kw_only=True):
-    """What to run: scenarios x ablations x runs, against one backend/model."""
+    """What to run: scenarios x ablations x runs, against one backend/model.
+
+    With ``seed`` set, run ``r`` samples with seed ``sim_seed(seed, r)`` (so runs differ from
+    each other but a re-run repeats them, where the backend honours seeds); ``None`` leaves
+    ``sampling.seed`` as it is.
+    """
 
     backend: str
     model: str
@@ -51,6 +62,7 @@ class EvalPlan(msgspec.Struct, kw_only=True):
     sampling: Sampling = Sampling()
     default_budget: int = 4096
     run_deadline_s: float = 600.0
+    seed: int | None = None
 
 
 class _FirstToken:
@@ -71,12 +83,47 @@ class _FirstToken:
         return None if self.at is None else self.at - self.started
 
 
-def _completed(result: WorkflowResult, instance: ScenarioRun) -> bool:
+def _unfinished(result: WorkflowResult, instance: ScenarioRun) -> str | None:
+    """Why the run did not finish its task, or None when it did."""
     if result.terminal_call is not None:
-        return True
-    # With retry nudges off, plain text ends the run: that is an answer only where the
-    # scenario's terminal tool is the respond tool (the model "responded" in text).
-    return result.answer_only and instance.workflow.terminal_tools == frozenset({RESPOND_TOOL_NAME})
+        return None
+    # With retry nudges off, plain text ends the run. That is an answer only where the
+    # scenario's terminal tool is the respond tool (the model "responded" in text), and only
+    # when the text is prose: a tool call written as text that nothing parsed is a failure the
+    # user sees as a blob of JSON, not an answer.
+    terminal = instance.workflow.terminal_tools
+    if terminal != frozenset({RESPOND_TOOL_NAME}):
+        return f"ended in text, not in its terminal tool {sorted(terminal)}"
+    found = rescue(result.output, workflow_tool_specs(instance.workflow))
+    names = [c.tool for c in found.calls] + [c.tool for c in found.unknown_calls]
+    if names:
+        return f"ended in text holding an unparsed call of {names[0]!r}"
+    return None
+
+
+def _with_ablation(instance: ScenarioRun, ablation: Ablation) -> ScenarioRun:
+    workflow = instance.workflow.model_copy(update={"constrain": ablation.constrain})
+    return msgspec.structs.replace(instance, workflow=workflow)
+
+
+def _add_stats(total: RunStats, turn: RunStats) -> None:
+    """Fold one turn's stats into ``total`` (a multi-turn run's record covers every turn)."""
+    for name in (
+        "iterations",
+        "inferences",
+        "tool_calls",
+        "tool_errors",
+        "collapsed",
+        "compactions",
+        "prompt_tokens",
+        "completion_tokens",
+    ):
+        setattr(total, name, getattr(total, name) + getattr(turn, name))
+    for counts, more in ((total.retries, turn.retries), (total.rescued, turn.rescued)):
+        for key, value in more.items():
+            counts[key] = counts.get(key, 0) + value
+    total.constraint = turn.constraint
+    total.wall_s += turn.wall_s
 
 
 async def _run_turns(
@@ -86,13 +133,16 @@ async def _run_turns(
     priority: int,
     context: ContextManager | None,
     track: _FirstToken | None = None,
-) -> WorkflowResult:
+) -> tuple[WorkflowResult, RunStats]:
+    """Send every user turn; the last turn's result, and the stats of all turns together."""
     handle = await session.start(instance.workflow, priority=priority, context=context)
     result: WorkflowResult | None = None
+    stats = RunStats()
     for turn in instance.turns:
         result = await handle.send(turn, on_chunk=track)
+        _add_stats(stats, result.stats)
     assert result is not None, "a scenario has at least one turn"
-    return result
+    return result, stats
 
 
 async def run_scenario(
@@ -107,10 +157,13 @@ async def run_scenario(
     default_budget: int = 4096,
     deadline_s: float = 600.0,
 ) -> RunRecord:
-    """One run of ``scenario`` under ``ablation``; every outcome, including errors, is a record."""
-    instance = scenario.build()
-    workflow = instance.workflow.model_copy(update={"constrain": ablation.constrain})
-    instance = msgspec.structs.replace(instance, workflow=workflow)
+    """One run of ``scenario`` under ``ablation``; every outcome of the model is a record.
+
+    Errors that are not the model's doing -- a :class:`~forge_rt.errors.BackendError` (after the
+    client's own retry) or a :class:`~forge_rt.errors.ConstraintUnsupportedError` -- are raised
+    instead of recorded, so a dead backend stops the eval rather than filling it with failures.
+    """
+    instance = _with_ablation(scenario.build(), ablation)
     context = (
         ContextManager(scenario.budget_tokens or default_budget, TieredCompact())
         if ablation.compact
@@ -132,6 +185,8 @@ async def run_scenario(
     contender_tracks: list[_FirstToken] = []
     contender_ok: list[bool] = []
     result: WorkflowResult | None = None
+    stats = RunStats()
+    aborted: list[ForgeError] = []
     try:
         with trio.fail_after(deadline_s):
             async with (
@@ -149,15 +204,18 @@ async def run_scenario(
                         await trio.sleep(c.start_after_s)
                         ctrack = _FirstToken()
                         contender_tracks.append(ctrack)
+                        contender = _with_ablation(c.build(), ablation)
                         try:
-                            out = await _run_turns(
+                            out, _ = await _run_turns(
                                 session,
-                                c.build(),
+                                contender,
                                 priority=c.priority,
                                 context=None,
                                 track=ctrack,
                             )
-                            contender_ok.append(out.terminal_call is not None)
+                            contender_ok.append(_unfinished(out, contender) is None)
+                        except _ABORTS_EVAL as exc:
+                            aborted.append(exc)
                         except ForgeError:
                             contender_ok.append(False)
 
@@ -167,23 +225,29 @@ async def run_scenario(
                 track = _FirstToken()
                 # Caught here, inside the nursery, so the error stays itself (not a group).
                 try:
-                    result = await _run_turns(
+                    result, stats = await _run_turns(
                         session, instance, priority=scenario.priority, context=context, track=track
                     )
+                except _ABORTS_EVAL as exc:
+                    aborted.append(exc)
                 except ForgeError as exc:
                     record.error_type = type(exc).__name__
                     record.error = str(exc)[:500]
     except trio.TooSlowError:
         record.error_type = "RunDeadline"
         record.error = f"the run did not finish within {deadline_s:g} s"
+    if aborted:
+        raise aborted[0]
     record.wall_s = trio.current_time() - started
     if result is not None:
-        stats = result.stats
         record.output = result.output[:500]
-        record.completed = _completed(result, instance) and all(contender_ok)
+        unfinished = _unfinished(result, instance)
+        if unfinished is None and not all(contender_ok):
+            unfinished = f"{contender_ok.count(False)} background workflow(s) did not finish"
+        record.completed = unfinished is None
         verdict = instance.judge(result.output)
         record.correct = record.completed and verdict.correct
-        record.reason = verdict.reason
+        record.reason = unfinished or verdict.reason
         record.iterations = result.iteration
         record.inferences = stats.inferences
         record.tool_calls = stats.tool_calls
@@ -202,16 +266,46 @@ async def run_scenario(
     return record
 
 
+def sim_seed(seed: int, run: int) -> int:
+    """The sim seed of run ``run`` under eval seed ``seed`` (seed 0 keeps the run number)."""
+    return seed * 1_000_003 + run
+
+
 @asynccontextmanager
 async def sim_client(
-    scenario: Scenario, run: int, *, rates: FailureRates, timing: dict[str, float] | None = None
+    scenario: Scenario,
+    run: int,
+    *,
+    rates: FailureRates,
+    timing: dict[str, float] | None = None,
+    seed: int = 0,
 ) -> AsyncIterator[LLMClient]:
-    """A simulated backend driven by the scenario's oracle, seeded by the run number."""
+    """A simulated backend driven by the scenario's oracle, seeded by ``seed`` and the run number."""
     from forge_rt.clients import LlamaServerClient
 
-    config = SimConfig(oracle=scenario.oracle, rates=rates, seed=run, **(timing or {}))
-    async with SimBackend.serve(config) as sim, LlamaServerClient(sim.url) as client:
+    config = SimConfig(
+        oracle=scenario.oracle, rates=rates, seed=sim_seed(seed, run), **(timing or {})
+    )
+    # The sim speaks plain HTTP on 127.0.0.1: a transport without TLS set-up saves the ~0.1 s
+    # httpx spends loading the system CA store for every client, which dominated a sim run.
+    transport = httpx.AsyncHTTPTransport(verify=False)
+    async with (
+        SimBackend.serve(config) as sim,
+        LlamaServerClient(sim.url, transport=transport) as client,
+    ):
         yield client
+
+
+def pending_runs(plan: EvalPlan) -> list[tuple[Scenario, Ablation, int]]:
+    """The (scenario, ablation, run) triples of ``plan`` that ``plan.out`` does not hold yet."""
+    done = {r.key for r in read_records(plan.out)}
+    return [
+        (scenario, ablation, run)
+        for run in range(plan.runs)
+        for ablation in plan.ablations
+        for scenario in plan.scenarios
+        if (plan.backend, plan.model, ablation.name, scenario.name, run) not in done
+    ]
 
 
 async def run_eval(
@@ -219,19 +313,19 @@ async def run_eval(
     client_for: ClientFactory,
     *,
     on_record: Callable[[RunRecord, int, int], None] | None = None,
+    on_start: Callable[[Scenario, Ablation, int], None] | None = None,
 ) -> list[RunRecord]:
-    """Run the plan, skipping records already in ``plan.out``; returns the new records."""
-    done = {r.key for r in read_records(plan.out)}
-    todo = [
-        (scenario, ablation, run)
-        for run in range(plan.runs)
-        for ablation in plan.ablations
-        for scenario in plan.scenarios
-        if (plan.backend, plan.model, ablation.name, scenario.name, run) not in done
-    ]
+    """Run the plan, skipping records already in ``plan.out``; returns the new records.
+
+    ``on_start(scenario, ablation, run)`` is called before each run and
+    ``on_record(record, index, total)`` after it (progress displays use both).
+    """
+    todo = pending_runs(plan)
     total = len(todo)
     new: list[RunRecord] = []
     for index, (scenario, ablation, run) in enumerate(todo, 1):
+        if on_start is not None:
+            on_start(scenario, ablation, run)
         async with client_for(scenario, run) as client:
             record = await run_scenario(
                 scenario,
@@ -240,7 +334,9 @@ async def run_eval(
                 client,
                 backend=plan.backend,
                 model=plan.model,
-                sampling=plan.sampling,
+                sampling=plan.sampling
+                if plan.seed is None
+                else msgspec.structs.replace(plan.sampling, seed=sim_seed(plan.seed, run)),
                 default_budget=plan.default_budget,
                 deadline_s=plan.run_deadline_s,
             )
@@ -248,5 +344,5 @@ async def run_eval(
         new.append(record)
         if on_record is not None:
             on_record(record, index, total)
-    _log.info("eval.done", runs=len(new), skipped=len(done), out=str(plan.out))
+    _log.info("eval.done", runs=len(new), out=str(plan.out))
     return new

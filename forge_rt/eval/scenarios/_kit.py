@@ -98,13 +98,49 @@ def successful_results(view: RequestView) -> list[tuple[str, str]]:
     return out
 
 
+def _plan_position(
+    view: RequestView, turn_plans: Sequence[Sequence[Intent]]
+) -> tuple[Sequence[Intent], int]:
+    """The plan of the current user turn and how many of its steps have succeeded.
+
+    A user message that answers an assistant reply while the turn's plan is unfinished is a
+    retry nudge (the guardrails send those on the user channel), not a new turn: the model
+    carries on with its plan. A step is done when a call of that step's tool succeeded; the
+    success of some other tool (an unplanned ``respond``, say) does not move the plan on.
+    """
+
+    def plan_of(turn: int) -> Sequence[Intent]:
+        return turn_plans[min(max(turn, 0), len(turn_plans) - 1)]
+
+    turn, done = -1, 0
+    names: dict[str, str] = {}
+    previous: str | None = None
+    for message in view.messages:
+        for c in message.tool_calls:
+            if c.id:
+                names[c.id] = c.name
+        if message.role == "user":
+            nudge = turn >= 0 and previous == "assistant" and done < len(plan_of(turn))
+            if not nudge:
+                turn, done = turn + 1, 0
+        elif message.role == "tool" and not _ERROR_PREFIX.match(message.content):
+            plan = plan_of(turn)
+            step = plan[done] if done < len(plan) else None
+            if isinstance(step, SimToolCall) and names.get(message.tool_call_id or "") == step.name:
+                done += 1
+        previous = message.role
+    return plan_of(turn), done
+
+
 def plan_oracle(*turn_plans: Sequence[Intent]) -> Callable[[RequestView], Intent]:
-    """A perfect model following a fixed plan per user turn, one step per successful result."""
+    """A perfect model following a fixed plan per user turn, one step per successful call of it.
+
+    Retry nudges do not restart the plan, and a turn's plan resumes where it stands (see
+    :func:`_plan_position`); once the plan is done its last step is repeated.
+    """
 
     def oracle(view: RequestView) -> Intent:
-        turn = sum(1 for m in view.messages if m.role == "user") - 1
-        plan = turn_plans[min(max(turn, 0), len(turn_plans) - 1)]
-        done = len(successful_results(view))
+        plan, done = _plan_position(view, turn_plans)
         return plan[min(done, len(plan) - 1)]
 
     return oracle

@@ -1,0 +1,631 @@
+"""``forge-rt eval``: run the scenario suite against a backend; ``forge-rt eval report``.
+
+Command-line code: it prints through rich (the table to stdout, the progress bar to stderr).
+``eval_command`` is the click group the main CLI adds; running it without a subcommand runs an
+eval, ``eval report`` renders results that are already on disk.
+
+Results go to a JSONL file (one record per run, appended as each run ends, so an interrupted
+eval keeps its work and the same command resumes it); the exact command line and the settings
+of every invocation go to the sidecar ``<out>.meta.json`` (see :mod:`forge_rt.eval._meta`).
+"""
+
+from __future__ import annotations
+
+import functools
+import shlex
+import tomllib
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+import click
+import msgspec
+import trio
+from click.core import ParameterSource
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from forge_rt import __version__
+from forge_rt.backends.sim import FailureRates
+from forge_rt.clients.base import LLMClient, Sampling
+from forge_rt.errors import ForgeError
+from forge_rt.eval._ablation import ABLATIONS, Ablation, ablation
+from forge_rt.eval._meta import Invocation, meta_path, read_meta, utc_now, write_meta
+from forge_rt.eval._presets import DEFAULT_SIM_RATES, SIM_RATE_PRESETS, parse_sim_rates
+from forge_rt.eval._record import RunRecord, read_records
+from forge_rt.eval._report import (
+    DEFAULT_GROUP_BY,
+    GROUP_FIELDS,
+    build_report,
+    render_html,
+    report_table,
+)
+from forge_rt.eval._runner import EvalPlan, pending_runs, run_eval, sim_client
+from forge_rt.eval._scenario import Scenario
+
+if TYPE_CHECKING:
+    from forge_rt.clients import ClientKind
+
+__all__ = ["default_report_path", "eval_command"]
+
+_ARGV = "forge_rt.eval.argv"
+_CLIENT_KINDS = ("llamaserver", "openai", "ollama", "vllm")
+_LOCAL_MODELS = ("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")
+_SIM_MODEL = "sim"
+
+
+def default_report_path(out: Path) -> Path:
+    """Where the HTML report of the results file ``out`` goes unless told: next to it."""
+    return out.parent / "eval_report.html"
+
+
+def _split(values: Sequence[str]) -> list[str]:
+    """Repeatable, comma-separated option values as one flat list."""
+    return [item.strip() for value in values for item in value.split(",") if item.strip()]
+
+
+class _EvalGroup(click.Group):
+    """A group that keeps its raw arguments, so the sidecar can record the exact command."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta[_ARGV] = list(args)
+        return super().parse_args(ctx, args)
+
+
+def _load_config(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """Read a TOML file whose keys are option names into the defaults of the other options."""
+    if value is None:
+        return None
+    try:
+        data = tomllib.loads(value.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise click.BadParameter(f"cannot read {value}: {exc}", ctx=ctx, param=param) from exc
+    by_option: dict[str, click.Parameter] = {}
+    for p in ctx.command.params:
+        if isinstance(p, click.Option) and p.name not in ("config", "help"):
+            for opt in p.opts:
+                if opt.startswith("--"):
+                    by_option[opt[2:]] = p
+    defaults: dict[str, Any] = {}
+    for key, item in data.items():
+        target = by_option.get(key.replace("_", "-"))
+        if target is None or target.name is None:
+            raise click.BadParameter(
+                f"{value}: unknown key {key!r}; the keys are the option names: "
+                f"{', '.join(sorted(by_option))}",
+                ctx=ctx,
+                param=param,
+            )
+        if target.multiple and isinstance(item, str):
+            item = [item]
+        defaults[target.name] = item
+    ctx.default_map = {**(ctx.default_map or {}), **defaults}
+    return value
+
+
+class _Backend(msgspec.Struct, kw_only=True):
+    """The resolved backend choice: what to start or connect to, and what labels records get."""
+
+    kind: str  # "sim", "local" or "url"
+    label: str
+    model: str
+    client_kind: str | None = None
+    url: str | None = None
+    rates: FailureRates | None = None
+    sampling: Sampling
+    seed: int | None = None
+
+    def settings(self) -> dict[str, Any]:
+        """What decides the model's behaviour, as plain JSON-able values (for the sidecar)."""
+        return {
+            "backend": self.label,
+            "backend_kind": self.client_kind,
+            "model": self.model,
+            "sampling": self.sampling.as_dict(),
+            "sim_rates": self.rates.model_dump() if self.rates is not None else None,
+            "seed": self.seed,
+        }
+
+
+def _given(ctx: click.Context, name: str, *, config: bool = False) -> bool:
+    """Whether option ``name`` was given (on the command line, or also in --config if asked).
+
+    Options that do not apply to the chosen backend are refused when typed on the command
+    line, but a shared --config file may set them for other backends.
+    """
+    sources = {ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT}
+    if config:
+        sources.add(ParameterSource.DEFAULT_MAP)
+    return ctx.get_parameter_source(name) in sources
+
+
+def _resolve_backend(
+    ctx: click.Context,
+    *,
+    backend: str,
+    backend_kind: str,
+    model: str | None,
+    sim_rates: tuple[str, ...],
+    card_sampling: bool,
+    max_tokens: int,
+    seed: int | None,
+) -> _Backend:
+    """Check the backend options against each other and resolve sampling and rates."""
+    capped = Sampling(max_tokens=max_tokens)
+    if backend == "sim":
+        for name in ("card_sampling", "backend_kind"):
+            if _given(ctx, name):
+                raise click.UsageError(
+                    f"--{name.replace('_', '-')} applies to local or URL backends, not sim"
+                )
+        try:
+            rates = parse_sim_rates(sim_rates)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--sim-rates") from None
+        return _Backend(
+            kind="sim",
+            label="sim",
+            model=model or _SIM_MODEL,
+            rates=rates,
+            sampling=capped,
+            seed=seed if seed is not None else 0,
+        )
+    if _given(ctx, "sim_rates"):
+        raise click.UsageError("--sim-rates applies to --backend sim only")
+    from forge_rt.clients.sampling import sampling_defaults
+
+    if backend == "local":
+        if _given(ctx, "backend_kind"):
+            raise click.UsageError("--backend-kind applies to URL backends; local is llama-server")
+        from forge_rt.backends.local import MODELS
+
+        chosen = model or _LOCAL_MODELS[0]
+        if chosen not in MODELS:
+            raise click.BadParameter(
+                f"{chosen!r} is not an embedded model; choose one of {', '.join(MODELS)}",
+                param_hint="--model",
+            )
+        card = sampling_defaults(MODELS[chosen].filename) if card_sampling else Sampling()
+        return _Backend(
+            kind="local",
+            label="local",
+            model=chosen,
+            client_kind="llamaserver",
+            sampling=capped.merged_over(card),
+            seed=seed,
+        )
+    if not backend.startswith(("http://", "https://")):
+        raise click.BadParameter(
+            f"{backend!r} is neither sim, local nor an http(s):// base URL", param_hint="--backend"
+        )
+    if model is None:
+        raise click.UsageError(
+            "--model is required with a URL backend: it names the served model in requests, "
+            "labels the records and picks the card sampling"
+        )
+    card = Sampling()
+    if card_sampling:
+        try:
+            card = sampling_defaults(model)
+        except ForgeError as exc:
+            raise click.UsageError(f"{exc} (or pass --no-card-sampling)") from None
+    return _Backend(
+        kind="url",
+        label=backend.rstrip("/"),
+        model=model,
+        client_kind=backend_kind,
+        url=backend,
+        sampling=capped.merged_over(card),
+        seed=seed,
+    )
+
+
+def _select_scenarios(values: tuple[str, ...]) -> list[Scenario]:
+    from forge_rt.eval.scenarios import select
+
+    try:
+        return select(_split(values) or None)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--scenarios") from None
+
+
+def _select_ablations(values: tuple[str, ...]) -> list[Ablation]:
+    names = _split(values) or ["full"]
+    try:
+        return [ablation(name) for name in dict.fromkeys(names)]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--ablation") from None
+
+
+def _command_line(ctx: click.Context) -> str:
+    argv: list[str] = ctx.meta.get(_ARGV, [])
+    path = ctx.command_path if ctx.parent is not None else f"forge-rt {ctx.command_path}"
+    return " ".join([path, shlex.join(argv)]).strip()
+
+
+def _quiet_guardrail_logs(ctx: click.Context) -> None:
+    """Show only errors in the log unless ``forge-rt --log-level`` was given.
+
+    An eval provokes retries, loop warnings and exhausted budgets by the hundred on purpose --
+    they are what it measures, and each run's record counts them -- so at the CLI's default
+    level they would bury the progress bar.
+    """
+    root = ctx.find_root()
+    if root is ctx or "log_level" not in root.params:
+        return
+    if root.get_parameter_source("log_level") is ParameterSource.DEFAULT:
+        from forge_rt._logging import configure_logging
+
+        configure_logging(json=bool(root.params.get("log_json")), level="error")
+
+
+def _stdout_console() -> Console:
+    console = Console(highlight=False, soft_wrap=False)
+    if not console.is_terminal:
+        # A file or a pipe: wide enough that the table keeps one line per row.
+        console = Console(highlight=False, soft_wrap=False, width=200)
+    return console
+
+
+def _print_and_write(
+    records: list[RunRecord], group_by: Sequence[str], *, source: Path, html: Path
+) -> None:
+    """Print the tables of ``records`` and write their HTML report to ``html``."""
+    try:
+        invocations = read_meta(source).invocations
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    sections = build_report(records, group_by)
+    console = _stdout_console()
+    for section in sections:
+        console.print(report_table(section))
+    html.parent.mkdir(parents=True, exist_ok=True)
+    html.write_text(render_html(sections, source=source, invocations=invocations), encoding="utf-8")
+    console.print(f"report: {html}", markup=False)
+
+
+class _ProgressView:
+    """The progress bar of one eval: runs done of all, the run in progress, a running tally."""
+
+    def __init__(self, progress: Progress, total: int) -> None:
+        self._progress = progress
+        self._task: TaskID = progress.add_task("starting", total=total, tally="")
+        self._done = 0
+        self._correct = 0
+        self._completed = 0
+
+    def started(self, scenario: Scenario, preset: Ablation, run: int) -> None:
+        self._progress.update(self._task, description=f"{preset.name} {scenario.name} #{run + 1}")
+
+    def recorded(self, record: RunRecord, index: int, total: int) -> None:
+        self._done += 1
+        self._completed += record.completed
+        self._correct += record.correct
+        self._progress.update(
+            self._task,
+            advance=1,
+            tally=f"completed {self._completed} · correct {self._correct}",
+        )
+
+
+async def _run_plan(
+    plan: EvalPlan,
+    backend: _Backend,
+    on_start: Callable[[Scenario, Ablation, int], None],
+    on_record: Callable[[RunRecord, int, int], None],
+) -> list[RunRecord]:
+    """Start or connect to the backend, then run the plan on it."""
+    if backend.kind == "sim":
+        assert backend.rates is not None
+        factory: Callable[[Scenario, int], AbstractAsyncContextManager[LLMClient]] = (
+            functools.partial(sim_client, rates=backend.rates, seed=backend.seed or 0)
+        )
+        return await run_eval(plan, factory, on_record=on_record, on_start=on_start)
+    from forge_rt.clients import LlamaServerClient, make_client
+
+    async with AsyncExitStack() as stack:
+        if backend.kind == "local":
+            from forge_rt.backends.local import LocalModelServer
+
+            server = await stack.enter_async_context(
+                LocalModelServer.start(backend.model, n_ctx=4096)
+            )
+            client: LLMClient = await stack.enter_async_context(LlamaServerClient(server.url))
+        else:
+            assert backend.url is not None, "a URL backend has its URL"
+            # click.Choice(_CLIENT_KINDS) admitted only adapter names.
+            kind = cast("ClientKind", backend.client_kind)
+            client = await stack.enter_async_context(
+                make_client(kind, backend.url, model=backend.model)
+            )
+
+        @asynccontextmanager
+        async def shared(scenario: Scenario, run: int) -> AsyncIterator[LLMClient]:
+            yield client
+
+        return await run_eval(plan, shared, on_record=on_record, on_start=on_start)
+
+
+@click.group(
+    "eval",
+    cls=_EvalGroup,
+    invoke_without_command=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+@click.option(
+    "--config",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    is_eager=True,
+    expose_value=False,
+    callback=_load_config,
+    help="TOML file of option values (keys are the option names); flags override it.",
+)
+@click.option(
+    "--backend",
+    default="sim",
+    show_default=True,
+    metavar="sim|local|URL",
+    help="The simulated backend, the embedded llama.cpp model, or a server's base URL.",
+)
+@click.option(
+    "--backend-kind",
+    type=click.Choice(_CLIENT_KINDS),
+    default="llamaserver",
+    show_default=True,
+    help="Protocol adapter for a URL backend.",
+)
+@click.option(
+    "--model",
+    help=f"local: {' or '.join(_LOCAL_MODELS)} [default: {_LOCAL_MODELS[0]}]; URL: the served "
+    f"model (required); sim: a label [default: {_SIM_MODEL}].",
+)
+@click.option(
+    "--scenarios",
+    "-s",
+    multiple=True,
+    metavar="NAMES",
+    help="Scenario names or tier tags, repeatable or comma-separated [default: all].",
+)
+@click.option(
+    "--runs",
+    "-n",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Runs of each scenario under each ablation.",
+)
+@click.option(
+    "--ablation",
+    "-a",
+    "ablations",
+    multiple=True,
+    metavar="NAMES",
+    help=f"Presets to run, repeatable or comma-separated: {', '.join(ABLATIONS)} [default: full].",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("eval_results.jsonl"),
+    show_default=True,
+    help="JSONL results file; runs already in it are skipped (resume).",
+)
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="HTML report written after the run [default: eval_report.html next to --out].",
+)
+@click.option(
+    "--sim-rates",
+    multiple=True,
+    metavar="PRESET|DIALECT=P",
+    help=f"sim only: a preset ({', '.join(SIM_RATE_PRESETS)}) and/or failure rates such as "
+    f"bare_text=0.2 [default: {DEFAULT_SIM_RATES}].",
+)
+@click.option(
+    "--card-sampling/--no-card-sampling",
+    default=True,
+    show_default=True,
+    help="local/URL: sample with the model card's values (Qwen2.5: T 0.7, top_p 0.8, top_k 20).",
+)
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=1),
+    default=512,
+    show_default=True,
+    help="Cap on each reply; small models repeat a call until the cap.",
+)
+@click.option(
+    "--seed",
+    type=int,
+    help="Seed: of the sim's random model [default: 0]; for local/URL, run r samples with a "
+    "seed derived from it [default: unseeded].",
+)
+@click.pass_context
+def eval_command(
+    ctx: click.Context,
+    backend: str,
+    backend_kind: str,
+    model: str | None,
+    scenarios: tuple[str, ...],
+    runs: int,
+    ablations: tuple[str, ...],
+    out: Path,
+    report_path: Path | None,
+    sim_rates: tuple[str, ...],
+    card_sampling: bool,
+    max_tokens: int,
+    seed: int | None,
+) -> None:
+    """Run eval scenarios under guardrail ablations and report completion and score.
+
+    Every run appends a record to --out; the same command run again skips what is done. After
+    the run a table is printed and an HTML report written. Exit status: 0 done, 1 the backend
+    failed (the runs so far are kept), 2 bad usage. Unless `forge-rt --log-level` is given,
+    only errors are logged: the retries an eval provokes are counted in its records.
+    """
+    if ctx.invoked_subcommand is not None:
+        given = [
+            max(p.opts, key=len)
+            for p in ctx.command.params
+            if p.name is not None and _given(ctx, p.name, config=True)
+        ]
+        if given:
+            raise click.UsageError(
+                f"{', '.join(given)}: options of an eval run, not of "
+                f"`{ctx.invoked_subcommand}`; give `{ctx.invoked_subcommand}` its own options "
+                "after its name"
+            )
+        return
+    chosen = _select_scenarios(scenarios)
+    presets = _select_ablations(ablations)
+    resolved = _resolve_backend(
+        ctx,
+        backend=backend,
+        backend_kind=backend_kind,
+        model=model,
+        sim_rates=sim_rates,
+        card_sampling=card_sampling,
+        max_tokens=max_tokens,
+        seed=seed,
+    )
+    settings = resolved.settings()
+    try:
+        meta = read_meta(out)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    clash = meta.conflicting(settings)
+    if clash is not None:
+        different = sorted(k for k in settings if settings[k] != clash.settings.get(k))
+        raise click.UsageError(
+            f"{out} already holds {resolved.label}/{resolved.model} runs made with other "
+            f"settings ({', '.join(different)} differ, by `{clash.command}`); resuming would "
+            "mix them: pass another --out, or --model to label this configuration apart"
+        )
+    plan = EvalPlan(
+        backend=resolved.label,
+        model=resolved.model,
+        scenarios=chosen,
+        ablations=presets,
+        runs=runs,
+        out=out,
+        sampling=resolved.sampling,
+        seed=resolved.seed if resolved.kind != "sim" else None,
+    )
+    _quiet_guardrail_logs(ctx)
+    errors = Console(stderr=True, highlight=False, soft_wrap=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    todo = len(pending_runs(plan))
+    planned = len(chosen) * len(presets) * runs
+    errors.print(
+        f"eval: {len(chosen)} scenarios x {len(presets)} ablations x {runs} runs on "
+        f"{resolved.label} ({resolved.model}): {todo} to run, {planned - todo} already in {out}",
+        markup=False,
+    )
+    if not meta.invocations and out.exists() and planned > todo:
+        errors.print(
+            f"note: {meta_path(out)} is missing, so the settings of the runs already in {out} "
+            "cannot be checked against these",
+            markup=False,
+        )
+    invocation = Invocation(
+        command=_command_line(ctx),
+        started=utc_now(),
+        settings=settings,
+        scenarios=[s.name for s in chosen],
+        ablations=[a.name for a in presets],
+        runs=runs,
+        version=__version__,
+    )
+    meta.invocations.append(invocation)
+    write_meta(out, meta)
+    new: list[RunRecord] = []
+    failure: ForgeError | None = None
+    try:
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[tally]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=errors,
+            disable=not errors.is_terminal,
+        ) as progress:
+            view = _ProgressView(progress, todo)
+
+            def recorded(record: RunRecord, index: int, total: int) -> None:
+                new.append(record)
+                view.recorded(record, index, total)
+
+            trio.run(_run_plan, plan, resolved, view.started, recorded)
+        invocation.outcome = "done"
+    except ForgeError as exc:
+        failure = exc
+        invocation.outcome = f"failed: {type(exc).__name__}: {exc}"[:500]
+    except KeyboardInterrupt:
+        invocation.outcome = "interrupted"
+        raise
+    finally:
+        invocation.finished = utc_now()
+        invocation.new_records = len(new)
+        write_meta(out, meta)
+    errors.print(
+        f"ran {len(new)} runs: {sum(r.completed for r in new)} completed, "
+        f"{sum(r.correct for r in new)} correct",
+        markup=False,
+    )
+    if failure is not None:
+        raise click.ClickException(
+            f"the backend failed: {type(failure).__name__}: {failure}\n"
+            f"{len(new)} runs of this invocation are saved in {out}; run the same command "
+            "again to resume"
+        ) from failure
+    _print_and_write(
+        list(read_records(out)),
+        DEFAULT_GROUP_BY,
+        source=out,
+        html=report_path or default_report_path(out),
+    )
+
+
+@eval_command.command("report")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Where to write the HTML report [default: eval_report.html next to PATH].",
+)
+@click.option(
+    "--group-by",
+    default=",".join(DEFAULT_GROUP_BY),
+    show_default=True,
+    help=f"Fields that split the results, from {', '.join(GROUP_FIELDS)}; ablation makes the "
+    "rows, the others the tables.",
+)
+def report_command(path: Path, html_path: Path | None, group_by: str) -> None:
+    """Print the table of an eval's results file and write its HTML report."""
+    fields = _split((group_by,))
+    unknown = [f for f in fields if f not in GROUP_FIELDS]
+    if unknown or not fields:
+        raise click.BadParameter(
+            f"{group_by!r}: group by one or more of {', '.join(GROUP_FIELDS)}",
+            param_hint="--group-by",
+        )
+    try:
+        records = list(read_records(path))
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    if not records:
+        raise click.ClickException(f"{path} holds no run records; run `forge-rt eval` first")
+    _print_and_write(records, fields, source=path, html=html_path or default_report_path(path))

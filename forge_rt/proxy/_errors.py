@@ -163,8 +163,9 @@ def from_forge_error(error: ForgeError) -> ProxyHTTPError:
     Exhausted guardrail budgets are 502 with ``x-should-retry: false`` (the model cannot do
     it; an automatic SDK retry would only repeat the work) and carry the attempts, the last
     rejection and the model's last raw reply. A full queue is 429, a missed deadline 504.
-    Backend faults are 502, except a backend that rejected the request as malformed or too
-    long, which is the client's request: 400 with the backend's own message.
+    Backend faults are 502 (a backend refusing the proxy's own credentials too: that is the
+    operator's to fix), except a backend that rejected the request as malformed or too long,
+    which is the client's request: 400 with the backend's own message.
     """
     if isinstance(error, ToolCallError):
         return ProxyHTTPError(
@@ -207,7 +208,7 @@ def from_forge_error(error: ForgeError) -> ProxyHTTPError:
         )
     if isinstance(error, BackendError):
         if error.kind is FaultKind.CLIENT_ERROR and error.status is not None:
-            backend = _backend_message(error.body)
+            backend = _backend_message(error.body) or "it gave no reason"
             if error.status in (408, 429):
                 return ProxyHTTPError(
                     ErrorKind.QUEUE_FULL,
@@ -216,11 +217,27 @@ def from_forge_error(error: ForgeError) -> ProxyHTTPError:
                     retry=True,
                     retry_after=1,
                 )
+            if error.status in (400, 413, 422):
+                # The request as the client wrote it (too long for the context, a value the
+                # model cannot take): the client's to fix, with the backend's own words.
+                return ProxyHTTPError(
+                    ErrorKind.BAD_REQUEST,
+                    f"the backend rejected this request ({error.status}): {backend}",
+                    code="backend_rejected_request",
+                )
+            if error.status in (401, 403):
+                return ProxyHTTPError(
+                    ErrorKind.BAD_GATEWAY,
+                    f"the backend refused the proxy's credentials ({error.status}); the proxy's "
+                    "operator must check its backend API key (--backend-api-key)",
+                    code="backend_auth_failed",
+                    retry=False,
+                )
             return ProxyHTTPError(
-                ErrorKind.BAD_REQUEST,
-                f"the backend rejected this request ({error.status}): "
-                f"{backend or 'it gave no reason'}",
-                code="backend_rejected_request",
+                ErrorKind.BAD_GATEWAY,
+                f"the backend answered {error.status}: {backend}",
+                code="backend_client_error",
+                retry=False,
             )
         return ProxyHTTPError(
             ErrorKind.BAD_GATEWAY,

@@ -184,7 +184,7 @@ def _hex(digits: str) -> int | None:
 
 # Text that may start a call written as text, for PROSE mode.
 _PROSE_LITERALS = ("```", "<tool_call", "<function", "<tools", "<|python_tag|>", "[TOOL_CALLS")
-_WORD_TAIL = re.compile(r"[A-Za-z_][\w.\-]*\s*$")
+_WORD_TAIL = re.compile(r"(?<![\w.\-])([A-Za-z_][\w.\-]*)(\s*)$")
 
 
 def _prose_marker(names: Sequence[str]) -> re.Pattern[str]:
@@ -194,12 +194,16 @@ def _prose_marker(names: Sequence[str]) -> re.Pattern[str]:
     return re.compile(rf"\{{|\[\s*\{{|{literal}{call_part}")
 
 
-def _held_suffix(text: str) -> int:
-    """Length of the tail of ``text`` that might still grow into a marker."""
+def _held_suffix(text: str, names: Sequence[str]) -> int:
+    """Length of the tail of ``text`` that might still grow into a marker.
+
+    That is a proper prefix of a literal marker (or a ``[`` that a ``{`` may follow), or a
+    trailing word that is the start of a tool's name (or the whole name, before its ``(``).
+    """
     held = 0
-    for marker in (*_PROSE_LITERALS, "["):
-        for size in range(min(len(marker), len(text)), 0, -1):
-            if marker.startswith(text[-size:]) and (size < len(marker) or marker == "["):
+    for marker in _PROSE_LITERALS:
+        for size in range(min(len(marker) - 1, len(text)), 0, -1):
+            if marker.startswith(text[-size:]):
                 held = max(held, size)
                 break
     bracket = text.rstrip(_WS)
@@ -207,7 +211,10 @@ def _held_suffix(text: str) -> int:
         held = max(held, len(text) - len(bracket) + 1)
     word = _WORD_TAIL.search(text)
     if word is not None:
-        held = max(held, len(text) - word.start())
+        name = word.group(1)
+        spaced = bool(word.group(2))
+        if any(n == name if spaced else n.startswith(name) for n in names):
+            held = max(held, len(text) - word.start())
     return held
 
 
@@ -237,6 +244,7 @@ class StreamGate:
 
     def __init__(self, mode: GateMode, *, tool_names: Sequence[str] = ()) -> None:
         self.mode = mode
+        self._names = tuple(tool_names)
         self._marker = _prose_marker(tool_names) if mode is GateMode.PROSE else None
         self.released_text = ""  # everything released to the client, all attempts
         self.diverged = False
@@ -447,7 +455,7 @@ class StreamGate:
             self._held.append(text[found.start() :])
             safe = text[: found.start()]
         else:
-            keep = _held_suffix(text)
+            keep = _held_suffix(text, self._names)
             safe, self._pending = text[: len(text) - keep], text[len(text) - keep :]
         return self._release_text(safe) if safe else []
 

@@ -96,6 +96,7 @@ async def serve_proxy(
     async with open_runtime(config, client=client) as runtime:
         app = ProxyApp(config, runtime=runtime)
         stop = trio.Event()
+        body_error: BaseException | None = None
         async with trio.open_nursery() as nursery:
             binds: list[str] = await nursery.start(
                 partial(serve, app, hypercorn_config(config), shutdown_trigger=stop.wait)  # type: ignore[arg-type]
@@ -104,5 +105,11 @@ async def serve_proxy(
             structlog.get_logger(__name__).info("proxy.listening", url=url)
             try:
                 yield url
+            except BaseException as exc:  # noqa: BLE001 -- held, not handled: re-raised below
+                # Raised after the server has shut down, as itself: the caller's own exception
+                # (Ctrl-C, a failed assertion, a cancellation) rather than a nursery's group.
+                body_error = exc
             finally:
                 stop.set()
+        if body_error is not None:
+            raise body_error

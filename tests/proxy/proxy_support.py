@@ -195,11 +195,16 @@ def proxy_config(**options: Any) -> ProxyConfig:
 
 @asynccontextmanager
 async def sim_proxy(
-    sim_config: SimConfig | None = None, *, kind: str = "llamaserver", **options: Any
+    sim_config: SimConfig | None = None,
+    *,
+    kind: str = "llamaserver",
+    backend_api_key: str | None = None,
+    **options: Any,
 ) -> AsyncIterator[tuple[SimBackend, str]]:
     """A simulated backend and a proxy in front of it; yields ``(sim, proxy_url)``."""
     async with SimBackend.serve(sim_config or SimConfig()) as sim:
-        config = proxy_config(backend=BackendConfig(url=sim.url, kind=kind), **options)  # type: ignore[arg-type]
+        backend = BackendConfig(url=sim.url, kind=kind, api_key=backend_api_key)  # type: ignore[arg-type]
+        config = proxy_config(backend=backend, **options)
         async with serve_proxy(config) as url:
             yield sim, url
 

@@ -1,0 +1,266 @@
+"""Per-request guardrails: retries with hidden corrections, tool_choice, respond, replay, metrics."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+import trio
+from proxy_support import WEATHER_TOOL, sim_proxy
+
+from forge_rt.backends.sim import Dialect, FailureRates, SimConfig, SimReply, SimToolCall
+from forge_rt.core import Message, MessageType, Role
+from forge_rt.proxy import KeyProfile, ReasoningReplay
+from forge_rt.proxy._engine import apply_reasoning_replay
+
+CHAT = "/v1/chat/completions"
+USER: list[Any] = [{"role": "user", "content": "Weather in Paris?"}]
+
+
+def _body(**extra: Any) -> dict[str, Any]:
+    return {"model": "m", "messages": USER, "tools": [WEATHER_TOOL], **extra}
+
+
+class Recorder:
+    """An oracle that answers from a list and records what each request looked like."""
+
+    def __init__(self, *intents: Any) -> None:
+        self.intents = list(intents)
+        self.views: list[Any] = []
+
+    def __call__(self, view: Any) -> Any:
+        self.views.append(view)
+        return self.intents.pop(0)
+
+
+async def test_bare_text_is_retried_with_a_nudge_the_client_never_sees() -> None:
+    """Prose instead of a call gets a corrective turn at the backend; the client gets the call."""
+    oracle = Recorder(
+        "I will look up the weather for you.",
+        SimToolCall(name="get_weather", arguments={"city": "Paris"}),
+    )
+    with trio.fail_after(20):
+        async with (
+            sim_proxy(SimConfig(oracle=oracle)) as (_sim, url),
+            httpx.AsyncClient(base_url=url) as http,
+        ):
+            response = await http.post(CHAT, json=_body())
+    message = response.json()["choices"][0]["message"]
+    assert [c["function"]["name"] for c in message["tool_calls"]] == ["get_weather"]
+    assert message["content"] is None
+    first, second = oracle.views
+    assert len(second.messages) == len(first.messages) + 2
+    failed, nudge = second.messages[-2:]
+    assert (failed.role, failed.content) == ("assistant", "I will look up the weather for you.")
+    assert nudge.role == "user"
+    assert "get_weather" in nudge.content
+    assert "nudge" not in response.text.lower()
+    assert nudge.content not in response.text
+
+
+async def test_unknown_tool_is_corrected_on_the_tool_channel() -> None:
+    """A call of a tool that does not exist is answered with a tool error naming real tools."""
+    oracle = Recorder(
+        SimToolCall(name="weather_lookup", arguments={"city": "Paris"}),
+        SimToolCall(name="get_weather", arguments={"city": "Paris"}),
+    )
+    with trio.fail_after(20):
+        async with (
+            sim_proxy(SimConfig(oracle=oracle)) as (_sim, url),
+            httpx.AsyncClient(base_url=url) as http,
+        ):
+            response = await http.post(CHAT, json=_body())
+    assert response.headers["x-forge-attempts"] == "2"
+    correction = oracle.views[1].messages[-1]
+    assert correction.role == "tool"
+    assert "get_weather" in correction.content
+
+
+async def test_required_tool_choice_offers_no_respond_and_demands_a_call() -> None:
+    """tool_choice=required: no respond tool is injected, and prose is retried, not answered."""
+    oracle = Recorder("Sunny.", SimToolCall(name="get_weather", arguments={"city": "Paris"}))
+    with trio.fail_after(20):
+        async with (
+            sim_proxy(SimConfig(oracle=oracle)) as (_sim, url),
+            httpx.AsyncClient(base_url=url) as http,
+        ):
+            response = await http.post(CHAT, json=_body(tool_choice="required"))
+    assert [t.name for t in oracle.views[0].tools] == ["get_weather"]
+    assert response.json()["choices"][0]["finish_reason"] == "tool_calls"
+
+
+async def test_named_tool_choice_must_name_a_request_tool() -> None:
+    """tool_choice naming a tool the request lacks is a 400 naming the tools."""
+    choice = {"type": "function", "function": {"name": "get_time"}}
+    with trio.fail_after(20):
+        async with sim_proxy(SimConfig()) as (_sim, url), httpx.AsyncClient(base_url=url) as http:
+            response = await http.post(CHAT, json=_body(tool_choice=choice))
+    assert response.status_code == 400
+    assert "get_time" in response.json()["error"]["message"]
+    assert "get_weather" in response.json()["error"]["message"]
+
+
+async def test_a_client_tool_named_respond_is_the_clients_own() -> None:
+    """If the client already has a tool called respond, its calls come back as tool calls."""
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "respond",
+            "parameters": {"type": "object", "properties": {"message": {"type": "string"}}},
+        },
+    }
+    script = SimConfig(
+        script={
+            "*": [SimReply(tool_calls=(SimToolCall(name="respond", arguments={"message": "hi"}),))]
+        }
+    )
+    with trio.fail_after(20):
+        async with sim_proxy(script) as (_sim, url), httpx.AsyncClient(base_url=url) as http:
+            response = await http.post(CHAT, json={"model": "m", "messages": USER, "tools": [tool]})
+    [call] = response.json()["choices"][0]["message"]["tool_calls"]
+    assert call["function"]["name"] == "respond"
+
+
+async def test_without_respond_tool_prose_is_a_valid_answer() -> None:
+    """With the respond tool off, a prose reply is the answer, with no retry."""
+    with trio.fail_after(20):
+        async with (
+            sim_proxy(SimConfig(script={"*": ["It is sunny in Paris."]}), respond_tool=False) as (
+                _sim,
+                url,
+            ),
+            httpx.AsyncClient(base_url=url) as http,
+        ):
+            response = await http.post(CHAT, json=_body())
+    assert response.json()["choices"][0]["message"]["content"] == "It is sunny in Paris."
+    assert response.headers["x-forge-attempts"] == "1"
+
+
+async def test_without_respond_tool_a_broken_call_is_still_retried() -> None:
+    """With the respond tool off, a reply that is a broken call is still corrected."""
+    script = SimConfig(
+        script={
+            "*": [
+                '{"name": "get_weather", "arguments": {"town": "Paris"}}',
+                SimReply(
+                    tool_calls=(SimToolCall(name="get_weather", arguments={"city": "Paris"}),)
+                ),
+            ]
+        }
+    )
+    with trio.fail_after(20):
+        async with (
+            sim_proxy(script, respond_tool=False) as (_sim, url),
+            httpx.AsyncClient(base_url=url) as http,
+        ):
+            response = await http.post(CHAT, json=_body())
+    [call] = response.json()["choices"][0]["message"]["tool_calls"]
+    assert json.loads(call["function"]["arguments"]) == {"city": "Paris"}
+    assert response.headers["x-forge-attempts"] == "2"
+
+
+async def test_constrained_decoding_sends_the_call_schema_and_reads_the_reply() -> None:
+    """constrain=auto sends the tool-call schema; the constrained JSON comes back as a call."""
+    oracle = Recorder(SimToolCall(name="get_weather", arguments={"city": "Paris"}))
+    with trio.fail_after(20):
+        async with (
+            sim_proxy(SimConfig(oracle=oracle), constrain="auto") as (sim, url),
+            httpx.AsyncClient(base_url=url) as http,
+        ):
+            response = await http.post(CHAT, json=_body())
+            dialects = [r.dialect for r in sim.stats.replies]
+    assert oracle.views[0].constraint is not None
+    assert dialects == [Dialect.CONSTRAINED]
+    [call] = response.json()["choices"][0]["message"]["tool_calls"]
+    assert (call["function"]["name"], json.loads(call["function"]["arguments"])) == (
+        "get_weather",
+        {"city": "Paris"},
+    )
+
+
+def test_reasoning_replay_policies() -> None:
+    """none drops earlier reasoning, keep-last keeps the latest block, full keeps every one."""
+    history = [
+        Message.user("q1"),
+        Message(role=Role.ASSISTANT, content="think 1", type=MessageType.REASONING),
+        Message.assistant_text("a1"),
+        Message.user("q2"),
+        Message(role=Role.ASSISTANT, content="think 2", type=MessageType.REASONING),
+        Message.assistant_text("a2"),
+    ]
+
+    def kept(policy: ReasoningReplay) -> list[str]:
+        out = apply_reasoning_replay(history, policy)
+        return [m.content for m in out if m.type is MessageType.REASONING]
+
+    assert kept(ReasoningReplay.NONE) == []
+    assert kept(ReasoningReplay.KEEP_LAST) == ["think 2"]
+    assert kept(ReasoningReplay.FULL) == ["think 1", "think 2"]
+
+
+@pytest.mark.parametrize(
+    ("policy", "seen"),
+    [(ReasoningReplay.NONE, None), (ReasoningReplay.FULL, "I considered the sky.")],
+    ids=["none", "full"],
+)
+async def test_reasoning_replay_reaches_the_backend_per_policy(
+    policy: ReasoningReplay, seen: str | None
+) -> None:
+    """The backend sees a history reply's reasoning only when the policy replays it."""
+    oracle = Recorder("answer")
+    messages = [
+        *USER,
+        {"role": "assistant", "content": "Sunny.", "reasoning_content": "I considered the sky."},
+        {"role": "user", "content": "And tomorrow?"},
+    ]
+    with trio.fail_after(20):
+        async with (
+            sim_proxy(SimConfig(oracle=oracle), reasoning_replay=policy) as (_sim, url),
+            httpx.AsyncClient(base_url=url) as http,
+        ):
+            await http.post(CHAT, json={"model": "m", "messages": messages})
+    assistant = next(m for m in oracle.views[0].messages if m.role == "assistant")
+    assert assistant.reasoning == seen
+
+
+async def test_metrics_count_retries_rescues_and_requests() -> None:
+    """/metrics counts the request, the rescued dialect and the retry it took."""
+    config = SimConfig(
+        oracle=Recorder(
+            "Let me see.", SimToolCall(name="get_weather", arguments={"city": "Paris"})
+        ),
+        rates=FailureRates(bare_json=1.0),
+    )
+    with trio.fail_after(20):
+        async with sim_proxy(config) as (_sim, url), httpx.AsyncClient(base_url=url) as http:
+            await http.post(CHAT, json=_body())
+            metrics = (await http.get("/metrics")).text
+    assert 'forge_proxy_retries_total{reason="no_call"} 1.0' in metrics
+    assert 'forge_proxy_rescues_total{dialect="bare_json"} 1.0' in metrics
+    assert (
+        'forge_proxy_requests_total{api="openai",endpoint="/v1/chat/completions",'
+        'status="200",stream="false"} 1.0'
+    ) in metrics
+    assert "forge_proxy_queue_depth 0.0" in metrics
+    assert "forge_proxy_request_duration_seconds_bucket" in metrics
+
+
+async def test_usage_reports_context_and_each_clients_tokens() -> None:
+    """/forge/usage shows the backend's context, the sources read and tokens per API key."""
+    keys = (KeyProfile(key="sk-research-012345", name="research"),)
+    with trio.fail_after(20):
+        async with (
+            sim_proxy(SimConfig(script={"*": ["ok"]}, n_ctx=8192), api_keys=keys) as (
+                _sim,
+                url,
+            ),
+            httpx.AsyncClient(base_url=url, headers={"x-api-key": "sk-research-012345"}) as http,
+        ):
+            await http.post(CHAT, json={"model": "m", "messages": USER})
+            usage = (await http.get("/forge/usage")).json()
+    assert usage["context_tokens"] == 8192
+    assert usage["sources"]["llama-server"]["available"] is True
+    assert usage["clients"]["research"] > 0
+    assert usage["slot"]["completed"] == 1

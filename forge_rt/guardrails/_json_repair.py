@@ -24,7 +24,7 @@ __all__ = ["BraceIndex", "JsonRepairError", "decode_exact", "loads_lenient", "pa
 _TOKEN = re.compile(r'[{}\[\]"]')
 # The rest of a double-quoted string after its opening quote (unrolled loop: no backtracking blow-up).
 _STRING_REST = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*"', re.S)
-_MAX_DEPTH = 64
+_MAX_DEPTH = 32  # deeper than any tool's arguments; bounds the reader's recursion
 
 
 class JsonRepairError(ValueError):
@@ -103,7 +103,8 @@ _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _DOUBLE_SPECIAL = re.compile(r'["\\]')
 _SINGLE_SPECIAL = re.compile(r"['\\]")
 _IDENT = re.compile(r"[A-Za-z_$][\w$\-]*")
-_SPACE = re.compile(r"(?:\s+|//[^\n]*|/\*.*?\*/|<!--.*?-->)+", re.S)
+# Whitespace and comments; block comments are bounded so an unclosed "/*" costs little to reject.
+_SPACE = re.compile(r"(?:\s+|//[^\n]*|/\*.{0,400}?\*/|<!--.{0,400}?-->)+", re.S)
 _ESCAPES = {
     '"': '"',
     "\\": "\\",

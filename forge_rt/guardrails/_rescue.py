@@ -393,18 +393,23 @@ class _Scanner:
     ) -> tuple[Any, int, bool] | None:
         """The JSON value at ``start``: (value, end, repaired), or None when unreadable.
 
-        The exact bracketed span is tried strictly, then leniently. Failing that, the value is
-        read up to the region's closer and up to the end of the line, closing what was left
-        open; such a guess is kept only if it holds a call (or, without ``want_call``, an
-        object of arguments).
+        Strict readings come first: the value filling its line (one call per line, the usual
+        case), the value filling its region (a pretty-printed call alone in a fence), the exact
+        bracketed span. Then the lenient reader, on that span, and finally up to the region's
+        closer and up to the end of the line, closing what was left open -- a guess kept only
+        if it holds a call (or, without ``want_call``, an object of arguments).
         """
         text = self.text
-        # Fast paths: the value fills its line (one call per line), or the rest of its region
-        # (a pretty-printed call alone in a fence or reply). Cheaper than walking brackets.
+        if self.exhausted:
+            return None
         line_end = text.find("\n", start, stop)
         closer = _CLOSERS.get(ctx)
         region_end = text.find(closer, start, stop) if closer is not None else -1
-        for limit in (stop if line_end < 0 else line_end, stop if region_end < 0 else region_end):
+        bound = region_end if region_end >= 0 else stop
+        fast = [stop if line_end < 0 else line_end]
+        if region_end >= 0 and (line_end < 0 or region_end > line_end):
+            fast.append(region_end)
+        for limit in fast:
             while limit > start and text[limit - 1] in " \t\r\n":
                 limit -= 1
             if limit > start and text[limit - 1] in "}]":
@@ -413,8 +418,6 @@ class _Scanner:
                 ok, value = decode_exact(text[start:limit])
                 if ok:
                     return value, limit, False
-            if line_end < 0:
-                break
         end = self.braces.end(start)
         if 0 < end <= stop:
             if not self.spend(end - start):
@@ -422,35 +425,36 @@ class _Scanner:
             ok, value = decode_exact(text[start:end])
             if ok:
                 return value, end, False
-            try:
-                value, parsed_end = parse_lenient(text, start, end)
-            except JsonRepairError:
-                pass  # not repairable within its brackets; try the bounded readings below
-            else:
+            read = self.lenient(start, end, close_at_end=False)
+            if read is not None:
+                value, parsed_end = read
                 if parsed_end == end or not _VISIBLE.search(text, parsed_end, end):
                     return value, end, True
-        closer = _CLOSERS.get(ctx)
-        bound = stop
-        if closer is not None:
-            found = text.find(closer, start, stop)
-            if found >= 0:
-                bound = found
         line_end = text.find("\n", start, bound)
-        bounds = (bound,) if line_end < 0 else (bound, line_end)
-        for limit in bounds:
-            if end > 0 and end <= limit:
+        for limit in (bound,) if line_end < 0 else (bound, line_end):
+            if 0 < end <= limit:
                 continue  # the exact span fits this bound and already failed
-            if not self.spend(limit - start):
-                return None
-            try:
-                value, parsed_end = parse_lenient(text, start, limit, close_at_end=True)
-            except JsonRepairError:
+            read = self.lenient(start, limit, close_at_end=True)
+            if read is None:
                 continue
+            value, parsed_end = read
             if want_call and isinstance(_calls_in(value), list):
                 return value, parsed_end, True
             if not want_call and isinstance(value, dict):
                 return value, parsed_end, True
         return None
+
+    def lenient(self, start: int, stop: int, *, close_at_end: bool) -> tuple[Any, int] | None:
+        """:func:`parse_lenient`, charged to the work budget by the characters it read."""
+        if self.exhausted:
+            return None
+        try:
+            value, end = parse_lenient(self.text, start, stop, close_at_end=close_at_end)
+        except JsonRepairError as exc:
+            self.spend(exc.pos - start + 1)
+            return None
+        self.spend(end - start)
+        return value, end
 
     # -- the scan ------------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import structlog
 
 import forge_rt.guardrails as guardrails
 from forge_rt.core import ToolSpec
@@ -501,3 +502,20 @@ def test_public_names_are_exported() -> None:
     }
     assert names <= set(guardrails.__all__)
     assert all(hasattr(guardrails, name) for name in names)
+
+
+def test_many_broken_calls_are_all_repaired() -> None:
+    """A long reply of calls each missing its closing brace yields every call, in order."""
+    lines = [f'{{"tool": "get_weather", "args": {{"city": "C{i}"}}' for i in range(300)]
+    result = rescue("\n".join(lines), TOOLS)
+    assert [c.args["city"] for c in result.calls] == [f"C{i}" for i in range(300)]
+    assert set(result.dialects) == {Dialect.REPAIRED_JSON}
+
+
+def test_brace_soup_stops_the_scan_and_says_so() -> None:
+    """Unreadable bracket soup is bounded work: calls before it survive, and it is logged."""
+    text = '{"name": "get_weather", "arguments": {"city": "Paris"}}\n' + "{" * 20_000
+    with structlog.testing.capture_logs() as logs:
+        result = rescue(text, TOOLS)
+    assert [(c.tool, c.args) for c in result.calls] == [PARIS]
+    assert [e["event"] for e in logs] == ["rescue.scan_budget_exhausted"]

@@ -214,8 +214,12 @@ def _resolve_backend(
         )
     card = Sampling()
     if card_sampling:
+        from forge_rt.backends.local import MODELS
+
+        # An embedded model's short name (served elsewhere) finds its card by its file name.
+        known = MODELS[model].filename if model in MODELS else model
         try:
-            card = sampling_defaults(model)
+            card = sampling_defaults(known)
         except ForgeError as exc:
             raise click.UsageError(f"{exc} (or pass --no-card-sampling)") from None
     return _Backend(

@@ -235,3 +235,24 @@ def test_the_eval_quiets_logging_unless_a_level_was_given(
         result = CliRunner().invoke(_root, args)
     assert result.exit_code == 0, result.output
     assert calls == expected
+
+
+@pytest.mark.slow
+def test_eval_against_a_real_llama_server_with_card_sampling(
+    local_model_url: str, tmp_path: Path
+) -> None:
+    """A URL backend runs a scenario on the embedded Qwen with the card's sampling and a cap."""
+    out = tmp_path / "r.jsonl"
+    result = _invoke(
+        "--backend", local_model_url, "--model", "qwen2.5-coder-0.5b", "-s", "single_lookup",
+        "--out", out,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    [record] = list(read_records(out))
+    assert (record.backend, record.model) == (local_model_url, "qwen2.5-coder-0.5b")
+    assert record.inferences >= 1
+    assert record.prompt_tokens > 0
+    sampling = read_meta(out).invocations[0].settings["sampling"]
+    assert {"temperature": 0.7, "top_p": 0.8, "top_k": 20, "max_tokens": 512}.items() <= (
+        sampling.items()
+    )

@@ -25,6 +25,7 @@ _TOKEN = re.compile(r'[{}\[\]"]')
 # The rest of a double-quoted string after its opening quote (unrolled loop: no backtracking blow-up).
 _STRING_REST = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 _MAX_DEPTH = 32  # deeper than any tool's arguments; bounds the reader's recursion
+_MAX_NUMBER = 400  # characters in one number literal
 
 
 class JsonRepairError(ValueError):
@@ -163,8 +164,10 @@ class _Lenient:
             return self.concatenation()
         m = _NUMBER.match(self.text, self.pos, self.stop)
         if m is not None:
-            self.pos = m.end()
             literal = m.group()
+            if len(literal) > _MAX_NUMBER:
+                raise self.fail("number too long")  # int() refuses >4300 digits anyway
+            self.pos = m.end()
             if "." in literal or "e" in literal or "E" in literal:
                 return float(literal)
             return int(literal)

@@ -18,6 +18,7 @@ from forge_rt.guardrails._json_repair import JsonRepairError, loads_lenient
 
 __all__ = ["coerce_args", "schema_of"]
 
+_MAX_NUMBER = 400
 _INTEGER = re.compile(r"[+-]?\d+")
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _TRUE = frozenset({"true", "True", "TRUE"})
@@ -139,6 +140,8 @@ def _from_string(text: str, kinds: set[str]) -> Any:
     """The one non-string reading of ``text`` that ``kinds`` allows, else ``text`` unchanged."""
     stripped = text.strip()
     readings: list[Any] = []
+    if len(stripped) > _MAX_NUMBER and not stripped.startswith(("[", "{")):
+        return text  # no scalar reading of a value this long (int() refuses >4300 digits)
     if "integer" in kinds and _INTEGER.fullmatch(stripped):
         readings.append(int(stripped))
     elif "number" in kinds and _NUMBER.fullmatch(stripped):

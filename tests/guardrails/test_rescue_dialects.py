@@ -519,3 +519,20 @@ def test_brace_soup_stops_the_scan_and_says_so() -> None:
         result = rescue(text, TOOLS)
     assert [(c.tool, c.args) for c in result.calls] == [PARIS]
     assert [e["event"] for e in logs] == ["rescue.scan_budget_exhausted"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"name": "get_weather", "arguments": {"city": "Paris", "days": ' + "9" * 5000 + "}}",
+        '{"name": "get_weather", "arguments": {"city": "Paris", "days": ' + "9" * 5000 + ",}}",
+        '{"name": "get_weather", "arguments": {"city": "Paris", "days": "' + "9" * 5000 + '"}}',
+        "<function=get_weather><parameter=days>" + "9" * 5000 + "</parameter></function>",
+        "```python\nget_weather('Paris', " + "9" * 5000 + ")\n```",
+    ],
+    ids=["strict", "repaired", "quoted", "qwen-xml", "python"],
+)
+def test_absurd_numbers_do_not_raise(text: str) -> None:
+    """A 5000-digit number (beyond Python's int() limit) is rejected or left as text, never raised."""
+    result = rescue(text, TOOLS)
+    assert all(not isinstance(c.args.get("days"), int) for c in result.calls)

@@ -133,14 +133,23 @@ async def _run_turns(
     priority: int,
     context: ContextManager | None,
     track: _FirstToken | None = None,
+    stats: RunStats | None = None,
 ) -> tuple[WorkflowResult, RunStats]:
-    """Send every user turn; the last turn's result, and the stats of all turns together."""
+    """Send every user turn; the last turn's result, and the stats of all turns together.
+
+    ``stats`` accumulates across turns even when a turn fails, so a failed run still records
+    the calls and retries it made.
+    """
     handle = await session.start(instance.workflow, priority=priority, context=context)
     result: WorkflowResult | None = None
-    stats = RunStats()
+    stats = stats if stats is not None else RunStats()
     for turn in instance.turns:
-        result = await handle.send(turn, on_chunk=track)
-        _add_stats(stats, result.stats)
+        try:
+            result = await handle.send(turn, on_chunk=track)
+        finally:
+            if handle.last_stats is not None:
+                _add_stats(stats, handle.last_stats)
+                handle.last_stats = None
     assert result is not None, "a scenario has at least one turn"
     return result, stats
 
@@ -226,7 +235,12 @@ async def run_scenario(
                 # Caught here, inside the nursery, so the error stays itself (not a group).
                 try:
                     result, stats = await _run_turns(
-                        session, instance, priority=scenario.priority, context=context, track=track
+                        session,
+                        instance,
+                        priority=scenario.priority,
+                        context=context,
+                        track=track,
+                        stats=stats,
                     )
                 except _ABORTS_EVAL as exc:
                     aborted.append(exc)
@@ -249,16 +263,19 @@ async def run_scenario(
         record.correct = record.completed and verdict.correct
         record.reason = unfinished or verdict.reason
         record.iterations = result.iteration
-        record.inferences = stats.inferences
-        record.tool_calls = stats.tool_calls
-        record.tool_errors = stats.tool_errors
-        record.retries = dict(stats.retries)
-        record.rescued = dict(stats.rescued)
-        record.collapsed = stats.collapsed
-        record.compactions = stats.compactions
-        record.prompt_tokens = stats.prompt_tokens
-        record.completion_tokens = stats.completion_tokens
-        record.constraint = stats.constraint
+    # Failed runs too: what they cost and which guardrails fired is the interesting part.
+    record.inferences = stats.inferences
+    record.tool_calls = stats.tool_calls
+    record.tool_errors = stats.tool_errors
+    record.retries = dict(stats.retries)
+    record.rescued = dict(stats.rescued)
+    record.collapsed = stats.collapsed
+    record.compactions = stats.compactions
+    record.prompt_tokens = stats.prompt_tokens
+    record.completion_tokens = stats.completion_tokens
+    record.constraint = stats.constraint
+    if result is None:
+        record.iterations = stats.iterations
     if scenario.contenders:
         record.high_priority_ttft_s = track.seconds
         firsts = [t.seconds for t in contender_tracks if t.seconds is not None]

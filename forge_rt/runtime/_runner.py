@@ -26,6 +26,7 @@ from forge_rt.runtime._slot import SlotWorker
 from forge_rt.runtime._workflow_actor import (
     ChunkSink,
     MessageSink,
+    RunStats,
     TurnOptions,
     WorkflowActor,
     WorkflowResult,
@@ -62,6 +63,7 @@ class WorkflowHandle:
         self.priority = priority
         self._scope: trio.CancelScope | None = None
         self.last_cancelled: WorkflowCancelledError | None = None
+        self.last_stats: RunStats | None = None
 
     async def send(
         self,
@@ -100,10 +102,12 @@ class WorkflowHandle:
         finally:
             self._scope = None
         if isinstance(reply, _TurnFailed):
+            self.last_stats = reply.stats
             if isinstance(reply.error, WorkflowCancelledError):
                 self.last_cancelled = reply.error
             raise reply.error
         result: WorkflowResult = reply.result
+        self.last_stats = result.stats
         return result
 
     def cancel(self) -> None:

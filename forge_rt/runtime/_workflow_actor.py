@@ -127,6 +127,7 @@ class _TurnOk(msgspec.Struct):
 
 class _TurnFailed(msgspec.Struct):
     error: ForgeError
+    stats: RunStats | None = None
 
 
 class _GetHistory(msgspec.Struct):
@@ -203,6 +204,8 @@ class WorkflowActor(Actor):
             except ForgeError as exc:
                 outcome = _TurnFailed(exc)
         stats.wall_s = trio.current_time() - started
+        if isinstance(outcome, _TurnFailed):
+            outcome.stats = stats
         if outcome is None:
             outcome = _TurnFailed(
                 WorkflowCancelledError(
@@ -211,7 +214,8 @@ class WorkflowActor(Actor):
                     messages=self._history,
                     completed_steps=self._guardrails.tracker.completed_steps,
                     iteration=self._iteration,
-                )
+                ),
+                stats,
             )
         if isinstance(outcome, _TurnOk):
             self._forget_transients()

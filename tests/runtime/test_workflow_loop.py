@@ -275,3 +275,15 @@ async def test_constraint_narrows_to_calls_that_may_run(tools: Tools, autojump_c
     assert names(first) == {"get_weather", "slow_lookup"}
     assert names(second) == {"get_weather", "slow_lookup", "respond"}
     assert result.stats.constraint is not None
+
+
+async def test_failed_turn_keeps_its_stats(tools: Tools, autojump_clock: Any) -> None:
+    """A turn that ends in a typed error still reports what it cost on the handle."""
+    client = ScriptedClient(["prose 1", "prose 2", "prose 3", "prose 4"])
+    async with Session.open(client) as session:
+        handle = await session.start(tools.workflow())
+        with pytest.raises(ToolCallError):
+            await handle.send("Weather?")
+    assert handle.last_stats is not None
+    assert handle.last_stats.inferences == 4
+    assert handle.last_stats.retries == {"retry_nudge": 3}

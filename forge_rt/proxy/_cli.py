@@ -6,6 +6,7 @@ exit message. ``proxy_command`` is the click command the main CLI adds.
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import click
@@ -109,11 +110,20 @@ def build_config(
 
 
 async def _serve(config: ProxyConfig, console: Console) -> None:
-    async with serve_proxy(config) as url:
-        console.print(f"forge-rt proxy listening on {url}", markup=False, style="bold")
-        console.print(f"  OpenAI clients:    base_url={url}/v1", markup=False)
-        console.print(f"  Anthropic clients: base_url={url}", markup=False)
-        await trio.sleep_forever()
+    # SIGINT and SIGTERM are received here rather than raised as KeyboardInterrupt wherever
+    # trio happens to be: inside a request handler, the server would log it and carry on.
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with serve_proxy(config) as url:
+            console.print(f"forge-rt proxy listening on {url}", markup=False, style="bold")
+            console.print(f"  OpenAI clients:    base_url={url}/v1", markup=False)
+            console.print(f"  Anthropic clients: base_url={url}", markup=False)
+            async for signum in signals:
+                console.print(
+                    f"{signal.Signals(signum).name}: finishing requests in flight, then stopping",
+                    markup=False,
+                )
+                break
+    console.print("forge-rt proxy stopped", markup=False)
 
 
 @click.command(name="proxy")
@@ -230,7 +240,5 @@ def proxy_command(**options: object) -> None:
         raise click.UsageError(str(exc)) from exc
     try:
         trio.run(_serve, config, console)
-    except KeyboardInterrupt:
-        console.print("forge-rt proxy stopped", markup=False)
     except ForgeError as exc:
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from exc

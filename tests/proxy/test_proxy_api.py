@@ -157,8 +157,9 @@ def test_cli_refuses_contradictory_options() -> None:
     assert "give one backend" in result.output
 
 
-async def test_cli_serves_until_interrupted() -> None:
-    """The command serves the backend on the printed address and stops cleanly on Ctrl-C."""
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+async def test_cli_serves_until_interrupted(signum: signal.Signals) -> None:
+    """The command serves on the printed address and stops cleanly on Ctrl-C or SIGTERM."""
     with trio.fail_after(60):
         async with SimBackend.serve(SimConfig(script={"*": ["from the cli"]})) as sim:
             code = "from forge_rt.proxy._cli import proxy_command; proxy_command()"
@@ -180,7 +181,7 @@ async def test_cli_serves_until_interrupted() -> None:
                     "/v1/chat/completions",
                     json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
                 )
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signum)
             assert await proc.wait() == 0
     assert response.json()["choices"][0]["message"]["content"] == "from the cli"
 

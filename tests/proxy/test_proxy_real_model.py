@@ -1,0 +1,111 @@
+"""The proxy in front of the embedded real model (Qwen2.5-Coder-0.5B on llama.cpp): slow tests.
+
+They assert forge_rt's behaviour -- calls written as text come back structured, streams are
+well formed, the command with no flags serves the packaged model -- never that the model
+answers correctly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+import trio
+from proxy_support import WEATHER_TOOL, WEATHER_TOOL_ANTHROPIC, in_thread, proxy_config
+
+from forge_rt.proxy import BackendConfig, serve_proxy
+
+pytestmark = pytest.mark.slow
+
+WEATHER: list[Any] = [{"role": "user", "content": "What's the weather like in Paris right now?"}]
+
+
+def _is_weather_call(call: Any) -> bool:
+    args = json.loads(call.function.arguments)
+    return call.function.name == "get_weather" and isinstance(args.get("city"), str)
+
+
+async def test_weather_prompt_comes_back_as_a_structured_call(local_model_url: str) -> None:
+    """The weather prompt (which this model answers with JSON text) comes back as tool_calls."""
+    config = proxy_config(backend=BackendConfig(url=local_model_url, kind="llamaserver"))
+    with trio.fail_after(600):
+        async with serve_proxy(config) as url:
+            with openai.OpenAI(
+                base_url=f"{url}/v1", api_key="x", timeout=300, max_retries=0
+            ) as sdk:
+                reply = await in_thread(
+                    lambda: sdk.chat.completions.create(
+                        model="local", messages=WEATHER, tools=[WEATHER_TOOL], temperature=0
+                    )
+                )
+    choice = reply.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert choice.message.tool_calls is not None
+    assert all(_is_weather_call(c) for c in choice.message.tool_calls)
+    assert not (choice.message.content or "").lstrip().startswith("{")
+
+
+async def test_streamed_answer_through_the_anthropic_sdk_is_well_formed(
+    local_model_url: str,
+) -> None:
+    """A streamed Anthropic request ends with either a valid tool_use or text, never raw JSON."""
+    config = proxy_config(backend=BackendConfig(url=local_model_url, kind="llamaserver"))
+    with trio.fail_after(600):
+        async with serve_proxy(config) as url:
+            with anthropic.Anthropic(base_url=url, api_key="x", timeout=300, max_retries=0) as sdk:
+
+                def run() -> Any:
+                    with sdk.messages.stream(
+                        model="local",
+                        max_tokens=256,
+                        messages=WEATHER,
+                        tools=[WEATHER_TOOL_ANTHROPIC],  # type: ignore[list-item]
+                        extra_body={"temperature": 0},
+                    ) as stream:
+                        return stream.get_final_message()
+
+                final = await in_thread(run)
+    if final.stop_reason == "tool_use":
+        calls = [b for b in final.content if b.type == "tool_use"]
+        assert calls
+        assert all(b.name == "get_weather" for b in calls)  # type: ignore[union-attr]
+    else:
+        assert final.stop_reason in ("end_turn", "max_tokens")
+        text = "".join(b.text for b in final.content if b.type == "text")  # type: ignore[union-attr]
+        assert not text.lstrip().startswith("{")
+
+
+async def test_proxy_command_with_no_flags_serves_the_embedded_model() -> None:
+    """`forge-rt proxy` alone starts the packaged model and answers with structured calls."""
+    code = "from forge_rt.proxy._cli import proxy_command; proxy_command()"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with trio.fail_after(900):
+        proc = await trio.lowlevel.open_process(
+            [sys.executable, "-c", code, "--port", "0"], stderr=subprocess.PIPE, env=env
+        )
+        assert proc.stderr is not None
+        seen = b""
+        while b"\n" not in seen.partition(b"Anthropic clients")[2]:
+            chunk = await proc.stderr.receive_some(4096)
+            assert chunk, f"the proxy exited early: {seen.decode(errors='replace')}"
+            seen += chunk
+        url = seen.split(b"listening on ")[1].split()[0].decode()
+        with openai.OpenAI(base_url=f"{url}/v1", api_key="x", timeout=300, max_retries=0) as sdk:
+            reply = await in_thread(
+                lambda: sdk.chat.completions.create(
+                    model="local", messages=WEATHER, tools=[WEATHER_TOOL], temperature=0
+                )
+            )
+        proc.send_signal(signal.SIGTERM)
+        assert await proc.wait() == 0
+    choice = reply.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert choice.message.tool_calls is not None
+    assert all(_is_weather_call(c) for c in choice.message.tool_calls)

@@ -30,15 +30,13 @@ import msgspec
 
 from forge_rt.clients._faults import malformed_error
 from forge_rt.clients._sse import encode_sse
-from forge_rt.clients._think import ThinkSplitter, split_think
 from forge_rt.clients._wire_common import (
     NO_TIMINGS,
     RawCall,
-    ToolCallAssembler,
+    ReplyAssembler,
     WireRequest,
-    build_result,
     fold_reasoning,
-    join_reasoning,
+    reply_result,
 )
 from forge_rt.clients.base import (
     FinalChunk,
@@ -358,7 +356,6 @@ def anthropic_response_from_wire(
     if wire.type != "message":
         raise malformed_error(f"its type is {wire.type!r}, not 'message'", url=url, body=body)
     raw = "".join(b.text or "" for b in wire.content if b.type == "text")
-    visible, think = split_think(raw)
     thinking = "".join(b.thinking or "" for b in wire.content if b.type == "thinking")
     calls = [
         RawCall(call_id=b.id, name=b.name or "", arguments=b.input or {})
@@ -366,7 +363,7 @@ def anthropic_response_from_wire(
         if b.type == "tool_use"
     ]
     return LLMResponse(
-        result=build_result(visible, join_reasoning(thinking, think), calls),
+        result=reply_result(raw, thinking, calls),
         usage=_usage(wire.usage),
         timings=timings,
         finish_reason=wire.stop_reason,
@@ -385,13 +382,8 @@ class AnthropicStreamDecoder:
 
     def __init__(self, *, url: str | None = None) -> None:
         self._url = url
-        self._think = ThinkSplitter()
-        self._calls = ToolCallAssembler()
+        self._reply = ReplyAssembler()
         self._call_index: dict[int, int] = {}
-        self._raw: list[str] = []
-        self._visible: list[str] = []
-        self._reasoning: list[str] = []  # the API's own reasoning field
-        self._thought: list[str] = []  # <think> blocks inside the text
         self._usage: _UsageWire | None = None
         self._output_tokens: int | None = None
         self._stop: str | None = None
@@ -404,7 +396,7 @@ class AnthropicStreamDecoder:
 
     @property
     def partial_text(self) -> str:
-        return "".join(self._raw)
+        return self._reply.raw_text
 
     def feed(self, data: str, *, delivered: bool = False) -> list[StreamChunk]:
         """One event's data; raises :class:`StreamError` if it is not an event."""
@@ -440,21 +432,18 @@ class AnthropicStreamDecoder:
             call = len(self._call_index)
             self._call_index[index if index is not None else -1 - call] = call
             args = msgspec.json.encode(block.input).decode() if block.input else None
-            chunk = self._calls.add(call, block.id, block.name, args)
-            return [chunk] if chunk is not None else []
+            return self._reply.call(call, block.id, block.name, args)
         if block.type == "text" and block.text:
-            return self._text(block.text)
+            return self._reply.text(block.text)
         if block.type == "thinking" and block.thinking:
-            self._reasoning.append(block.thinking)
-            return [ReasoningDeltaChunk(block.thinking)]
+            return self._reply.reasoning(block.thinking)
         return []
 
     def _block_delta(self, index: int | None, delta: _Delta) -> list[StreamChunk]:
         if delta.type == "text_delta" and delta.text:
-            return self._text(delta.text)
+            return self._reply.text(delta.text)
         if delta.type == "thinking_delta" and delta.thinking:
-            self._reasoning.append(delta.thinking)
-            return [ReasoningDeltaChunk(delta.thinking)]
+            return self._reply.reasoning(delta.thinking)
         if delta.type == "input_json_delta" and delta.partial_json:
             if index not in self._call_index:
                 raise StreamError(
@@ -462,30 +451,14 @@ class AnthropicStreamDecoder:
                     "open tool_use block",
                     partial=self.partial_text,
                 )
-            chunk = self._calls.add(self._call_index[index], None, None, delta.partial_json)
-            return [chunk] if chunk is not None else []
+            return self._reply.call(self._call_index[index], None, None, delta.partial_json)
         return []
-
-    def _text(self, text: str) -> list[StreamChunk]:
-        self._raw.append(text)
-        out: list[StreamChunk] = []
-        for kind, piece in self._think.feed(text):
-            out.append(self._piece(kind, piece))
-        return out
-
-    def _piece(self, kind: str, piece: str) -> StreamChunk:
-        if kind == "reasoning":
-            self._thought.append(piece)
-            return ReasoningDeltaChunk(piece)
-        self._visible.append(piece)
-        return TextDeltaChunk(piece)
 
     def finish(self, timings: Timings) -> tuple[list[StreamChunk], LLMResponse]:
         """The stream ended: the last held-back text, and the assembled response."""
-        tail = [self._piece(kind, piece) for kind, piece in self._think.flush()]
-        reasoning = join_reasoning("".join(self._reasoning), "".join(self._thought))
+        tail, result = self._reply.finish()
         return tail, LLMResponse(
-            result=build_result("".join(self._visible), reasoning, self._calls.raw_calls()),
+            result=result,
             usage=_usage(self._usage, self._output_tokens),
             timings=timings,
             finish_reason=self._stop,

@@ -16,23 +16,19 @@ from typing import Any
 import msgspec
 
 from forge_rt.clients._faults import malformed_error
-from forge_rt.clients._think import ThinkSplitter, split_think
 from forge_rt.clients._wire_common import (
     NO_TIMINGS,
     RawCall,
-    ToolCallAssembler,
-    build_result,
+    ReplyAssembler,
     fold_reasoning,
-    join_reasoning,
+    reply_result,
 )
 from forge_rt.clients.base import (
     GrammarConstraint,
     InferenceRequest,
     LLMResponse,
-    ReasoningDeltaChunk,
     Sampling,
     StreamChunk,
-    TextDeltaChunk,
     Timings,
     Usage,
 )
@@ -213,13 +209,8 @@ def ollama_response_from_wire(
     if wire.message is None:
         raise malformed_error("it has no message", url=url, body=body)
     raw = wire.message.content or ""
-    visible, think = split_think(raw)
     return LLMResponse(
-        result=build_result(
-            visible,
-            join_reasoning(wire.message.thinking, think),
-            _raw_calls(wire.message.tool_calls),
-        ),
+        result=reply_result(raw, wire.message.thinking, _raw_calls(wire.message.tool_calls)),
         usage=Usage(prompt_tokens=wire.prompt_eval_count, completion_tokens=wire.eval_count),
         timings=timings,
         finish_reason=wire.done_reason,
@@ -233,12 +224,7 @@ class OllamaStreamDecoder:
 
     def __init__(self, *, url: str | None = None) -> None:
         self._url = url
-        self._think = ThinkSplitter()
-        self._calls = ToolCallAssembler()
-        self._raw: list[str] = []
-        self._visible: list[str] = []
-        self._reasoning: list[str] = []  # the API's own reasoning field
-        self._thought: list[str] = []  # <think> blocks inside the text
+        self._reply = ReplyAssembler()
         self._last: _ChatWire | None = None
         self._model: str | None = None
         self._done = False
@@ -249,7 +235,7 @@ class OllamaStreamDecoder:
 
     @property
     def partial_text(self) -> str:
-        return "".join(self._raw)
+        return self._reply.raw_text
 
     def feed(self, line: str, *, delivered: bool = False) -> list[StreamChunk]:
         """One JSON line; raises :class:`StreamError` if it is not a chat chunk."""
@@ -267,37 +253,26 @@ class OllamaStreamDecoder:
         out: list[StreamChunk] = []
         if wire.message is not None:
             if wire.message.thinking:
-                self._reasoning.append(wire.message.thinking)
-                out.append(ReasoningDeltaChunk(wire.message.thinking))
+                out.extend(self._reply.reasoning(wire.message.thinking))
             if wire.message.content:
-                self._raw.append(wire.message.content)
-                out.extend(self._piece(k, p) for k, p in self._think.feed(wire.message.content))
+                out.extend(self._reply.text(wire.message.content))
             for call in _raw_calls(wire.message.tool_calls):
                 args = call.arguments
                 text = args if isinstance(args, str) else msgspec.json.encode(args).decode()
                 # Each Ollama call arrives whole: a fresh index per call, never a continuation.
-                chunk = self._calls.add(len(self._calls.raw_calls()), call.call_id, call.name, text)
-                if chunk is not None:
-                    out.append(chunk)
+                index = len(self._reply.calls.raw_calls())
+                out.extend(self._reply.call(index, call.call_id, call.name, text))
         if wire.done:
             self._done = True
             self._last = wire
         return out
 
-    def _piece(self, kind: str, piece: str) -> StreamChunk:
-        if kind == "reasoning":
-            self._thought.append(piece)
-            return ReasoningDeltaChunk(piece)
-        self._visible.append(piece)
-        return TextDeltaChunk(piece)
-
     def finish(self, timings: Timings) -> tuple[list[StreamChunk], LLMResponse]:
         """The stream ended: the last held-back text, and the assembled response."""
-        tail = [self._piece(k, p) for k, p in self._think.flush()]
+        tail, result = self._reply.finish()
         last = self._last
-        reasoning = join_reasoning("".join(self._reasoning), "".join(self._thought))
         return tail, LLMResponse(
-            result=build_result("".join(self._visible), reasoning, self._calls.raw_calls()),
+            result=result,
             usage=Usage(
                 prompt_tokens=last.prompt_eval_count if last else None,
                 completion_tokens=last.eval_count if last else None,

@@ -28,16 +28,14 @@ import msgspec
 
 from forge_rt.clients._faults import malformed_error
 from forge_rt.clients._sse import encode_sse
-from forge_rt.clients._think import ThinkSplitter, split_think
 from forge_rt.clients._wire_common import (
     NO_TIMINGS,
     RawCall,
-    ToolCallAssembler,
+    ReplyAssembler,
     WireRequest,
-    build_result,
     fold_reasoning,
-    join_reasoning,
     json_object_or_none,
+    reply_result,
 )
 from forge_rt.clients.base import (
     FinalChunk,
@@ -352,8 +350,6 @@ def openai_response_from_wire(
     message = choice.message
     assert message is not None  # checked just above; narrows for the type checker
     raw = _text(message.content)
-    visible, think = split_think(raw)
-    reasoning = join_reasoning(message.reasoning_content or message.reasoning, think)
     calls = [
         RawCall(
             call_id=c.id,
@@ -363,7 +359,7 @@ def openai_response_from_wire(
         for c in message.tool_calls or ()
     ]
     return LLMResponse(
-        result=build_result(visible, reasoning, calls),
+        result=reply_result(raw, message.reasoning_content or message.reasoning, calls),
         usage=_usage(wire.usage, wire.timings),
         timings=timings,
         finish_reason=choice.finish_reason,
@@ -382,12 +378,7 @@ class OpenAIStreamDecoder:
 
     def __init__(self, *, url: str | None = None) -> None:
         self._url = url
-        self._think = ThinkSplitter()
-        self._calls = ToolCallAssembler()
-        self._raw: list[str] = []
-        self._visible: list[str] = []
-        self._reasoning: list[str] = []  # the API's own reasoning field
-        self._thought: list[str] = []  # <think> blocks inside the text
+        self._reply = ReplyAssembler()
         self._finish: str | None = None
         self._usage: _UsageWire | None = None
         self._timings: _LlamaTimings | None = None
@@ -401,7 +392,7 @@ class OpenAIStreamDecoder:
     @property
     def partial_text(self) -> str:
         """The raw text received so far (for error context)."""
-        return "".join(self._raw)
+        return self._reply.raw_text
 
     def feed(self, data: str, *, delivered: bool = False) -> list[StreamChunk]:
         """One event's data; raises :class:`StreamError` if it is not a chunk.
@@ -438,36 +429,23 @@ class OpenAIStreamDecoder:
                 continue
             reasoning = delta.reasoning_content or delta.reasoning
             if reasoning:
-                self._reasoning.append(reasoning)
-                out.append(ReasoningDeltaChunk(reasoning))
+                out.extend(self._reply.reasoning(reasoning))
             text = _text(delta.content)
             if text:
-                self._raw.append(text)
-                for kind, piece in self._think.feed(text):
-                    out.append(self._piece(kind, piece))
+                out.extend(self._reply.text(text))
             for tc in delta.tool_calls or ():
                 fn = tc.function
                 args = fn.arguments if fn else None
                 if isinstance(args, dict):
                     args = msgspec.json.encode(args).decode()
-                chunk = self._calls.add(tc.index, tc.id, fn.name if fn else None, args)
-                if chunk is not None:
-                    out.append(chunk)
+                out.extend(self._reply.call(tc.index, tc.id, fn.name if fn else None, args))
         return out
-
-    def _piece(self, kind: str, piece: str) -> StreamChunk:
-        if kind == "reasoning":
-            self._thought.append(piece)
-            return ReasoningDeltaChunk(piece)
-        self._visible.append(piece)
-        return TextDeltaChunk(piece)
 
     def finish(self, timings: Timings) -> tuple[list[StreamChunk], LLMResponse]:
         """The stream ended: the last held-back text, and the assembled response."""
-        tail = [self._piece(kind, piece) for kind, piece in self._think.flush()]
-        reasoning = join_reasoning("".join(self._reasoning), "".join(self._thought))
+        tail, result = self._reply.finish()
         return tail, LLMResponse(
-            result=build_result("".join(self._visible), reasoning, self._calls.raw_calls()),
+            result=result,
             usage=_usage(self._usage, self._timings),
             timings=timings,
             finish_reason=self._finish,

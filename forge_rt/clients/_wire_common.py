@@ -1,4 +1,4 @@
-"""Pieces every wire format shares: reasoning folding, tool-call assembly, result building.
+"""Pieces every wire format shares: reasoning folding, tool-call and reply assembly, results.
 
 A reply's structured tool calls become ``list[ToolCall]``; a reply without them, or with calls
 whose arguments are not a JSON object, becomes a :class:`TextResponse` holding the raw text (and
@@ -14,18 +14,28 @@ from typing import Any
 import msgspec
 import structlog
 
-from forge_rt.clients.base import InferenceRequest, Timings, ToolCallDeltaChunk
+from forge_rt.clients._think import ThinkSplitter, split_think
+from forge_rt.clients.base import (
+    InferenceRequest,
+    ReasoningDeltaChunk,
+    StreamChunk,
+    TextDeltaChunk,
+    Timings,
+    ToolCallDeltaChunk,
+)
 from forge_rt.core import Message, MessageType, Role, TextResponse, ToolCall, new_call_id
 
 __all__ = [
     "NO_TIMINGS",
     "RawCall",
+    "ReplyAssembler",
     "ToolCallAssembler",
     "WireRequest",
     "build_result",
     "fold_reasoning",
     "join_reasoning",
     "json_object_or_none",
+    "reply_result",
 ]
 
 log = structlog.get_logger(__name__)
@@ -142,6 +152,19 @@ def build_result(
     return parsed
 
 
+def reply_result(
+    raw: str, reasoning: str | None, calls: Sequence[RawCall]
+) -> list[ToolCall] | TextResponse:
+    """The result of a whole (non-streamed) reply: ``<think>`` blocks in ``raw`` join the API's
+    own ``reasoning``, and the visible rest goes to :func:`build_result` with the calls.
+
+    :class:`ReplyAssembler` is the streamed counterpart; both split with the same
+    :class:`ThinkSplitter`, so ``send`` and ``stream`` agree to the character.
+    """
+    visible, think = split_think(raw)
+    return build_result(visible, join_reasoning(reasoning, think), calls)
+
+
 class _Partial:
     __slots__ = ("arguments", "call_id", "name")
 
@@ -202,3 +225,58 @@ class ToolCallAssembler:
             RawCall(call_id=p.call_id, name=p.name, arguments="".join(p.arguments))
             for _, p in sorted(self._calls.items())
         ]
+
+
+class ReplyAssembler:
+    """What every stream decoder builds up from a streamed reply, whatever its wire format.
+
+    Text deltas go through a :class:`ThinkSplitter` (``<think>`` blocks become reasoning),
+    reasoning the API sends in its own field is kept apart from those blocks, and tool-call
+    deltas go through a :class:`ToolCallAssembler`. Each method returns the chunks the consumer
+    should see; :meth:`finish` releases the text held back for a possible tag and builds the
+    result the same way :func:`reply_result` does for a whole reply. Decoders keep only their
+    own wire's state (finish reason, usage, end marker).
+    """
+
+    def __init__(self) -> None:
+        self._think = ThinkSplitter()
+        self.calls = ToolCallAssembler()
+        self._raw: list[str] = []
+        self._visible: list[str] = []
+        self._reasoning: list[str] = []  # the API's own reasoning field
+        self._thought: list[str] = []  # <think> blocks inside the text
+
+    @property
+    def raw_text(self) -> str:
+        """The raw text received so far, think tags included."""
+        return "".join(self._raw)
+
+    def text(self, text: str) -> list[StreamChunk]:
+        """A text delta, split into visible text and ``<think>`` reasoning."""
+        self._raw.append(text)
+        return [self._piece(kind, piece) for kind, piece in self._think.feed(text)]
+
+    def reasoning(self, text: str) -> list[StreamChunk]:
+        """A delta of the API's own reasoning field."""
+        self._reasoning.append(text)
+        return [ReasoningDeltaChunk(text)]
+
+    def call(
+        self, index: int | None, call_id: str | None, name: str | None, arguments: str | None
+    ) -> list[StreamChunk]:
+        """A tool-call delta (see :meth:`ToolCallAssembler.add`)."""
+        chunk = self.calls.add(index, call_id, name, arguments)
+        return [] if chunk is None else [chunk]
+
+    def _piece(self, kind: str, piece: str) -> StreamChunk:
+        if kind == "reasoning":
+            self._thought.append(piece)
+            return ReasoningDeltaChunk(piece)
+        self._visible.append(piece)
+        return TextDeltaChunk(piece)
+
+    def finish(self) -> tuple[list[StreamChunk], list[ToolCall] | TextResponse]:
+        """The stream ended: the last held-back text, and the reply's result."""
+        tail = [self._piece(kind, piece) for kind, piece in self._think.flush()]
+        reasoning = join_reasoning("".join(self._reasoning), "".join(self._thought))
+        return tail, build_result("".join(self._visible), reasoning, self.calls.raw_calls())

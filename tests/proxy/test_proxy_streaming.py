@@ -6,6 +6,7 @@ the client has received at each step is observed exactly, over real sockets, wit
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -251,3 +252,67 @@ async def test_a_full_queue_answers_429_with_retry_after() -> None:
     assert third.headers["retry-after"] == "1"
     assert third.json()["error"]["type"] == "rate_limit_error"
     assert answers == [200, 200]
+
+
+async def test_a_streamed_message_that_breaks_off_ends_with_an_error_event() -> None:
+    """A respond message already streaming that never closes ends with a visible error."""
+    broken = '{"name": "respond", "arguments": {"message": "Hello wor'
+    client = GatedClient([broken], gated=False)
+    deltas = Deltas()
+    with trio.fail_after(20):
+        async with client_proxy(client) as url:
+            with _sdk(url) as sdk:
+
+                def run() -> Exception:
+                    with pytest.raises(openai.APIError) as info:
+                        _stream_text(sdk, deltas, tools=[WEATHER_TOOL])
+                    return info.value
+
+                error = await in_thread(run)
+            assert await deltas.collect(2) == "Hello wor"
+    assert isinstance(error.body, dict)
+    assert error.body["code"] == "reply_incomplete"
+
+
+async def test_an_anthropic_stream_that_fails_after_content_ends_with_an_error_event() -> None:
+    """The Anthropic stream carries the failure as an `error` event the SDK raises."""
+    broken = '{"name": "respond", "arguments": {"message": "Partial ans'
+    client = GatedClient([broken], gated=False)
+    body = {
+        "model": "m",
+        "max_tokens": 64,
+        "stream": True,
+        "messages": USER,
+        "tools": [{"name": "get_weather", "input_schema": {"type": "object", "properties": {}}}],
+    }
+    with trio.fail_after(20):
+        async with client_proxy(client) as url, httpx.AsyncClient(base_url=url) as http:
+            response = await http.post("/v1/messages", json=body)
+    events = [line for line in response.text.splitlines() if line.startswith("event: ")]
+    assert response.status_code == 200
+    assert events[0] == "event: message_start"
+    assert events[-1] == "event: error"
+    assert '"type":"error"' in response.text.splitlines()[-2]
+    texts = [
+        json.loads(line[6:])["delta"]["text"]
+        for line in response.text.splitlines()
+        if line.startswith("data: ") and '"text_delta"' in line
+    ]
+    assert "".join(texts) == "Partial ans"
+
+
+async def test_a_stream_that_fails_before_any_content_is_a_plain_error_status() -> None:
+    """Exhausted retries with nothing sent yet give a real HTTP status, even for a stream."""
+    client = GatedClient(["no call", "still no call"], gated=False)
+    with trio.fail_after(20):
+        async with (
+            client_proxy(client, max_retries=1) as url,
+            httpx.AsyncClient(base_url=url) as http,
+        ):
+            response = await http.post(
+                "/v1/chat/completions",
+                json={"model": "m", "stream": True, "messages": USER, "tools": [WEATHER_TOOL]},
+            )
+    assert response.status_code == 502
+    assert response.headers["x-should-retry"] == "false"
+    assert response.json()["error"]["code"] == "tool_call_retries_exhausted"

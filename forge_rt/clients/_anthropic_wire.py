@@ -28,7 +28,7 @@ from typing import Any
 
 import msgspec
 
-from forge_rt.clients._faults import malformed_error
+from forge_rt.clients._faults import in_band_error, malformed_error
 from forge_rt.clients._sse import encode_sse
 from forge_rt.clients._wire_common import (
     NO_TIMINGS,
@@ -53,7 +53,7 @@ from forge_rt.clients.base import (
     Usage,
 )
 from forge_rt.core import Message, MessageType, Role, TextResponse, ToolCall, ToolSpec
-from forge_rt.errors import BackendError, FaultKind, ForgeError, StreamError
+from forge_rt.errors import BackendError, ForgeError, StreamError
 
 __all__ = [
     "UNANSWERED_CALL_TEXT",
@@ -333,13 +333,11 @@ def _usage(usage: _UsageWire | None, output_tokens: int | None = None) -> Usage:
 
 
 def _error(error: _ErrorWire, *, url: str | None, retry_safe: bool) -> BackendError:
-    return BackendError(
-        f"{url + ': ' if url else ''}the backend reported a {error.type or 'unnamed'} error "
-        "inside its reply; the error text is on .body",
-        kind=FaultKind.SERVER_ERROR,
-        retry_safe=retry_safe,
-        body=error.message,
+    return in_band_error(
+        f"the backend reported a {error.type or 'unnamed'} error inside its reply",
         url=url,
+        body=error.message,
+        retry_safe=retry_safe,
     )
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "AUTO_RETRY_KINDS",
     "BODY_KEEP_CHARS",
     "deadline_error",
+    "in_band_error",
     "malformed_error",
     "status_error",
     "transport_error",
@@ -145,6 +146,27 @@ def deadline_error(deadline: float, *, method: str, url: str, delivered: bool) -
         "raise the client's deadline or shorten the request (max_tokens, context)",
         kind=FaultKind.DEADLINE,
         retry_safe=not delivered,
+        url=url,
+    )
+
+
+def in_band_error(
+    what: str, *, url: str | None, body: str, retry_safe: bool, status: int | None = None
+) -> BackendError:
+    """An error the backend reported inside a reply or stream it answered with 2xx.
+
+    ``what`` says who reported what (each wire names its error differently); the error text
+    goes to ``BackendError.body`` only, like every other body. ``retry_safe`` is the caller's
+    to say: an error object in place of a reply is safe, one mid-stream is safe only if nothing
+    was delivered before it.
+    """
+    where = f"{url}: " if url else ""
+    return BackendError(
+        f"{where}{what}; the error text is on .body",
+        kind=FaultKind.SERVER_ERROR,
+        retry_safe=retry_safe,
+        status=status,
+        body=body,
         url=url,
     )
 

@@ -27,6 +27,7 @@ import trio
 from forge_rt.clients._faults import (
     AUTO_RETRY_KINDS,
     deadline_error,
+    in_band_error,
     malformed_error,
     status_error,
     transport_error,
@@ -42,7 +43,7 @@ from forge_rt.clients.base import (
     Timings,
 )
 from forge_rt.clients.sampling import has_sampling_defaults, sampling_defaults
-from forge_rt.errors import BackendError, FaultKind, StreamError
+from forge_rt.errors import BackendError, StreamError
 
 __all__ = ["HTTPClient", "StreamDecoder"]
 
@@ -402,13 +403,11 @@ class HTTPClient:
     @staticmethod
     def _event_data(event: Any, url: str, progress: _Progress) -> str:
         if event.event == "error":
-            raise BackendError(
-                f"{url}: the backend reported an error inside the stream; the error text is "
-                "on .body",
-                kind=FaultKind.SERVER_ERROR,
-                retry_safe=not progress.delivered,
-                body=event.data,
+            raise in_band_error(
+                "the backend reported an error inside the stream",
                 url=url,
+                body=event.data,
+                retry_safe=not progress.delivered,
             )
         data: str = event.data
         return data

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from forge_rt.clients._faults import malformed_error
+from forge_rt.clients._faults import in_band_error, malformed_error
 from forge_rt.clients._wire_common import (
     NO_TIMINGS,
     RawCall,
@@ -33,7 +33,7 @@ from forge_rt.clients.base import (
     Usage,
 )
 from forge_rt.core import Message, Role, ToolSpec
-from forge_rt.errors import BackendError, FaultKind, StreamError
+from forge_rt.errors import BackendError, StreamError
 
 __all__ = [
     "OllamaStreamDecoder",
@@ -175,13 +175,8 @@ _decoder = msgspec.json.Decoder(_ChatWire)
 
 
 def _error(text: str, *, url: str | None, retry_safe: bool) -> BackendError:
-    return BackendError(
-        f"{url + ': ' if url else ''}Ollama reported an error inside its reply; the error text "
-        "is on .body",
-        kind=FaultKind.SERVER_ERROR,
-        retry_safe=retry_safe,
-        body=text,
-        url=url,
+    return in_band_error(
+        "Ollama reported an error inside its reply", url=url, body=text, retry_safe=retry_safe
     )
 
 

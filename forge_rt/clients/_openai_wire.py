@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from forge_rt.clients._faults import malformed_error
+from forge_rt.clients._faults import in_band_error, malformed_error
 from forge_rt.clients._sse import encode_sse
 from forge_rt.clients._wire_common import (
     NO_TIMINGS,
@@ -55,7 +55,7 @@ from forge_rt.clients.base import (
     Usage,
 )
 from forge_rt.core import Message, MessageType, Role, TextResponse, ToolCall, ToolSpec
-from forge_rt.errors import BackendError, FaultKind, ForgeError, StreamError
+from forge_rt.errors import BackendError, ForgeError, StreamError
 
 __all__ = [
     "OpenAIDialect",
@@ -318,15 +318,12 @@ def _usage(usage: _UsageWire | None, timings: _LlamaTimings | None) -> Usage:
 def _in_band_error(error: _ErrorWire | str, *, url: str | None, retry_safe: bool) -> BackendError:
     message = error if isinstance(error, str) else error.message
     code = None if isinstance(error, str) else error.code
-    status = code if isinstance(code, int) else None
-    return BackendError(
-        f"{url + ': ' if url else ''}the backend reported an error inside its reply "
-        f"(code {code}); the error text is on .body",
-        kind=FaultKind.SERVER_ERROR,
-        retry_safe=retry_safe,
-        status=status,
-        body=message,
+    return in_band_error(
+        f"the backend reported an error inside its reply (code {code})",
         url=url,
+        body=message,
+        retry_safe=retry_safe,
+        status=code if isinstance(code, int) else None,
     )
 
 

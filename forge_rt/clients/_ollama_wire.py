@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 
 from forge_rt.clients._faults import in_band_error, malformed_error
+from forge_rt.clients._openai_wire import openai_tools_to_wire
 from forge_rt.clients._wire_common import (
     NO_TIMINGS,
     RawCall,
@@ -63,17 +64,7 @@ def ollama_messages_to_wire(messages: Sequence[Message]) -> list[dict[str, Any]]
 
 def ollama_tools_to_wire(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
     """Tool specs as ``/api/chat`` tools (the chat-completions function shape)."""
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": t.name,
-                "description": t.description,
-                "parameters": t.json_schema(),
-            },
-        }
-        for t in tools
-    ]
+    return openai_tools_to_wire(tools)
 
 
 def _options(sampling: Sampling, num_ctx: int | None) -> dict[str, Any]:

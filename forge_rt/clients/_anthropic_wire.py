@@ -36,7 +36,10 @@ from forge_rt.clients._wire_common import (
     ReplyAssembler,
     WireRequest,
     fold_reasoning,
+    invalid,
     reply_result,
+    result_reasoning,
+    retraction_refused,
 )
 from forge_rt.clients.base import (
     FinalChunk,
@@ -508,16 +511,12 @@ class _RequestWire(msgspec.Struct, kw_only=True):
 _request_decoder = msgspec.json.Decoder(_RequestWire)
 
 
-def _invalid(message: str, path: str) -> msgspec.ValidationError:
-    return msgspec.ValidationError(f"{message} - at `{path}`")
-
-
 def _result_text(content: str | list[_ResultPart] | None, path: str) -> str:
     if content is None or isinstance(content, str):
         return content or ""
     for i, part in enumerate(content):
         if part.type != "text":
-            raise _invalid(
+            raise invalid(
                 f"tool_result content of type {part.type!r} is not supported (text only)",
                 f"{path}[{i}].type",
             )
@@ -531,7 +530,7 @@ def _messages_from(wire: Sequence[_InMessage], system: str | None) -> list[Messa
         path = f"$.messages[{i}]"
         blocks = [_Block(type="text", text=m.content)] if isinstance(m.content, str) else m.content
         if m.role not in ("user", "assistant"):
-            raise _invalid(f"role {m.role!r} is not user or assistant", f"{path}.role")
+            raise invalid(f"role {m.role!r} is not user or assistant", f"{path}.role")
         texts: list[str] = []
         thinking: list[str] = []
         calls: list[ToolCall] = []
@@ -544,12 +543,12 @@ def _messages_from(wire: Sequence[_InMessage], system: str | None) -> list[Messa
                     thinking.append(block.thinking)
             elif block.type == "tool_use" and m.role == "assistant":
                 if not block.id or not block.name:
-                    raise _invalid("a tool_use block needs id and name", bpath)
+                    raise invalid("a tool_use block needs id and name", bpath)
                 names[block.id] = block.name
                 calls.append(ToolCall(tool=block.name, args=block.input or {}, call_id=block.id))
             elif block.type == "tool_result" and m.role == "user":
                 if not block.tool_use_id:
-                    raise _invalid("a tool_result block needs tool_use_id", bpath)
+                    raise invalid("a tool_result block needs tool_use_id", bpath)
                 out.append(
                     Message(
                         role=Role.TOOL,
@@ -560,7 +559,7 @@ def _messages_from(wire: Sequence[_InMessage], system: str | None) -> list[Messa
                     )
                 )
             else:
-                raise _invalid(
+                raise invalid(
                     f"a {block.type!r} block is not supported in a {m.role} message",
                     f"{bpath}.type",
                 )
@@ -602,14 +601,14 @@ def _tools_from(tools: Sequence[_ToolWire]) -> list[ToolSpec]:
     for i, t in enumerate(tools):
         path = f"$.tools[{i}]"
         if t.input_schema is None:
-            raise _invalid(
+            raise invalid(
                 f"tool {t.name!r} has no input_schema; server tools ({t.type}) are not supported",
                 path,
             )
         try:
             out.append(ToolSpec(name=t.name, description=t.description, parameters=t.input_schema))
         except (ForgeError, ValueError) as exc:
-            raise _invalid(f"unusable tool definition: {exc}", path) from exc
+            raise invalid(f"unusable tool definition: {exc}", path) from exc
     return out
 
 
@@ -626,12 +625,12 @@ def anthropic_request_from_wire(body: bytes) -> WireRequest:
         kinds = {"auto": "auto", "any": "required", "none": "none"}
         if wire.tool_choice.type == "tool":
             if not wire.tool_choice.name:
-                raise _invalid("a tool_choice of type tool needs a name", "$.tool_choice.name")
+                raise invalid("a tool_choice of type tool needs a name", "$.tool_choice.name")
             choice = wire.tool_choice.name
         elif wire.tool_choice.type in kinds:
             choice = kinds[wire.tool_choice.type]
         else:
-            raise _invalid(
+            raise invalid(
                 f"tool_choice type {wire.tool_choice.type!r} is not auto, any, none or tool",
                 "$.tool_choice.type",
             )
@@ -684,13 +683,12 @@ def anthropic_response_to_wire(
     """A Messages reply body for ``response``; unknown token counts are reported as 0."""
     content: list[dict[str, Any]] = []
     if isinstance(response.result, TextResponse):
-        reasoning = response.result.reasoning
         text = response.result.content
         calls: list[ToolCall] = []
     else:
         calls = response.result
-        reasoning = next((c.reasoning for c in calls if c.reasoning), None)
         text = ""
+    reasoning = result_reasoning(response.result)
     if reasoning:
         content.append({"type": "thinking", "thinking": reasoning, "signature": ""})
     if text:
@@ -795,10 +793,7 @@ class AnthropicStreamEncoder:
                 )
             return out
         if isinstance(chunk, ResetChunk):
-            raise ValueError(
-                f"cannot retract streamed output ({chunk.reason}); buffer attempts that may "
-                "be abandoned instead of streaming them to the client"
-            )
+            raise retraction_refused(chunk)
         return out + self._final(chunk)
 
     def _final(self, chunk: FinalChunk) -> bytes:

@@ -34,8 +34,11 @@ from forge_rt.clients._wire_common import (
     ReplyAssembler,
     WireRequest,
     fold_reasoning,
+    invalid,
     json_object_or_none,
     reply_result,
+    result_reasoning,
+    retraction_refused,
 )
 from forge_rt.clients.base import (
     FinalChunk,
@@ -515,16 +518,12 @@ class _ChatRequestWire(msgspec.Struct, kw_only=True):
 _request_decoder = msgspec.json.Decoder(_ChatRequestWire)
 
 
-def _invalid(message: str, path: str) -> msgspec.ValidationError:
-    return msgspec.ValidationError(f"{message} - at `{path}`")
-
-
 def _strict_text(content: str | list[_ContentPart] | None, path: str) -> str:
     if content is None or isinstance(content, str):
         return content or ""
     for i, part in enumerate(content):
         if part.type != "text":
-            raise _invalid(
+            raise invalid(
                 f"content parts of type {part.type!r} are not supported (text only)",
                 f"{path}[{i}].type",
             )
@@ -552,15 +551,15 @@ def _messages_from(wire: Sequence[_MessageWire], base: str) -> list[Message]:
                 for j, tc in enumerate(m.tool_calls):
                     cpath = f"{path}.tool_calls[{j}]"
                     if tc.function is None or not tc.function.name:
-                        raise _invalid("a tool call needs function.name", cpath)
+                        raise invalid("a tool call needs function.name", cpath)
                     args = json_object_or_none(tc.function.arguments or "")
                     if args is None:
-                        raise _invalid(
+                        raise invalid(
                             "function.arguments must be a JSON object (as a string)",
                             f"{cpath}.function.arguments",
                         )
                     if not tc.id:
-                        raise _invalid("a tool call in the history needs its id", f"{cpath}.id")
+                        raise invalid("a tool call in the history needs its id", f"{cpath}.id")
                     names[tc.id] = tc.function.name
                     calls.append(ToolCall(tool=tc.function.name, args=args, call_id=tc.id))
                 out.append(Message.assistant_calls(calls, content=content))
@@ -568,7 +567,7 @@ def _messages_from(wire: Sequence[_MessageWire], base: str) -> list[Message]:
                 out.append(Message.assistant_text(content))
         elif m.role == "tool":
             if not m.tool_call_id:
-                raise _invalid(
+                raise invalid(
                     "a tool message must name the call it answers", f"{path}.tool_call_id"
                 )
             out.append(
@@ -581,7 +580,7 @@ def _messages_from(wire: Sequence[_MessageWire], base: str) -> list[Message]:
                 )
             )
         else:
-            raise _invalid(
+            raise invalid(
                 f"role {m.role!r} is not supported (system, developer, user, assistant, tool)",
                 f"{path}.role",
             )
@@ -602,7 +601,7 @@ def _tools_from(tools: Sequence[_ToolWire], base: str) -> list[ToolSpec]:
     out: list[ToolSpec] = []
     for i, t in enumerate(tools):
         if t.type != "function":
-            raise _invalid(f"tool type {t.type!r} is not supported", f"{base}[{i}].type")
+            raise invalid(f"tool type {t.type!r} is not supported", f"{base}[{i}].type")
         try:
             out.append(
                 ToolSpec(
@@ -612,7 +611,7 @@ def _tools_from(tools: Sequence[_ToolWire], base: str) -> list[ToolSpec]:
                 )
             )
         except (ForgeError, ValueError) as exc:
-            raise _invalid(f"unusable tool definition: {exc}", f"{base}[{i}].function") from exc
+            raise invalid(f"unusable tool definition: {exc}", f"{base}[{i}].function") from exc
     return out
 
 
@@ -630,7 +629,7 @@ def openai_request_from_wire(body: bytes) -> WireRequest:
     elif wire.tool_choice in (None, "auto", "required", "none"):
         choice = wire.tool_choice
     else:
-        raise _invalid(
+        raise invalid(
             f"tool_choice {wire.tool_choice!r} is not auto, required, none or a function",
             "$.tool_choice",
         )
@@ -638,20 +637,20 @@ def openai_request_from_wire(body: bytes) -> WireRequest:
     if wire.response_format is not None and wire.response_format.type == "json_schema":
         fmt = wire.response_format.json_schema
         if fmt is None or fmt.schema is None:
-            raise _invalid(
+            raise invalid(
                 "a json_schema response_format needs json_schema.schema",
                 "$.response_format.json_schema",
             )
         constraint = JsonSchemaConstraint(schema=fmt.schema)
     elif wire.response_format is not None and wire.response_format.type != "text":
-        raise _invalid(
+        raise invalid(
             f"response_format type {wire.response_format.type!r} is not supported "
             "(text or json_schema)",
             "$.response_format.type",
         )
     if wire.grammar is not None:
         if constraint is not None:
-            raise _invalid("give either grammar or a json_schema response_format", "$.grammar")
+            raise invalid("give either grammar or a json_schema response_format", "$.grammar")
         constraint = GrammarConstraint(gbnf=wire.grammar)
     stop = [wire.stop] if isinstance(wire.stop, str) else wire.stop
     sampling = Sampling(
@@ -715,11 +714,10 @@ def openai_response_to_wire(
     message: dict[str, Any] = {"role": "assistant"}
     if isinstance(response.result, TextResponse):
         message["content"] = response.result.content
-        reasoning = response.result.reasoning
     else:
         message["content"] = None
         message["tool_calls"] = [_call_to_wire(c) for c in response.result]
-        reasoning = next((c.reasoning for c in response.result if c.reasoning), None)
+    reasoning = result_reasoning(response.result)
     if reasoning:
         message["reasoning_content"] = reasoning
     body: dict[str, Any] = {
@@ -778,10 +776,7 @@ class OpenAIStreamEncoder:
             self._streamed_calls.add(chunk.index)
             return self._frame({"tool_calls": [_delta_call(chunk)]})
         if isinstance(chunk, ResetChunk):
-            raise ValueError(
-                f"cannot retract streamed output ({chunk.reason}); buffer attempts that may "
-                "be abandoned instead of streaming them to the client"
-            )
+            raise retraction_refused(chunk)
         return self._final(chunk)
 
     def _final(self, chunk: FinalChunk) -> bytes:

@@ -18,6 +18,7 @@ from forge_rt.clients._think import ThinkSplitter, split_think
 from forge_rt.clients.base import (
     InferenceRequest,
     ReasoningDeltaChunk,
+    ResetChunk,
     StreamChunk,
     TextDeltaChunk,
     Timings,
@@ -33,9 +34,12 @@ __all__ = [
     "WireRequest",
     "build_result",
     "fold_reasoning",
+    "invalid",
     "join_reasoning",
     "json_object_or_none",
     "reply_result",
+    "result_reasoning",
+    "retraction_refused",
 ]
 
 log = structlog.get_logger(__name__)
@@ -163,6 +167,29 @@ def reply_result(
     """
     visible, think = split_think(raw)
     return build_result(visible, join_reasoning(reasoning, think), calls)
+
+
+def result_reasoning(result: list[ToolCall] | TextResponse) -> str | None:
+    """The reply's reasoning: the text's, or the first call's that has some (where
+    :func:`build_result` puts it)."""
+    if isinstance(result, TextResponse):
+        return result.reasoning
+    return next((c.reasoning for c in result if c.reasoning), None)
+
+
+def invalid(message: str, path: str) -> msgspec.ValidationError:
+    """A request the proxy cannot take, saying what and where, in msgspec's own format
+    (``... - at `$.messages[2].role```), so it reads like msgspec's errors in the same 400."""
+    return msgspec.ValidationError(f"{message} - at `{path}`")
+
+
+def retraction_refused(chunk: ResetChunk) -> ValueError:
+    """Why a stream encoder cannot honour a :class:`ResetChunk`: SSE cannot take back what a
+    client already received."""
+    return ValueError(
+        f"cannot retract streamed output ({chunk.reason}); buffer attempts that may "
+        "be abandoned instead of streaming them to the client"
+    )
 
 
 class _Partial:

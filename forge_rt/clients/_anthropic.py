@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import httpx
-import msgspec
 
 from forge_rt.clients._anthropic_wire import (
     AnthropicStreamDecoder,
@@ -67,10 +66,9 @@ class AnthropicClient(HTTPClient):
         )
 
     async def _body(self, request: InferenceRequest, *, stream: bool) -> dict[str, Any]:
-        sampling = await self._sampling(request)
         assert self._model is not None  # required by __init__
         return anthropic_request_to_wire(
-            msgspec.structs.replace(request, sampling=sampling),
+            await self._sampled(request),
             model=self._model,
             stream=stream,
             default_max_tokens=self._max_tokens,

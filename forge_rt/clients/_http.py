@@ -184,6 +184,10 @@ class HTTPClient:
             self._defaults = sampling_defaults(self._model or await self._discover_model())
         return request.sampling.merged_over(self._defaults)
 
+    async def _sampled(self, request: InferenceRequest) -> InferenceRequest:
+        """``request`` with :meth:`_sampling` in place: what an adapter's ``_body`` sends."""
+        return msgspec.structs.replace(request, sampling=await self._sampling(request))
+
     # -- adapter hooks ---------------------------------------------------------------------
 
     async def _body(self, request: InferenceRequest, *, stream: bool) -> dict[str, Any]:

@@ -147,10 +147,9 @@ class LlamaServerClient(OpenAICompatClient):
         return PurePosixPath(path).name
 
     async def _body(self, request: InferenceRequest, *, stream: bool) -> dict[str, Any]:
-        sampling = await self._sampling(request)
         prompt = self._mode == "prompt" and bool(request.tools)
         body = openai_request_to_wire(
-            msgspec.structs.replace(request, sampling=sampling),
+            await self._sampled(request),
             model=await self._wire_model(),
             stream=stream,
             dialect="llamacpp",

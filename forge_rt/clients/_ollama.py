@@ -75,10 +75,9 @@ class OllamaClient(HTTPClient):
         return self._num_ctx
 
     async def _body(self, request: InferenceRequest, *, stream: bool) -> dict[str, Any]:
-        sampling = await self._sampling(request)
         assert self._model is not None  # required by __init__
         return ollama_request_to_wire(
-            msgspec.structs.replace(request, sampling=sampling),
+            await self._sampled(request),
             model=self._model,
             stream=stream,
             num_ctx=self._num_ctx,

@@ -123,9 +123,8 @@ class OpenAICompatClient(HTTPClient):
 
     async def _body(self, request: InferenceRequest, *, stream: bool) -> dict[str, Any]:
         self._check_constraint(request)
-        sampling = await self._sampling(request)
         return openai_request_to_wire(
-            msgspec.structs.replace(request, sampling=sampling),
+            await self._sampled(request),
             model=await self._wire_model(),
             stream=stream,
             dialect=self._dialect,

@@ -51,7 +51,7 @@ from forge_rt.proxy._asgi import (
 )
 from forge_rt.proxy._config import NAMED_PRIORITIES, KeyProfile, ProxyConfig
 from forge_rt.proxy._engine import Outcome, RequestPlan, apply_reasoning_replay
-from forge_rt.proxy._errors import ApiShape, ErrorKind, ProxyHTTPError
+from forge_rt.proxy._errors import ApiShape, ErrorKind, ProxyHTTPError, redact
 from forge_rt.proxy._metrics import CONTENT_TYPE
 from forge_rt.proxy._runtime import ProxyRuntime, open_runtime
 from forge_rt.proxy._schema import (
@@ -552,9 +552,16 @@ class ProxyApp:
             else {"available": True, **msgspec.to_builtins(r)}
             for name, r in report.readings.items()
         }
+        backend = self.runtime.backend
         await call.reply.json(
             200,
             {
+                "backend": {
+                    "kind": backend.kind,
+                    "mode": backend.mode,
+                    "url": redact(backend.url) if backend.url is not None else None,
+                    "model": self.runtime.client.model,
+                },
                 "context_tokens": report.context_tokens,
                 "pool_tokens": report.pool_tokens,
                 "kv_used_ratio": report.kv_used_ratio,

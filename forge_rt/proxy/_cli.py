@@ -6,6 +6,7 @@ exit message. ``proxy_command`` is the click command the main CLI adds.
 
 from __future__ import annotations
 
+import shlex
 import signal
 from pathlib import Path
 
@@ -52,6 +53,7 @@ def build_config(
     model_path: str | None,
     embedded_model: str | None,
     ctx_size: int,
+    backend_command: str | None = None,
     parallel: int,
     api_keys: tuple[str, ...],
     key_file: Path | None,
@@ -85,6 +87,7 @@ def build_config(
         gguf=gguf,
         model_path=model_path,
         embedded_model=embedded_model,
+        executable=tuple(shlex.split(backend_command)) if backend_command else None,
         n_ctx=ctx_size,
         n_parallel=parallel,
     )
@@ -156,6 +159,11 @@ async def _serve(config: ProxyConfig, console: Console) -> None:
     "--embedded-model",
     default=None,
     help="Packaged model to serve when no backend is given [default: qwen2.5-coder-0.5b].",
+)
+@click.option(
+    "--backend-command",
+    default=None,
+    help="Command that runs the managed backend instead of llama-server / vllm on the PATH.",
 )
 @click.option(
     "--ctx-size", default=8192, show_default=True, help="Context of a managed/embedded backend."

@@ -130,6 +130,9 @@ class BackendConfig(BaseModel):
     ``model_path`` (``vllm serve`` on that directory or hub id) -- forge_rt starts it and stops
     it. **Embedded** (nothing set): the packaged Qwen2.5-Coder (``embedded_model``) served by
     llama.cpp in a child process, so ``forge-rt proxy`` alone serves a guarded API.
+
+    ``executable`` is the command (program and leading arguments) a managed backend runs
+    instead of ``llama-server`` / ``vllm`` from the PATH.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -143,7 +146,7 @@ class BackendConfig(BaseModel):
     embedded_model: str | None = None
     n_ctx: int = Field(default=8192, gt=0)
     n_parallel: int = Field(default=1, gt=0)
-    executable: str | None = None
+    executable: tuple[str, ...] | None = None
     timeout_s: float = Field(default=300.0, gt=0)
 
     @model_validator(mode="after")

@@ -27,7 +27,15 @@ from forge_rt.errors import (
     ToolLoopError,
 )
 
-__all__ = ["ApiShape", "ErrorKind", "ProxyHTTPError", "error_body", "from_forge_error"]
+__all__ = [
+    "ApiShape",
+    "ErrorKind",
+    "ProxyHTTPError",
+    "encode_error",
+    "error_body",
+    "from_forge_error",
+    "redact",
+]
 
 ApiShape = Literal["openai", "anthropic"]
 
@@ -126,7 +134,7 @@ def encode_error(error: ProxyHTTPError, shape: ApiShape) -> bytes:
     return msgspec.json.encode(error_body(error, shape))
 
 
-def _redact(text: str) -> str:
+def redact(text: str) -> str:
     """``text`` with any ``user:password@`` of a URL removed (backend credentials never leak)."""
     return _USERINFO.sub("***@", text)
 
@@ -241,14 +249,14 @@ def from_forge_error(error: ForgeError) -> ProxyHTTPError:
             )
         return ProxyHTTPError(
             ErrorKind.BAD_GATEWAY,
-            f"the backend failed ({error.kind.value}): {_redact(str(error))}",
+            f"the backend failed ({error.kind.value}): {redact(str(error))}",
             code=f"backend_{error.kind.value}",
             retry=error.retry_safe,
         )
     if isinstance(error, StreamError):
         return ProxyHTTPError(
             ErrorKind.BAD_GATEWAY,
-            f"the backend's reply stream broke: {_redact(str(error))}",
+            f"the backend's reply stream broke: {redact(str(error))}",
             code="backend_stream_error",
             retry=True,
         )

@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 import anthropic
+import httpx
 import openai
 import pytest
 import trio
@@ -109,3 +110,29 @@ async def test_proxy_command_with_no_flags_serves_the_embedded_model() -> None:
     assert choice.finish_reason == "tool_calls"
     assert choice.message.tool_calls is not None
     assert all(_is_weather_call(c) for c in choice.message.tool_calls)
+
+
+async def test_managed_backend_is_started_and_stopped_with_the_proxy() -> None:
+    """--gguf mode: the proxy starts llama-server on the file, serves it, and stops it."""
+    from forge_rt.backends.local import DEFAULT_MODEL, SERVE_COMMAND, prepare_model_async
+
+    with trio.fail_after(900):
+        path = await prepare_model_async(DEFAULT_MODEL)
+        backend = BackendConfig(gguf=path, executable=SERVE_COMMAND, n_ctx=4096)
+        async with serve_proxy(proxy_config(backend=backend)) as url:
+            with openai.OpenAI(
+                base_url=f"{url}/v1", api_key="x", timeout=300, max_retries=0
+            ) as sdk:
+                models = await in_thread(lambda: [m.id for m in sdk.models.list()])
+                reply = await in_thread(
+                    lambda: sdk.chat.completions.create(
+                        model="local", messages=WEATHER, tools=[WEATHER_TOOL], temperature=0
+                    )
+                )
+            async with httpx.AsyncClient(base_url=url) as http:
+                backend_url = (await http.get("/forge/usage")).json()["backend"]["url"]
+        with pytest.raises(httpx.ConnectError):
+            async with httpx.AsyncClient(base_url=backend_url) as http:
+                await http.get("/health")
+    assert models
+    assert reply.choices[0].finish_reason in ("tool_calls", "stop")

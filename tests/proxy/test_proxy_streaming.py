@@ -16,6 +16,7 @@ import trio
 from proxy_support import WEATHER_TOOL, Deltas, GatedClient, client_proxy, in_thread
 
 from forge_rt.core import ToolCall
+from forge_rt.proxy import KeyProfile
 
 USER: list[Any] = [{"role": "user", "content": "hello"}]
 
@@ -39,8 +40,8 @@ def _stream_text(
     return text, finish
 
 
-def _sdk(url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=20)
+def _sdk(url: str, key: str = "x") -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0, timeout=20)
 
 
 async def test_text_reaches_the_client_while_still_generating() -> None:
@@ -177,24 +178,42 @@ async def test_disconnect_before_any_output_cancels_a_whole_reply_request() -> N
     assert call.tokens_sent == 0
 
 
-@pytest.mark.parametrize("prefill", [True, False], ids=["continued", "restarted"])
-async def test_high_priority_preempts_a_low_stream_which_only_pauses(prefill: bool) -> None:
+KEYS = (
+    KeyProfile(key="sk-voice-0123456789", name="voice", priority=0),
+    KeyProfile(key="sk-batch-0123456789", name="batch", priority=20),
+)
+
+
+@pytest.mark.parametrize(
+    ("prefill", "by_key"),
+    [(True, False), (False, False), (True, True)],
+    ids=["continued", "restarted", "key-profiles"],
+)
+async def test_high_priority_preempts_a_low_stream_which_only_pauses(
+    prefill: bool, by_key: bool
+) -> None:
     """A high-priority request interrupts a low one mid-stream; the low client sees a pause.
 
-    With assistant prefill the low call continues where it stopped; without, it restarts and
-    the proxy skips what the client already has. Either way its text arrives once, complete.
+    Priority comes from the x-forge-priority header or from the API key's profile. With
+    assistant prefill the low call continues where it stopped; without, it restarts and the
+    proxy skips what the client already has. Either way its text arrives once, complete.
     """
     client = GatedClient(["alpha beta gamma delta", "urgent answer"], prefill=prefill)
     low_deltas = Deltas()
+    options: dict[str, Any] = {"api_keys": KEYS} if by_key else {}
+    low_priority, high_priority = (None, None) if by_key else ("low", "high")
     with trio.fail_after(20):
-        async with client_proxy(client) as url, trio.open_nursery() as nursery:
-            low_sdk, high_sdk = _sdk(url), _sdk(url)
+        async with client_proxy(client, **options) as url, trio.open_nursery() as nursery:
+            low_sdk = _sdk(url, "sk-batch-0123456789" if by_key else "x")
+            high_sdk = _sdk(url, "sk-voice-0123456789" if by_key else "x")
             low: list[tuple[str, str | None]] = []
             high: list[str | None] = []
 
             async def low_client() -> None:
                 low.append(
-                    await in_thread(lambda: _stream_text(low_sdk, low_deltas, priority="low"))
+                    await in_thread(
+                        lambda: _stream_text(low_sdk, low_deltas, priority=low_priority)
+                    )
                 )
 
             async def high_client() -> None:
@@ -202,7 +221,7 @@ async def test_high_priority_preempts_a_low_stream_which_only_pauses(prefill: bo
                     lambda: high_sdk.chat.completions.create(
                         model="m",
                         messages=[{"role": "user", "content": "urgent"}],
-                        extra_headers={"x-forge-priority": "high"},
+                        extra_headers={"x-forge-priority": high_priority} if high_priority else {},
                     )
                 )
                 high.append(reply.choices[0].message.content)

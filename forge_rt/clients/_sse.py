@@ -43,13 +43,7 @@ class SSEDecoder:
     def feed_line(self, line: str) -> SSEEvent | None:
         """Consume one line; return the event it completes, if any."""
         if line == "":
-            if not self._pending:
-                return None
-            event = SSEEvent("\n".join(self._data), self._event)
-            self._data = []
-            self._event = None
-            self._pending = False
-            return event
+            return self._dispatch()
         if line.startswith(":"):
             return None
         name, sep, value = line.partition(":")
@@ -76,6 +70,10 @@ class SSEDecoder:
         Servers commonly end the body right after the last ``data:`` line without the blank
         line; that event is complete in content, so it is dispatched.
         """
+        return self._dispatch()
+
+    def _dispatch(self) -> SSEEvent | None:
+        """The event the fields so far make up (None if there were none); starts the next."""
         if not self._pending:
             return None
         event = SSEEvent("\n".join(self._data), self._event)

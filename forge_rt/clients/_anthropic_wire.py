@@ -40,6 +40,7 @@ from forge_rt.clients._wire_common import (
     reply_result,
     result_reasoning,
     retraction_refused,
+    stream_decode_error,
 )
 from forge_rt.clients.base import (
     FinalChunk,
@@ -404,10 +405,8 @@ class AnthropicStreamDecoder:
         try:
             event = _event_decoder.decode(data)
         except msgspec.DecodeError as exc:
-            raise StreamError(
-                f"a streamed event is not a valid Messages event: {exc}; "
-                f"the event began {data[:120]!r}",
-                partial=self.partial_text,
+            raise stream_decode_error(
+                "event", "a valid Messages event", data, exc, partial=self.partial_text
             ) from exc
         kind = event.type
         if kind == "error":

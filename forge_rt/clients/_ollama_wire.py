@@ -23,6 +23,7 @@ from forge_rt.clients._wire_common import (
     ReplyAssembler,
     fold_reasoning,
     reply_result,
+    stream_decode_error,
 )
 from forge_rt.clients.base import (
     GrammarConstraint,
@@ -34,7 +35,7 @@ from forge_rt.clients.base import (
     Usage,
 )
 from forge_rt.core import Message, Role, ToolSpec
-from forge_rt.errors import BackendError, StreamError
+from forge_rt.errors import BackendError
 
 __all__ = [
     "OllamaStreamDecoder",
@@ -228,10 +229,8 @@ class OllamaStreamDecoder:
         try:
             wire = _decoder.decode(line)
         except msgspec.DecodeError as exc:
-            raise StreamError(
-                f"a streamed line is not a valid Ollama chat chunk: {exc}; "
-                f"the line began {line[:120]!r}",
-                partial=self.partial_text,
+            raise stream_decode_error(
+                "line", "a valid Ollama chat chunk", line, exc, partial=self.partial_text
             ) from exc
         if wire.error is not None:
             raise _error(wire.error, url=self._url, retry_safe=not delivered)

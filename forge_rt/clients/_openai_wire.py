@@ -39,6 +39,7 @@ from forge_rt.clients._wire_common import (
     reply_result,
     result_reasoning,
     retraction_refused,
+    stream_decode_error,
 )
 from forge_rt.clients.base import (
     FinalChunk,
@@ -58,7 +59,7 @@ from forge_rt.clients.base import (
     Usage,
 )
 from forge_rt.core import Message, MessageType, Role, TextResponse, ToolCall, ToolSpec
-from forge_rt.errors import BackendError, ForgeError, StreamError
+from forge_rt.errors import BackendError, ForgeError
 
 __all__ = [
     "OpenAIDialect",
@@ -406,10 +407,8 @@ class OpenAIStreamDecoder:
         try:
             wire = _completion_decoder.decode(data)
         except msgspec.DecodeError as exc:
-            raise StreamError(
-                f"a streamed chunk is not a valid chat-completion chunk: {exc}; "
-                f"the chunk began {data[:120]!r}",
-                partial=self.partial_text,
+            raise stream_decode_error(
+                "chunk", "a valid chat-completion chunk", data, exc, partial=self.partial_text
             ) from exc
         if wire.error is not None:
             raise _in_band_error(wire.error, url=self._url, retry_safe=not delivered)

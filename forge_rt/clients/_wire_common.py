@@ -25,6 +25,7 @@ from forge_rt.clients.base import (
     ToolCallDeltaChunk,
 )
 from forge_rt.core import Message, MessageType, Role, TextResponse, ToolCall, new_call_id
+from forge_rt.errors import StreamError
 
 __all__ = [
     "NO_TIMINGS",
@@ -40,12 +41,17 @@ __all__ = [
     "reply_result",
     "result_reasoning",
     "retraction_refused",
+    "stream_decode_error",
 ]
 
 log = structlog.get_logger(__name__)
 
 NO_TIMINGS = Timings(total_s=0.0)
 """The timings of a reply parsed outside a measured call."""
+
+_EXCERPT_CHARS = 120
+"""How much of an undecodable stream unit an error quotes: enough to recognise it, and never a
+whole (possibly huge) payload in a message that may be logged."""
 
 
 class WireRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -189,6 +195,17 @@ def retraction_refused(chunk: ResetChunk) -> ValueError:
     return ValueError(
         f"cannot retract streamed output ({chunk.reason}); buffer attempts that may "
         "be abandoned instead of streaming them to the client"
+    )
+
+
+def stream_decode_error(
+    unit: str, expected: str, text: str, exc: msgspec.DecodeError, *, partial: str
+) -> StreamError:
+    """A streamed ``unit`` (chunk, event, line) that does not decode as ``expected``, quoting
+    its start; ``partial`` is the text the stream had carried before it."""
+    return StreamError(
+        f"a streamed {unit} is not {expected}: {exc}; the {unit} began {text[:_EXCERPT_CHARS]!r}",
+        partial=partial,
     )
 
 

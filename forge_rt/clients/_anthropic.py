@@ -75,7 +75,9 @@ class AnthropicClient(HTTPClient):
         )
 
     def _parse(self, body: bytes, request: InferenceRequest, timings: Timings) -> LLMResponse:
-        return anthropic_response_from_wire(body, timings=timings, url=self._url("/v1/messages"))
+        return anthropic_response_from_wire(
+            body, timings=timings, url=self._url(self._inference_path)
+        )
 
     def _decoder(self, request: InferenceRequest) -> StreamDecoder:
-        return AnthropicStreamDecoder(url=self._url("/v1/messages"))
+        return AnthropicStreamDecoder(url=self._url(self._inference_path))

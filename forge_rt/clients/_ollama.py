@@ -86,10 +86,10 @@ class OllamaClient(HTTPClient):
         )
 
     def _parse(self, body: bytes, request: InferenceRequest, timings: Timings) -> LLMResponse:
-        return ollama_response_from_wire(body, timings=timings, url=self._url("/api/chat"))
+        return ollama_response_from_wire(body, timings=timings, url=self._url(self._inference_path))
 
     def _decoder(self, request: InferenceRequest) -> StreamDecoder:
-        return OllamaStreamDecoder(url=self._url("/api/chat"))
+        return OllamaStreamDecoder(url=self._url(self._inference_path))
 
     async def context_length(self) -> int | None:
         """The ``num_ctx`` this client sends; else the model's configured ``num_ctx`` from

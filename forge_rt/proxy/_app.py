@@ -180,12 +180,13 @@ class ProxyApp:
         path: str = scope["path"]
         shape: ApiShape = "anthropic" if path.startswith("/v1/messages") else "openai"
         route = self._routes.get(path)
+        # The metrics label: a fixed set of values, whatever paths clients invent.
+        endpoint = path if route is not None else "unknown"
         if route is None and path.startswith(("/v1/models/", "/models/")):
             route = ("GET", self._model, shape)
-        reply = Responder(send, shape, [])
-        call = _Call(scope, receive, reply)
-        reply._extra = self._extra_headers(scope, call.request_id)
-        endpoint = path if route is not None else "unknown"
+            endpoint = "/v1/models/{id}"
+        call = _Call(scope, receive, Responder(send, shape, []))
+        call.reply.extra_headers = self._extra_headers(scope, call.request_id)
         runtime = self._runtime
         if runtime is not None:
             runtime.metrics.in_flight.inc()

@@ -124,7 +124,7 @@ class Responder:
     def __init__(self, send: Send, shape: ApiShape, extra_headers: Headers) -> None:
         self._send = send
         self.shape = shape
-        self._extra = extra_headers
+        self.extra_headers = extra_headers
         self.started = False
         self.finished = False
         self.status = 0
@@ -141,7 +141,7 @@ class Responder:
         """A whole response with the given headers (content-length is added)."""
         self.started = True
         self.status = status
-        all_headers = [*headers, *self._extra, (b"content-length", str(len(data)).encode())]
+        all_headers = [*headers, *self.extra_headers, (b"content-length", str(len(data)).encode())]
         await self._send({"type": "http.response.start", "status": status, "headers": all_headers})
         self.finished = True
         await self._send({"type": "http.response.body", "body": data})
@@ -158,7 +158,7 @@ class Responder:
                 {
                     "type": "http.response.start",
                     "status": 200,
-                    "headers": [*_SSE_HEADERS, *self._extra],
+                    "headers": [*_SSE_HEADERS, *self.extra_headers],
                 }
             )
         await self._send({"type": "http.response.body", "body": data, "more_body": True})

@@ -389,15 +389,12 @@ class InferenceEngine:
         if not calls:
             assert message is not None  # Execute always carries at least one call
             return await self._text(message, response, gate, sink, attempts, rescued)
-        prose = message if message is not None else gate.released_text
-        if gate.mode is GateMode.PROSE:
-            await self._emit(sink, gate.flush_reasoning())
-        elif message is not None:
-            released = gate.attempt_text
-            rest = message[len(released) :] if message.startswith(released) else ""
-            await self._emit(sink, gate.release(rest))
-        else:
-            await self._emit(sink, gate.flush_reasoning())
+        # Text that came with the calls: the respond message, else the prose beside native
+        # calls. What the gate already streamed of it is not sent again.
+        prose = message if message is not None else action.text
+        released = gate.attempt_text
+        rest = prose[len(released) :] if prose.startswith(released) else ""
+        await self._emit(sink, gate.release(rest))
         final = msgspec.structs.replace(
             response,
             result=[_without_reasoning(c) for c in calls],

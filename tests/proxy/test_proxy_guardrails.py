@@ -264,3 +264,40 @@ async def test_usage_reports_context_and_each_clients_tokens() -> None:
     assert usage["sources"]["llama-server"]["available"] is True
     assert usage["clients"]["research"] > 0
     assert usage["slot"]["completed"] == 1
+
+
+async def test_prose_beside_a_native_call_reaches_both_apis() -> None:
+    """Text the model wrote next to a valid call is kept: content with tool_calls, a text block."""
+    reply = SimReply(
+        text="Let me check that.",
+        tool_calls=(SimToolCall(name="get_weather", arguments={"city": "Paris"}),),
+    )
+    anthropic_tool = {
+        "name": "get_weather",
+        "input_schema": WEATHER_TOOL["function"]["parameters"],
+    }
+    with trio.fail_after(20):
+        async with (
+            sim_proxy(SimConfig(script={"*": [reply, reply]})) as (
+                _sim,
+                url,
+            ),
+            httpx.AsyncClient(base_url=url) as http,
+        ):
+            openai_reply = (await http.post(CHAT, json=_body())).json()
+            anthropic_reply = (
+                await http.post(
+                    "/v1/messages",
+                    json={
+                        "model": "m",
+                        "max_tokens": 64,
+                        "messages": USER,
+                        "tools": [anthropic_tool],
+                    },
+                )
+            ).json()
+    message = openai_reply["choices"][0]["message"]
+    assert message["content"] == "Let me check that."
+    assert [c["function"]["name"] for c in message["tool_calls"]] == ["get_weather"]
+    assert [b["type"] for b in anthropic_reply["content"]] == ["text", "tool_use"]
+    assert anthropic_reply["content"][0]["text"] == "Let me check that."

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 
 import httpcore
@@ -15,6 +16,8 @@ import httpx
 import pytest
 import trio
 from click.testing import CliRunner
+from hypercorn.trio import serve
+from proxy_support import GatedClient, proxy_config
 from pydantic import ValidationError
 
 import forge_rt.proxy
@@ -28,7 +31,7 @@ from forge_rt.clients import (
     TextDeltaChunk,
 )
 from forge_rt.core import Message, TextResponse
-from forge_rt.proxy import BackendConfig, KeyProfile, ProxyConfig
+from forge_rt.proxy import BackendConfig, KeyProfile, ProxyConfig, build_app, hypercorn_config
 from forge_rt.proxy._cli import build_config, proxy_command
 from forge_rt.proxy._transport import CoalescingBackend, coalescing_transport
 from forge_rt.proxy._whole import WholeReplyClient
@@ -284,3 +287,24 @@ async def test_whole_reply_client_fetches_marked_requests_whole() -> None:
     assert inner.used == ["send", "stream"]
     assert [type(c) for c in marked] == [FinalChunk]
     assert [type(c) for c in unmarked] == [TextDeltaChunk, FinalChunk]
+
+
+async def test_build_app_runs_its_own_runtime_under_an_asgi_server() -> None:
+    """build_app's app starts and stops its runtime in the ASGI lifespan of any trio server."""
+    config = proxy_config()
+    app = build_app(config, client=GatedClient(lambda request: "from the lifespan", gated=False))
+    stop = trio.Event()
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            binds = await nursery.start(
+                partial(serve, app, hypercorn_config(config), shutdown_trigger=stop.wait)  # type: ignore[arg-type]
+            )
+            async with httpx.AsyncClient(base_url=binds[0]) as http:
+                response = await http.post(
+                    "/v1/chat/completions",
+                    json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+                )
+            stop.set()
+    assert response.json()["choices"][0]["message"]["content"] == "from the lifespan"
+    with pytest.raises(RuntimeError, match="runtime is not running"):
+        _ = app.runtime

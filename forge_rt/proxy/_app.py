@@ -60,6 +60,7 @@ from forge_rt.proxy._schema import (
     anthropic_unsupported,
     openai_decoder,
     openai_unsupported,
+    server_tool_names,
 )
 from forge_rt.runtime import Unavailable
 
@@ -398,11 +399,11 @@ class ProxyApp:
         await call.reply.json(200, answer, _forge_headers(outcome))
 
     async def _messages(self, call: _Call) -> None:
-        body = call.body
-        strict = _decode(anthropic_decoder, body)
+        strict = _decode(anthropic_decoder, call.body)
         unsupported = anthropic_unsupported(strict)
         if unsupported is not None:
             raise _bad(*unsupported)
+        body = _without_server_tools(call, strict)
         wire = _convert(anthropic_request_from_wire, body)
         plan = self._plan(call, wire)
         model = self._model_name(wire)
@@ -474,7 +475,8 @@ class ProxyApp:
         if unsupported is not None:
             raise _bad(*unsupported)
         # The conversion wants a full Messages body; count_tokens has no max_tokens.
-        body = msgspec.json.encode({**msgspec.json.decode(call.body), "max_tokens": 1})
+        body = _without_server_tools(call, strict)
+        body = msgspec.json.encode({**msgspec.json.decode(body), "max_tokens": 1})
         wire = _convert(anthropic_request_from_wire, body)
         count = _estimate(self.runtime.estimator, wire)
         await call.reply.json(
@@ -634,6 +636,24 @@ def _convert(convert: Callable[[bytes], WireRequest], body: bytes) -> WireReques
     if not wire.request.messages:
         raise _bad("messages must hold at least one message", "$.messages")
     return wire
+
+
+def _without_server_tools(call: _Call, strict: Any) -> bytes:
+    """The body without Anthropic server tools, which no local model can run.
+
+    Leaving them out (and saying so in ``x-forge-dropped-tools``) lets clients that always
+    offer them, such as Claude Code's web search, keep working against a local model.
+    """
+    dropped = server_tool_names(strict)
+    if not dropped:
+        return call.body
+    data = msgspec.json.decode(call.body)
+    data["tools"] = [t for t in data["tools"] if t.get("type") in (None, "custom")]
+    if not data["tools"]:
+        del data["tools"]
+    log.info("proxy.server_tools_dropped", request=call.request_id, tools=dropped)
+    call.reply.extra_headers.append((b"x-forge-dropped-tools", ",".join(dropped).encode()))
+    return msgspec.json.encode(data)
 
 
 def _estimate(estimator: TokenEstimator, wire: WireRequest) -> int:

@@ -10,7 +10,9 @@ These structs only validate: the conversion into forge_rt's messages and tools i
 inverse wire functions (``openai_request_from_wire``, ``anthropic_request_from_wire``). After
 decoding, :func:`openai_unsupported` and :func:`anthropic_unsupported` name the defined
 features this proxy cannot honour (``n > 1``, log-probabilities, audio output, server tools),
-so the client gets a clear 400 instead of a silently different answer.
+so the client gets a clear 400 instead of a silently different answer. Anthropic server
+tools are the exception: they are left out of what the model sees, and the response says so
+(:func:`server_tool_names`), so clients that always offer them (Claude Code) still work.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ __all__ = [
     "anthropic_unsupported",
     "openai_decoder",
     "openai_unsupported",
+    "server_tool_names",
 ]
 
 Json = Any
@@ -397,15 +400,23 @@ class AnthropicCountTokens(_ABase):
     """A ``POST /v1/messages/count_tokens`` body."""
 
 
+def _is_server_tool(tool: dict[str, Json]) -> bool:
+    return tool.get("type") not in (None, "custom")
+
+
+def server_tool_names(request: _ABase) -> list[str]:
+    """The server tools (web search, code execution, ...) a Messages request offers.
+
+    They run on Anthropic's servers, which a local model does not have; the proxy leaves them
+    out of what the model is offered and says so in the ``x-forge-dropped-tools`` header.
+    """
+    return [str(t.get("name") or t.get("type")) for t in request.tools or () if _is_server_tool(t)]
+
+
 def _check_tools(tools: list[dict[str, Json]] | None) -> tuple[str, str] | None:
     for i, tool in enumerate(tools or ()):
-        kind = tool.get("type")
-        if kind not in (None, "custom"):
-            return (
-                f"server tool {kind!r} is not supported by the proxy; only custom tools "
-                "(name, description, input_schema) are",
-                f"$.tools[{i}].type",
-            )
+        if _is_server_tool(tool):
+            continue
         try:
             msgspec.convert(tool, _ACustomTool)
         except msgspec.ValidationError as exc:

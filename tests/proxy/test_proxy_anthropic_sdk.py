@@ -254,3 +254,30 @@ async def test_models_list_in_anthropic_shape() -> None:
             with _sdk(url) as sdk:
                 ids = await in_thread(lambda: [m.id for m in sdk.models.list()])
     assert ids == ["sim-qwen"]
+
+
+async def test_server_tools_are_left_out_and_named_in_a_header() -> None:
+    """Server tools (web search) a local model cannot run are dropped, visibly, not fatal."""
+    seen: list[list[str]] = []
+
+    def oracle(view: Any) -> Any:
+        seen.append([t.name for t in view.tools])
+        return SimToolCall(name="respond", arguments={"message": "No web here."})
+
+    with trio.fail_after(20):
+        async with sim_proxy(SimConfig(oracle=oracle)) as (_sim, url):
+            with _sdk(url) as sdk:
+                raw = await in_thread(
+                    lambda: sdk.messages.with_raw_response.create(
+                        model="claude-x",
+                        max_tokens=64,
+                        messages=USER,
+                        tools=[
+                            WEATHER_TOOL_ANTHROPIC,  # type: ignore[list-item]
+                            {"type": "web_search_20250305", "name": "web_search", "max_uses": 2},
+                        ],
+                    )
+                )
+    assert raw.headers["x-forge-dropped-tools"] == "web_search"
+    assert raw.parse().content[0].text == "No web here."  # type: ignore[union-attr]
+    assert seen == [["get_weather", "respond"]]

@@ -220,8 +220,8 @@ async def test_a_body_that_never_finishes_is_408() -> None:
         (
             MESSAGES,
             b'{"max_tokens": 5, "messages": [{"role": "user", "content": "x"}], '
-            b'"tools": [{"type": "web_search_20250305", "name": "web"}]}',
-            "server tool",
+            b'"tools": [{"name": "f", "input_schema": {}, "colour": "red"}]}',
+            "unknown field `colour`",
         ),
     ],
     ids=[
@@ -234,7 +234,7 @@ async def test_a_body_that_never_finishes_is_408() -> None:
         "not-object",
         "no-max-tokens",
         "unknown-block",
-        "server-tool",
+        "bad-custom-tool",
     ],
 )
 async def test_bad_bodies_are_400_in_the_api_shape(path: str, body: bytes, fragment: str) -> None:

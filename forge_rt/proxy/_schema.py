@@ -146,6 +146,8 @@ class _OAAssistant(_OAMessage, tag="assistant"):
 class _OATool(_OAMessage, tag="tool"):
     content: str | list[_OATextPart]
     tool_call_id: str
+    # Not in the API's schema, but LangChain and other clients send the tool's name here.
+    name: str | None = None
 
 
 class _OAFunctionMsg(_OAMessage, tag="function"):

@@ -281,3 +281,39 @@ async def test_server_tools_are_left_out_and_named_in_a_header() -> None:
     assert raw.headers["x-forge-dropped-tools"] == "web_search"
     assert raw.parse().content[0].text == "No web here."  # type: ignore[union-attr]
     assert seen == [["get_weather", "respond"]]
+
+
+async def test_reply_content_fed_back_as_history_is_accepted() -> None:
+    """Appending the SDK's reply content and a tool_result, as agent loops do, is valid."""
+    reply = SimReply(
+        text="Checking.",
+        tool_calls=(SimToolCall(name="get_weather", arguments={"city": "Oslo"}),),
+    )
+    with trio.fail_after(20):
+        async with sim_proxy(_script(reply, _call("respond", message="Cold."))) as (_sim, url):
+            with _sdk(url) as sdk:
+
+                def run() -> Any:
+                    messages: list[Any] = list(USER)
+                    first = sdk.messages.create(
+                        model="claude-x",
+                        max_tokens=64,
+                        messages=messages,
+                        tools=[WEATHER_TOOL_ANTHROPIC],  # type: ignore[list-item]
+                    )
+                    messages.append({"role": "assistant", "content": first.content})
+                    results = [
+                        {"type": "tool_result", "tool_use_id": b.id, "content": "-3 C"}
+                        for b in first.content
+                        if b.type == "tool_use"
+                    ]
+                    messages.append({"role": "user", "content": results})
+                    return sdk.messages.create(
+                        model="claude-x",
+                        max_tokens=64,
+                        messages=messages,
+                        tools=[WEATHER_TOOL_ANTHROPIC],  # type: ignore[list-item]
+                    )
+
+                second = await in_thread(run)
+    assert second.content[0].text == "Cold."  # type: ignore[union-attr]

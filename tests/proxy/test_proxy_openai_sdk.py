@@ -286,3 +286,36 @@ async def test_models_lists_what_the_backend_serves() -> None:
                 with pytest.raises(openai.NotFoundError):
                     await in_thread(lambda: sdk.models.retrieve("gpt-9"))
     assert models == ["sim-qwen-0.5b"]
+
+
+async def test_reply_objects_fed_back_as_history_are_accepted() -> None:
+    """The common loop -- append the SDK's reply message, then the tool result -- is valid."""
+    with trio.fail_after(20):
+        async with sim_proxy(
+            _script(_call("get_weather", city="Paris"), _call("respond", message="21 C."))
+        ) as (_sim, url):
+            with _sdk(url) as sdk:
+
+                def run() -> str | None:
+                    messages: list[Any] = list(USER)
+                    first = sdk.chat.completions.create(
+                        model="local", messages=messages, tools=[WEATHER_TOOL]
+                    )
+                    message = first.choices[0].message
+                    messages.append(message)
+                    for call in message.tool_calls or ():
+                        messages.append(
+                            {
+                                "role": "tool",
+                                "tool_call_id": call.id,
+                                "name": "get_weather",
+                                "content": "21 C",
+                            }
+                        )
+                    second = sdk.chat.completions.create(
+                        model="local", messages=messages, tools=[WEATHER_TOOL]
+                    )
+                    return second.choices[0].message.content
+
+                answer = await in_thread(run)
+    assert answer == "21 C."

@@ -151,17 +151,20 @@ class ProxyApp:
             await receive()
             await send({"type": "lifespan.shutdown.complete"})
             return
+        started = False
         try:
             async with open_runtime(self.config, client=self._client) as runtime:
                 self._runtime = runtime
+                started = True
                 await send({"type": "lifespan.startup.complete"})
                 await receive()
                 self._runtime = None
         except Exception as exc:
-            # Reported to the server, which stops with this message: the ASGI way to fail.
-            await send(
-                {"type": "lifespan.startup.failed", "message": f"{type(exc).__name__}: {exc}"}
-            )
+            if not started:
+                # Reported to the server, which stops with this message: the ASGI way to fail.
+                await send(
+                    {"type": "lifespan.startup.failed", "message": f"{type(exc).__name__}: {exc}"}
+                )
             raise
         await send({"type": "lifespan.shutdown.complete"})
 

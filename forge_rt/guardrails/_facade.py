@@ -50,13 +50,15 @@ from forge_rt.guardrails._nudges import (
     MAX_TIER,
     Nudge,
     held_back,
+    next_step_text,
+    repeat_note,
     resolution_text,
     retry_nudge,
     tool_error_text,
 )
 from forge_rt.guardrails._respond import respond_spec
 from forge_rt.guardrails._steps import StepEnforcer
-from forge_rt.guardrails._validator import Reply, ResponseValidator, ValidationResult
+from forge_rt.guardrails._validator import Reply, ResponseValidator, ValidationResult, call_key
 
 __all__ = ["Budgets", "Guardrails", "RecordOutcome", "ToolResult"]
 
@@ -168,6 +170,7 @@ class Guardrails:
             required_steps, terminal, prereqs, self._tracker, max_premature, max_prereq
         )
         self._loop = LoopGuard(loop_repeats) if loop_repeats is not None else None
+        self._succeeded: set[object] = set()  # call keys that ran successfully in this task
         self._retry_nudges = retry_nudges
         self._steps_on = steps
         self._recovery = recovery
@@ -254,7 +257,7 @@ class Guardrails:
             if blocked is not None:
                 return blocked
         if self._loop is not None:
-            looping = self._loop.observe(result.calls, text=result.text)
+            looping = self._loop.observe(result.calls, text=result.text, next_step=self.next_step)
             if looping is not None:
                 return looping
         return Execute(
@@ -279,6 +282,19 @@ class Guardrails:
         log.info("guardrails.retry", cause=result.cause.value, tier=nudge.tier)
         return RetryWithNudge(nudge=nudge, raw=result.raw)
 
+    def next_step(self, avoid: str | None = None) -> str:
+        """The call that moves the task on, with an example: a pending required step, else a
+        terminal tool. ``avoid`` is the tool the model is stuck on."""
+        by_name = {t.name: t for t in self.tools}
+        pending = [s for s in self._tracker.pending(self.required_steps) if s != avoid]
+        if pending:
+            return next_step_text(by_name[pending[0]], finish=False)
+        terminal = sorted(self.terminal_tools - {avoid} if avoid else self.terminal_tools)
+        if not terminal:
+            return ""
+        choice = RESPOND_TOOL_NAME if RESPOND_TOOL_NAME in terminal else terminal[0]
+        return next_step_text(by_name[choice], finish=True)
+
     def record(self, results: Sequence[ToolResult]) -> RecordOutcome:
         """Feed back how the calls of an :class:`Execute` went.
 
@@ -288,8 +304,13 @@ class Guardrails:
         fed back and counted. Returns the tool-result messages to append and whether the task
         is done.
         """
+        repeated = set()
         for result in results:
             if result.ok:
+                key = call_key(result.call)
+                if key in self._succeeded:
+                    repeated.add(result.call.call_id)
+                self._succeeded.add(key)
                 self._steps.record(result.call)
         messages: list[Message] = []
         terminal: ToolResult | None = None
@@ -297,7 +318,11 @@ class Guardrails:
         for result in results:
             call = result.call
             if result.error is None:
-                messages.append(Message.tool_result(call, result.output or ""))
+                output = result.output or ""
+                if call.call_id in repeated and call.tool not in self.terminal_tools:
+                    # The same call already succeeded: say so, and point at the next step.
+                    output += repeat_note(call.tool, self.next_step(avoid=call.tool))
+                messages.append(Message.tool_result(call, output))
                 self._errors.reset_tool_errors()
                 if terminal is None and call.tool in self.terminal_tools:
                     terminal = result

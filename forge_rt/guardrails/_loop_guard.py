@@ -9,7 +9,7 @@ one reply are collapsed by the validator and count once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import msgspec
 import structlog
@@ -54,7 +54,13 @@ class LoopGuard:
         """The longest current row of any call (0 when nothing has been observed)."""
         return max(self._streaks.values(), default=0)
 
-    def observe(self, calls: Sequence[ToolCall], *, text: str = "") -> StepBlocked | None:
+    def observe(
+        self,
+        calls: Sequence[ToolCall],
+        *,
+        text: str = "",
+        next_step: Callable[[str], str] | None = None,
+    ) -> StepBlocked | None:
         """Count this reply's calls; a blocked batch at the limit, ``None`` when it may run.
 
         Raises :class:`ToolLoopError` when a call is repeated past the limit.
@@ -82,7 +88,9 @@ class LoopGuard:
             Nudge(
                 kind=MessageType.STEP_NUDGE,
                 role=Role.TOOL,
-                content=loop_nudge(c.tool, c.args, self.max_repeats),
+                content=loop_nudge(
+                    c.tool, c.args, self.max_repeats, next_step(c.tool) if next_step else ""
+                ),
                 call_id=c.call_id,
                 tool=c.tool,
                 tier=3,

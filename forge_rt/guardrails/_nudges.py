@@ -263,13 +263,37 @@ def prerequisite_nudge(
     )
 
 
-def loop_nudge(tool: str, args: Mapping[str, Any], repeats: int) -> str:
-    """The tool-channel error for the same call repeated ``repeats`` times in a row."""
-    return (
+def loop_nudge(tool: str, args: Mapping[str, Any], repeats: int, next_step: str = "") -> str:
+    """The tool-channel error for the same call repeated ``repeats`` times in a row.
+
+    ``next_step`` (from :meth:`Guardrails.next_step`) names the call that moves the task on:
+    small models follow a concrete next call far better than "do something else".
+    """
+    text = (
         f"[LoopError] You called `{tool}` with {_json(dict(args))} {repeats} times in a row; "
         "repeating it will not give a different result. Use the result you already have, call a "
         "different tool, or change the arguments. Sending this exact call again ends the task."
     )
+    return f"{text} {next_step}" if next_step else text
+
+
+def repeat_note(tool: str, next_step: str) -> str:
+    """Appended to the result of a call identical to one that already succeeded in this task."""
+    return (
+        f"\n[Note] You already called `{tool}` with these arguments; the result is the same as "
+        f"before. {next_step}"
+    )
+
+
+def next_step_text(spec: ToolSpec, *, finish: bool) -> str:
+    """ "Next, call X" (or "Now finish with X") with a complete example call to copy."""
+    if spec.name == RESPOND_TOOL_NAME:
+        return (
+            "Now answer the user with the facts from the results above: call `respond`, e.g. "
+            f"{example_call(spec)}"
+        )
+    lead = "Now finish with" if finish else "Next, call"
+    return f"{lead} `{spec.name}`, e.g. {example_call(spec)}"
 
 
 def held_back_nudge(tool: str, blocked: Sequence[str]) -> str:

@@ -172,6 +172,7 @@ class WorkflowActor(Actor):
         )
         self._steps_enforced = guardrail_options.get("steps", True)
         self._narrowed: dict[frozenset[str], OutputConstraint] = {}
+        self._avoid: frozenset[str] = frozenset()  # tools a loop nudge just blocked
         self._history: list[Message] = list(seed_messages)
         self._iteration = iteration
         self._turn_start = len(self._history)
@@ -274,6 +275,8 @@ class WorkflowActor(Actor):
                     await self._reject(action.messages(), options)
                 case StepBlocked():
                     stats.count_retry(action.reason)
+                    if action.reason == "loop":
+                        self._avoid = frozenset(e.tool for e in action.errors if e.tool)
                     await self._reject(action.messages(), options)
                 case TextAnswer():
                     await self._extend(action.messages(), options)
@@ -332,10 +335,12 @@ class WorkflowActor(Actor):
         An enumerable choice belongs in the grammar, not in a nudge: while required steps are
         pending the terminal tools are left out, and so is every tool whose prerequisite tools
         have not succeeded yet (argument-matched prerequisites are checked by the enforcer once
-        the call's arguments are known). The offered ``tools`` stay the same, so the prompt --
+        the call's arguments are known), and, for one iteration, a tool the loop guard just
+        blocked. The offered ``tools`` stay the same, so the prompt --
         and the backend's KV cache of it -- does not change between iterations.
         """
         constraint = self._constraint
+        avoid, self._avoid = self._avoid, frozenset()
         if constraint is None or not self._steps_enforced:
             return constraint
         tracker = self._guardrails.tracker
@@ -343,6 +348,8 @@ class WorkflowActor(Actor):
         allowed = []
         for spec in self._guardrails.tools:
             if pending and spec.name in self._guardrails.terminal_tools:
+                continue
+            if spec.name in avoid:  # just looped on it: the next call must be another tool
                 continue
             tool = self._workflow.tools.get(spec.name)
             if tool is not None and not all(tracker.is_done(p.tool) for p in tool.prerequisites):

@@ -287,3 +287,20 @@ async def test_failed_turn_keeps_its_stats(tools: Tools, autojump_clock: Any) ->
     assert handle.last_stats is not None
     assert handle.last_stats.inferences == 4
     assert handle.last_stats.retries == {"retry_nudge": 3}
+
+
+async def test_constraint_leaves_out_a_tool_the_model_looped_on(
+    tools: Tools, autojump_clock: Any
+) -> None:
+    """After a loop nudge, the next constrained call cannot be the looping tool again."""
+    from forge_rt.clients.base import JsonSchemaConstraint
+
+    def names(constraint: object) -> set[str]:
+        assert isinstance(constraint, JsonSchemaConstraint)
+        return {option["properties"]["name"]["const"] for option in constraint.schema["anyOf"]}
+
+    client = ScriptedClient([weather(), weather(), weather(), respond("done")])
+    result = await WorkflowRunner(client).run(tools.workflow(constrain="always"), "Weather?")
+    assert result.output == "done"
+    assert result.stats.retries == {"loop": 1}
+    assert names(client.calls[3].request.constraint) == {"slow_lookup", "respond"}

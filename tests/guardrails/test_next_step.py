@@ -1,0 +1,55 @@
+"""Repeats and loops point at the call that moves the task on, with an example to copy."""
+
+from __future__ import annotations
+
+from forge_rt.core import ToolCall, ToolSpec
+from forge_rt.guardrails import Execute, Guardrails, StepBlocked, ToolResult
+
+CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+
+
+def _guard() -> Guardrails:
+    tools = [
+        ToolSpec(name="get_weather", parameters=CITY),
+        ToolSpec(name="get_time", parameters=CITY),
+    ]
+    return Guardrails(tools, required_steps=["get_weather", "get_time"], respond_tool=True)
+
+
+def _run(guard: Guardrails, call: ToolCall, output: str) -> str:
+    action = guard.check([call])
+    assert isinstance(action, Execute)
+    outcome = guard.record([ToolResult(call=action.calls[0], output=output)])
+    return outcome.messages[0].content
+
+
+def test_next_step_is_the_first_pending_step_then_respond() -> None:
+    """next_step names a pending required step first, then the respond tool, with examples."""
+    guard = _guard()
+    assert guard.next_step().startswith('Next, call `get_weather`, e.g. {"name": "get_weather"')
+    assert guard.next_step(avoid="get_weather").startswith("Next, call `get_time`")
+    _run(guard, ToolCall(tool="get_weather", args={"city": "Oslo"}), "3C")
+    _run(guard, ToolCall(tool="get_time", args={"city": "Oslo"}), "14:05")
+    assert guard.next_step().startswith("Now answer the user with the facts from the results")
+    assert '{"name": "respond", "arguments": {"message":' in guard.next_step()
+
+
+def test_a_repeated_successful_call_gets_a_note_with_the_next_step() -> None:
+    """Running the same call again returns its result plus a note pointing at the next step."""
+    guard = _guard()
+    call = ToolCall(tool="get_weather", args={"city": "Oslo"})
+    assert _run(guard, call, "3C") == "3C"
+    again = _run(guard, ToolCall(tool="get_weather", args={"city": "Oslo"}), "3C")
+    assert again.startswith("3C\n[Note] You already called `get_weather` with these arguments")
+    assert "Next, call `get_time`" in again
+
+
+def test_loop_nudge_names_the_next_step() -> None:
+    """The third identical reply is blocked with a loop error that says what to call instead."""
+    guard = _guard()
+    for _ in range(2):
+        _run(guard, ToolCall(tool="get_weather", args={"city": "Oslo"}), "3C")
+    blocked = guard.check([ToolCall(tool="get_weather", args={"city": "Oslo"})])
+    assert isinstance(blocked, StepBlocked)
+    assert blocked.reason == "loop"
+    assert "Next, call `get_time`, e.g." in blocked.errors[0].content

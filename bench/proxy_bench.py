@@ -23,6 +23,7 @@ direct one. Every request has a timeout and the counts are bounded, so the bench
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import statistics
@@ -64,15 +65,16 @@ DEFAULT_FORGE_PYTHON = Path.home() / ".cache" / "forge-0.9.3-venv" / "bin" / "py
 # --- child processes ---------------------------------------------------------------------------
 
 
-def _serve_backend(port: int) -> None:
+def _serve_backend(port: int, decode_tps: float | None) -> None:
     from forge_rt._logging import configure_logging
     from forge_rt.backends.sim import SimBackend, SimConfig
 
     configure_logging(json=False, level="info")  # what `forge-rt sim` runs with
 
     async def main() -> None:
-        # A generous reply log bound would only cost memory here.
-        async with SimBackend.serve(SimConfig(port=port, reply_log_size=0)):
+        # reply_log_size=0: the sim's reply log would only cost memory here.
+        config = SimConfig(port=port, reply_log_size=0, decode_tps=decode_tps)
+        async with SimBackend.serve(config):
             await trio.sleep_forever()
 
     trio.run(main)
@@ -225,15 +227,21 @@ async def _round(result: Result, requests: int, concurrency: int, *, warm: bool)
 
 
 async def _first_token(http: httpx.AsyncClient, t0: float) -> float:
+    """Seconds from ``t0`` to the first frame that carries text (not just the role)."""
     async with http.stream("POST", "/v1/chat/completions", json=STREAM_BODY) as response:
         response.raise_for_status()
         first: float | None = None
         async for line in response.aiter_lines():
-            if first is None and '"content"' in line:
+            if first is None and line.startswith("data: {") and _has_text(line[6:]):
                 first = time.perf_counter() - t0
     if first is None:
         raise AssertionError("the stream carried no content")
     return first
+
+
+def _has_text(data: str) -> bool:
+    choices = json.loads(data).get("choices") or [{}]
+    return bool((choices[0].get("delta") or {}).get("content"))
 
 
 def _ms(seconds: float) -> str:
@@ -301,13 +309,20 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8, help="concurrent workers")
     parser.add_argument("--rounds", type=int, default=5, help="rounds alternating the targets")
     parser.add_argument("--forge-python", default=None, help="python of a forge 0.9.3 venv")
+    parser.add_argument(
+        "--decode-tps",
+        type=float,
+        default=100.0,
+        help="decode rate of the second backend, for streaming time to first token",
+    )
     parser.add_argument("--serve-backend", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--backend-tps", type=float, default=None, help=argparse.SUPPRESS)
     parser.add_argument(
         "--serve-proxy", nargs=2, metavar=("BACKEND_URL", "PORT"), help=argparse.SUPPRESS
     )
     args = parser.parse_args()
     if args.serve_backend is not None:
-        _serve_backend(args.serve_backend)
+        _serve_backend(args.serve_backend, args.backend_tps)
         return
     if args.serve_proxy is not None:
         _serve_proxy(args.serve_proxy[0], int(args.serve_proxy[1]))
@@ -316,49 +331,106 @@ def main() -> None:
         raise SystemExit("--requests must be 1..100000 and --concurrency 1..256")
     if not 1 <= args.rounds <= args.requests:
         raise SystemExit("--rounds must be 1..--requests")
+    if not 1.0 <= args.decode_tps <= 10_000.0:
+        raise SystemExit("--decode-tps must be 1..10000")
 
     logs = Path(os.environ.get("TMPDIR", "/tmp")) / "forge_rt_proxy_bench"
     logs.mkdir(parents=True, exist_ok=True)
-    me = [sys.executable, str(Path(__file__).resolve())]
     forge_python, skipped = _forge_python(args.forge_python)
     with ExitStack() as stack:
-        backend_port = _free_port()
-        backend = f"http://127.0.0.1:{backend_port}"
-        proc = _spawn(stack, [*me, "--serve-backend", str(backend_port)], logs / "backend.log")
-        _wait_ready(backend, proc, logs / "backend.log")
-        targets = [("direct", backend)]
-
-        ours_port = _free_port()
-        ours = f"http://127.0.0.1:{ours_port}"
-        proc = _spawn(stack, [*me, "--serve-proxy", backend, str(ours_port)], logs / "forge_rt.log")
-        _wait_ready(ours, proc, logs / "forge_rt.log")
-        targets.append(("forge_rt", ours))
-
-        if forge_python is not None:
-            forge_port = _free_port()
-            forge = f"http://127.0.0.1:{forge_port}"
-            argv = [str(forge_python), "-m", "forge.proxy", "--backend-url", backend]
-            proc = _spawn(stack, [*argv, "--port", str(forge_port)], logs / "forge.log")
-            _wait_ready(forge, proc, logs / "forge.log")
-            targets.append(("forge 0.9.3", forge))
-
+        targets = _start_targets(stack, logs, forge_python, decode_tps=None, tag="instant")
         print(
             f"{args.requests} requests per measurement in {args.rounds} alternating rounds, "
             f"{args.concurrency} concurrent workers, instant sim backend; logs in {logs}"
         )
-
         results = [Result(name, url) for name, url in targets]
         per_round = max(1, args.requests // args.rounds)
 
-        async def run_all() -> list[Result]:
+        async def run_all() -> None:
             with trio.fail_after(900):
                 for i in range(args.rounds):
                     for result in results:
                         await _round(result, per_round, args.concurrency, warm=i == 0)
-            return results
 
-        results = trio.run(run_all)
+        trio.run(run_all)
     _report(results, skipped, args.concurrency)
+
+    with ExitStack() as stack:
+        targets = _start_targets(
+            stack, logs, forge_python, decode_tps=args.decode_tps, tag="decoding"
+        )
+        count = max(5, min(40, args.requests // 10))
+        live = [Result(name, url) for name, url in targets]
+
+        async def run_live() -> None:
+            with trio.fail_after(900):
+                for result in live:
+                    await _ttft_only(result, count)
+
+        trio.run(run_live)
+    _report_live(live, args.decode_tps, count)
+
+
+def _start_targets(
+    stack: ExitStack, logs: Path, forge_python: Path | None, *, decode_tps: float | None, tag: str
+) -> list[tuple[str, str]]:
+    """Start a sim backend and the proxies in front of it; ``(name, url)`` of each target."""
+    me = [sys.executable, str(Path(__file__).resolve())]
+    backend_port = _free_port()
+    backend = f"http://127.0.0.1:{backend_port}"
+    argv = [*me, "--serve-backend", str(backend_port)]
+    if decode_tps is not None:
+        argv += ["--backend-tps", str(decode_tps)]
+    proc = _spawn(stack, argv, logs / f"backend-{tag}.log")
+    _wait_ready(backend, proc, logs / f"backend-{tag}.log")
+    targets = [("direct", backend)]
+
+    ours_port = _free_port()
+    ours = f"http://127.0.0.1:{ours_port}"
+    log = logs / f"forge_rt-{tag}.log"
+    proc = _spawn(stack, [*me, "--serve-proxy", backend, str(ours_port)], log)
+    _wait_ready(ours, proc, log)
+    targets.append(("forge_rt", ours))
+
+    if forge_python is not None:
+        forge_port = _free_port()
+        forge = f"http://127.0.0.1:{forge_port}"
+        argv = [str(forge_python), "-m", "forge.proxy", "--backend-url", backend]
+        log = logs / f"forge-{tag}.log"
+        proc = _spawn(stack, [*argv, "--port", str(forge_port)], log)
+        _wait_ready(forge, proc, log)
+        targets.append(("forge 0.9.3", forge))
+    return targets
+
+
+async def _ttft_only(result: Result, count: int) -> None:
+    """Time to first content byte of ``count`` streamed requests (and their total time)."""
+    async with httpx.AsyncClient(base_url=result.base, timeout=REQUEST_TIMEOUT_S) as http:
+        for _ in range(count):
+            for attempt in (1, 2):
+                t0 = time.perf_counter()
+                try:
+                    result.ttft.append(await _first_token(http, t0))
+                    result.latency.append(time.perf_counter() - t0)
+                    break
+                except (httpx.ReadError, httpx.RemoteProtocolError):
+                    result.resets += 1
+                    if attempt == 2:
+                        raise
+
+
+def _report_live(results: list[Result], decode_tps: float, count: int) -> None:
+    print()
+    print(
+        f"streaming from a backend that decodes {decode_tps:g} tokens/s ({count} streamed "
+        "requests each): time to first content byte, and to the end of the stream"
+    )
+    print(f"{'target':<12} {'ttft p50':>9} {'ttft p99':>9} {'total p50':>10}")
+    for r in results:
+        print(
+            f"{r.name:<12} {_ms(_pct(r.ttft, 0.5)):>9} {_ms(_pct(r.ttft, 0.99)):>9} "
+            f"{_ms(_pct(r.latency, 0.5)):>10}"
+        )
 
 
 if __name__ == "__main__":

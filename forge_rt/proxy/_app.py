@@ -435,7 +435,7 @@ class ProxyApp:
         encode: Callable[[StreamChunk], bytes],
         finish: Callable[[Outcome], bytes],
     ) -> None:
-        """Run ``plan`` streaming: frames are queued by the engine and written by one task.
+        """Run ``plan`` streaming: the first frame goes out at once, the rest through a writer.
 
         The writer sends whatever has queued up since its last write in one piece, so a burst
         of tokens (a fast backend, a validated call released at once) costs one socket write,
@@ -455,7 +455,16 @@ class ProxyApp:
                             break
                     await reply.stream(b"".join(batch))
 
+        first = True
+
         async def sink(chunk: StreamChunk) -> None:
+            nonlocal first
+            if first:
+                # The first frame is written at once (with the headers): time to first token
+                # is what a streaming client waits on. Later frames queue for the writer.
+                first = False
+                await reply.stream(encode(chunk))
+                return
             frames.send_nowait(encode(chunk))
 
         failed: ProxyHTTPError | None = None

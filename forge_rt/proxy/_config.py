@@ -165,6 +165,12 @@ class BackendConfig(BaseModel):
             raise ValueError(f"model_path runs a managed vLLM; kind {self.kind!r} cannot")
         if self.embedded_model is not None and chosen:
             raise ValueError(f"embedded_model is for the embedded backend, not with {chosen[0]}")
+        if self.kind in ("ollama", "anthropic") and self.model is None:
+            raise ValueError(f"a {self.kind} backend serves named models: give model (--model)")
+        if self.kind == "anthropic" and self.api_key is None:
+            raise ValueError("an anthropic backend needs its API key (--backend-api-key)")
+        if self.kind in ("ollama", "anthropic") and self.url is None:
+            raise ValueError(f"a {self.kind} backend is external: give its url (--backend-url)")
         return self
 
     @property

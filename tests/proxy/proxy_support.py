@@ -199,11 +199,12 @@ async def sim_proxy(
     *,
     kind: str = "llamaserver",
     backend_api_key: str | None = None,
+    model: str | None = None,
     **options: Any,
 ) -> AsyncIterator[tuple[SimBackend, str]]:
     """A simulated backend and a proxy in front of it; yields ``(sim, proxy_url)``."""
     async with SimBackend.serve(sim_config or SimConfig()) as sim:
-        backend = BackendConfig(url=sim.url, kind=kind, api_key=backend_api_key)  # type: ignore[arg-type]
+        backend = BackendConfig(url=sim.url, kind=kind, api_key=backend_api_key, model=model)  # type: ignore[arg-type]
         config = proxy_config(backend=backend, **options)
         async with serve_proxy(config) as url:
             yield sim, url

@@ -76,8 +76,19 @@ def test_config_hides_secrets_in_its_repr() -> None:
         ({"url": "localhost:8080"}, "must start with http"),
         ({"gguf": Path("m.gguf"), "kind": "vllm"}, "managed llama-server"),
         ({"url": "http://x", "embedded_model": "qwen"}, "embedded_model is for"),
+        ({"url": "http://x", "kind": "ollama"}, "give model"),
+        ({"url": "http://x", "kind": "anthropic", "model": "claude"}, "needs its API key"),
+        ({"kind": "ollama", "model": "qwen"}, "give its url"),
     ],
-    ids=["two-modes", "bad-url", "gguf-kind", "embedded-with-url"],
+    ids=[
+        "two-modes",
+        "bad-url",
+        "gguf-kind",
+        "embedded-with-url",
+        "ollama-no-model",
+        "anthropic-no-key",
+        "ollama-no-url",
+    ],
 )
 def test_backend_config_rejects_contradictions(kwargs: dict[str, object], message: str) -> None:
     """A backend config that names two backends or a bad URL fails at construction."""

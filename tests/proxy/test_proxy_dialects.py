@@ -90,3 +90,30 @@ async def test_anthropic_client_gets_tool_use(dialect: Dialect) -> None:
     [block] = [b for b in reply.content if b.type == "tool_use"]
     assert (block.name, block.input) == ("get_weather", {"city": "Paris"})  # type: ignore[union-attr]
     assert reply.stop_reason == "tool_use"
+
+
+@pytest.mark.parametrize(
+    ("kind", "options"),
+    [
+        ("openai", {}),
+        ("vllm", {}),
+        ("ollama", {"model": "sim-model"}),
+        ("anthropic", {"model": "sim-model", "backend_api_key": "sk-sim-unused-1"}),
+    ],
+    ids=["openai", "vllm", "ollama", "anthropic"],
+)
+async def test_every_backend_kind_serves_guarded_calls(kind: str, options: dict[str, Any]) -> None:
+    """Whatever API the backend speaks, the client gets the same validated tool call."""
+    with trio.fail_after(20):
+        async with sim_proxy(_config(Dialect.NATIVE), kind=kind, **options) as (_sim, url):
+            with openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0) as sdk:
+                reply = await in_thread(
+                    lambda: sdk.chat.completions.create(
+                        model="m", messages=USER, tools=[WEATHER_TOOL]
+                    )
+                )
+    [call] = reply.choices[0].message.tool_calls or []
+    assert (call.function.name, json.loads(call.function.arguments)) == (
+        "get_weather",
+        {"city": "Paris"},
+    )

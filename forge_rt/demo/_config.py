@@ -1,0 +1,107 @@
+"""What a demo run is told: which backend, when the voice request arrives, how the agents run.
+
+A pydantic model because users write it by hand, in a TOML file (``forge-rt demo --config
+demo.toml``) or as flags: a bad value fails before anything starts, with a message naming the
+field. The TOML file's top-level keys are the field names::
+
+    backend = "sim"          # "local" (the embedded model), "sim", or a server's base URL
+    voice_at = 5.0           # seconds after the background agents start; omit for "mid-generation"
+    max_iterations = 8
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from forge_rt.clients import ClientKind
+
+__all__ = ["DemoConfig", "load_config"]
+
+
+class DemoConfig(BaseModel):
+    """Settings of one ``forge-rt demo`` run; every field has a working default.
+
+    ``backend``: ``"local"`` starts the embedded llama.cpp model (``model`` names which packaged
+    model, default Qwen2.5-Coder-0.5B), ``"sim"`` the simulated backend with the 0.5B model's
+    measured speed on two CPU cores (``sim_speed`` multiplies it), and an ``http(s)://`` base URL
+    (without ``/v1``) uses a server you run, spoken to as ``backend_kind``.
+
+    ``voice_at``: seconds after the background agents start when the voice request arrives;
+    ``None`` waits until a background agent is generating tokens after the first background
+    inference has finished, so the request lands mid-generation.
+    ``agent_deadline``: seconds each agent may take before it counts as failed.
+    ``tool_seconds``: the I/O time of every tool call (the slot serves other agents meanwhile).
+    ``constrain``: the agents' constrained-decoding mode; ``never`` (the default) lets the model
+    write calls its own way, so the guardrails' rescues show.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    backend: str = "local"
+    backend_kind: ClientKind = "openai"
+    model: str | None = None
+    n_ctx: int = Field(default=4096, ge=512)
+    voice_at: float | None = Field(default=None, ge=0)
+    background_priority: int = 10
+    voice_priority: int = 0
+    max_iterations: int = Field(default=8, ge=1)
+    agent_deadline: float = Field(default=300.0, gt=0)
+    tool_seconds: float = Field(default=0.3, ge=0)
+    temperature: float = Field(default=0.2, ge=0)
+    max_tokens: int = Field(default=256, ge=16)
+    constrain: Literal["never", "auto", "always"] = "never"
+    sim_speed: float = Field(default=1.0, gt=0)
+    seed: int = 0
+
+    @field_validator("backend")
+    @classmethod
+    def _check_backend(cls, value: str) -> str:
+        if value in ("local", "sim"):
+            return value
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(
+                f"backend {value!r} is not 'local', 'sim' or an http(s):// URL of a model server"
+            )
+        if value.rstrip("/").endswith("/v1"):
+            raise ValueError(
+                f"backend {value!r} ends in /v1: give the server's base URL without it, e.g. "
+                f"{value.rstrip('/').removesuffix('/v1')!r}"
+            )
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _check_model(self) -> DemoConfig:
+        if self.backend == "local" and self.model is not None:
+            from forge_rt.backends.local import MODELS
+
+            if self.model not in MODELS:
+                raise ValueError(
+                    f"model {self.model!r} is not a packaged model; with backend 'local' choose "
+                    f"one of: {', '.join(MODELS)}"
+                )
+        return self
+
+    def describe_backend(self) -> str:
+        """One line naming the backend, for the view and the summary."""
+        if self.backend == "local":
+            return f"embedded {self.model or 'qwen2.5-coder-0.5b'} (llama.cpp, one slot)"
+        if self.backend == "sim":
+            return f"simulated backend (0.5B speed x{self.sim_speed:g}, one slot)"
+        return f"{self.backend_kind} server at {self.backend}"
+
+
+def load_config(path: Path, overrides: dict[str, Any] | None = None) -> DemoConfig:
+    """Read a TOML file of :class:`DemoConfig` fields; ``overrides`` (e.g. flags) win over it.
+
+    Raises ``ValueError`` naming the file for TOML it cannot parse, and pydantic's
+    ``ValidationError`` for unknown keys or bad values.
+    """
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML ({exc})") from exc
+    return DemoConfig.model_validate({**data, **(overrides or {})})

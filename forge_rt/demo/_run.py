@@ -1,0 +1,264 @@
+"""Running the demo: three background specialists and a voice request sharing one inference slot.
+
+``run_demo`` opens the backend (the embedded model, the simulated one, or a server you run),
+starts one :class:`~forge_rt.runtime.Session` -- one SlotWorker, preemption always -- runs the
+researcher, analyst and writer at background priority and, once they are mid-generation, the
+voice agent at high priority. It returns a :class:`DemoReport` of what it measured.
+
+A model that fails a task is an outcome, reported per agent. A broken backend is not: a backend
+that will not start, or a transport fault mid-run, ends the demo with that typed error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+
+import structlog
+import trio
+
+from forge_rt.backends.sim import SimBackend
+from forge_rt.clients import LlamaServerClient, make_client
+from forge_rt.clients.base import LLMClient, Sampling
+from forge_rt.core import Workflow
+from forge_rt.demo._agents import AGENTS, AgentSpec
+from forge_rt.demo._config import DemoConfig
+from forge_rt.demo._monitor import DemoMonitor, EventSink, ObservedClient
+from forge_rt.demo._report import AgentOutcome, DemoReport
+from forge_rt.demo._sim import demo_sim_config
+from forge_rt.errors import (
+    BackendError,
+    BackendStartError,
+    ConstraintUnsupportedError,
+    ForgeError,
+    StreamError,
+)
+from forge_rt.runtime import PreemptPolicy, Session
+
+__all__ = ["TickSink", "open_backend", "run_demo"]
+
+_log = structlog.get_logger(__name__)
+
+TickSink = Callable[[DemoMonitor], None]
+
+# Errors that mean the backend (or the set-up) is broken, not that the model failed its task.
+_FATAL = (BackendError, BackendStartError, StreamError, ConstraintUnsupportedError)
+
+
+@asynccontextmanager
+async def open_backend(config: DemoConfig) -> AsyncIterator[tuple[LLMClient, str]]:
+    """The demo's client and a line describing the backend; the backend stops on exit.
+
+    Raises what starting the backend raises (``BackendStartError`` and its subclasses,
+    ``ModelPartsMissingError``, ...) for the embedded model.
+    """
+    if config.backend == "local":
+        from forge_rt.backends.local import DEFAULT_MODEL, LocalModelServer
+
+        async with (
+            LocalModelServer.start(config.model or DEFAULT_MODEL, n_ctx=config.n_ctx) as server,
+            LlamaServerClient(server.url) as client,
+        ):
+            yield client, f"embedded {server.model.name} (llama.cpp) at {server.url}, one slot"
+    elif config.backend == "sim":
+        async with (
+            SimBackend.serve(demo_sim_config(config)) as sim,
+            LlamaServerClient(sim.url) as client,
+        ):
+            yield (
+                client,
+                (f"simulated 0.5B model (x{config.sim_speed:g} speed) at {sim.url}, one slot"),
+            )
+    else:
+        async with make_client(config.backend_kind, config.backend, model=config.model) as client:
+            yield client, f"{config.backend_kind} server at {config.backend}"
+
+
+async def run_demo(
+    config: DemoConfig,
+    *,
+    on_event: EventSink | None = None,
+    on_tick: TickSink | None = None,
+    tick_s: float = 0.25,
+    agents: Sequence[AgentSpec] = AGENTS,
+) -> DemoReport:
+    """Run the demo and return what it measured.
+
+    ``on_event`` gets every event as it happens; ``on_tick`` gets the monitor every ``tick_s``
+    seconds (a live view redraws from it). ``agents`` must hold exactly one non-background
+    agent (the voice request). Raises the typed error of a backend that fails.
+    """
+    voices = [a for a in agents if not a.background]
+    if len(voices) != 1:
+        raise ValueError(f"the demo needs exactly one voice agent, got {len(voices)}")
+    monitor = DemoMonitor(on_event=on_event)
+    demo = _Demo(config, monitor, agents, tick_s)
+    report: DemoReport | None = None
+    failure: ForgeError | None = None
+    async with trio.open_nursery() as nursery:
+        if on_tick is not None:
+            nursery.start_soon(_tick, monitor, on_tick, tick_s)
+        # Caught here and re-raised below so the caller gets the typed error itself rather
+        # than an exception group from this nursery.
+        try:
+            report = await demo.run()
+        except ForgeError as exc:
+            failure = exc
+        finally:
+            nursery.cancel_scope.cancel()
+    if on_tick is not None:
+        on_tick(monitor)
+    if failure is not None:
+        raise failure
+    assert report is not None
+    return report
+
+
+async def _tick(monitor: DemoMonitor, on_tick: TickSink, tick_s: float) -> None:
+    while True:
+        on_tick(monitor)
+        await trio.sleep(tick_s)
+
+
+class _Demo:
+    """One run: the backend, the session, the agents and the measurements."""
+
+    def __init__(
+        self,
+        config: DemoConfig,
+        monitor: DemoMonitor,
+        agents: Sequence[AgentSpec],
+        tick_s: float,
+    ) -> None:
+        self.config = config
+        self.monitor = monitor
+        self.agents = list(agents)
+        self.tick_s = tick_s
+        self.workflows: dict[str, Workflow] = {}
+        self.fatal: list[ForgeError] = []
+        self.voice_arrived: float | None = None
+        self.contended = False
+        for spec in self.agents:
+            workflow = spec.workflow(
+                tool_seconds=config.tool_seconds,
+                on_tool=monitor.on_tool,
+                constrain=config.constrain,
+            )
+            self.workflows[spec.name] = workflow
+            monitor.register(
+                spec.name, spec.role, workflow, self._priority(spec), background=spec.background
+            )
+
+    def _priority(self, spec: AgentSpec) -> int:
+        return self.config.background_priority if spec.background else self.config.voice_priority
+
+    async def run(self) -> DemoReport:
+        config, monitor = self.config, self.monitor
+        monitor.note("demo", "backend", f"starting the {config.describe_backend()}")
+        async with open_backend(config) as (client, label):
+            monitor.note("demo", "backend", f"backend: {label}")
+            sampling = Sampling(
+                temperature=config.temperature, max_tokens=config.max_tokens, seed=config.seed
+            )
+            observed = ObservedClient(client, monitor, {a.task: a.name for a in self.agents})
+            async with Session.open(
+                observed,
+                slot_policy=PreemptPolicy.ALWAYS,
+                max_iterations=config.max_iterations,
+                sampling=sampling,
+            ) as session:
+                started = monitor.now()
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._poll, session)
+                    async with trio.open_nursery() as agents:
+                        for spec in self.agents:
+                            if spec.background:
+                                agents.start_soon(self._agent, session, spec, agents.cancel_scope)
+                            else:
+                                agents.start_soon(
+                                    self._voice, session, spec, agents.cancel_scope, started
+                                )
+                    nursery.cancel_scope.cancel()
+                stats = await session.slot.stats()
+                monitor.slot_stats(stats)
+        if self.fatal:
+            raise self.fatal[0]
+        ended = max((v.ended_at for v in monitor.agents.values() if v.ended_at), default=started)
+        return DemoReport(
+            backend=label,
+            agents=tuple(self._outcome(spec) for spec in self.agents),
+            voice_arrived_s=None if self.voice_arrived is None else self.voice_arrived - started,
+            contended=self.contended,
+            preemptions=stats.preemptions,
+            slot_calls=stats.completed,
+            slot_busy_s=stats.busy_s,
+            wall_s=ended - started,
+        )
+
+    async def _poll(self, session: Session) -> None:
+        while True:
+            self.monitor.slot_stats(await session.slot.stats())
+            await trio.sleep(self.tick_s)
+
+    async def _voice(
+        self, session: Session, spec: AgentSpec, scope: trio.CancelScope, started: float
+    ) -> None:
+        if self.config.voice_at is None:
+            # Set once a background agent is mid-generation, or once all of them have ended.
+            await self.monitor.voice_trigger.wait()
+        else:
+            await trio.sleep(max(0.0, started + self.config.voice_at - self.monitor.now()))
+        self.voice_arrived = self.monitor.now()
+        self.contended = any(
+            not view.ended for view in self.monitor.agents.values() if view.background
+        )
+        await self._agent(session, spec, scope)
+
+    async def _agent(self, session: Session, spec: AgentSpec, scope: trio.CancelScope) -> None:
+        monitor = self.monitor
+        monitor.begin(spec.name)
+        handle = await session.start(
+            self.workflows[spec.name], name=spec.name, priority=self._priority(spec)
+        )
+        try:
+            result = await handle.send(
+                spec.task,
+                deadline=self.config.agent_deadline,
+                on_chunk=monitor.chunk_sink(spec.name),
+                on_message=monitor.message_sink(spec.name),
+            )
+        except _FATAL as exc:
+            monitor.fail(spec.name, exc)
+            self.fatal.append(exc)
+            scope.cancel()  # the backend is broken: the other agents cannot do better
+            return
+        except ForgeError as exc:
+            monitor.fail(spec.name, exc)  # the model failed its task: an outcome, reported
+            return
+        monitor.finish(spec.name, result.output)
+        _log.info(
+            "demo.agent_done",
+            agent=spec.name,
+            iterations=result.stats.iterations,
+            rescued=result.stats.rescued,
+        )
+
+    def _outcome(self, spec: AgentSpec) -> AgentOutcome:
+        view = self.monitor.agents[spec.name]
+        return AgentOutcome(
+            name=spec.name,
+            role=spec.role,
+            priority=view.priority,
+            background=spec.background,
+            ok=view.output is not None,
+            output=view.output,
+            error=None if view.error is None else f"{type(view.error).__name__}: {view.error}",
+            inferences=view.inferences,
+            tool_calls=view.tool_calls,
+            nudges=view.nudges,
+            preempted=view.preempted,
+            rescues=dict(view.rescues),
+            ttfts_s=tuple(view.ttfts),
+            started_s=view.started_at,
+            ended_s=view.ended_at,
+        )

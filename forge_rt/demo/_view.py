@@ -1,0 +1,145 @@
+"""Showing the demo: a rich live view on a terminal, plain progress lines anywhere else.
+
+Command-line code: it prints. The live view redraws from the :class:`DemoMonitor` a few times a
+second (agents with their state and counters, the slot's queue and preemptions, recent events);
+the plain view prints each event as one line, for logs and pipes.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from forge_rt.demo._monitor import AgentState, AgentView, DemoEvent, DemoMonitor
+
+__all__ = ["LiveView", "PlainView", "event_line"]
+
+_EVENT_STYLES = {
+    "preempted": "yellow",
+    "slot": "yellow",
+    "rescued": "cyan",
+    "nudge": "magenta",
+    "tool_error": "red",
+    "done": "green",
+    "failed": "bold red",
+    "arrive": "bold",
+    "backend": "dim",
+}
+_STATE_STYLES = {
+    AgentState.WAITING: "dim",
+    AgentState.QUEUED: "yellow",
+    AgentState.PREFILL: "cyan",
+    AgentState.GENERATING: "bold green",
+    AgentState.CHECKING: "green",
+    AgentState.TOOL: "blue",
+    AgentState.DONE: "green",
+    AgentState.FAILED: "red",
+}
+_RECENT = 10
+
+
+def event_line(event: DemoEvent) -> str:
+    """One event as a line: time since the start, who, what."""
+    return f"{event.at:7.1f}s  {event.agent:<10}  {event.text}"
+
+
+class PlainView:
+    """Prints every event as a line on ``console`` (no redrawing, no colour codes)."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+
+    def event(self, event: DemoEvent) -> None:
+        self.console.print(event_line(event), markup=False, highlight=False, soft_wrap=True)
+
+    def tick(self, monitor: DemoMonitor) -> None:
+        """Nothing to redraw: events were printed as they came."""
+
+
+class LiveView:
+    """A ``rich.live.Live`` table of the agents, the slot and the latest events.
+
+    Use as a context manager around the run; :meth:`tick` redraws. Output written to stderr
+    meanwhile (log lines) is printed above the view instead of tearing it.
+    """
+
+    def __init__(self, console: Console, title: str) -> None:
+        self.console = console
+        self.title = title
+        self._live = Live(Text(title), console=console, auto_refresh=False, redirect_stderr=True)
+
+    def __enter__(self) -> LiveView:
+        self._live.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._live.__exit__(exc_type, exc, tb)
+
+    def event(self, event: DemoEvent) -> None:
+        """Events are drawn from the monitor on the next tick."""
+
+    def tick(self, monitor: DemoMonitor) -> None:
+        self._live.update(render(monitor, self.title), refresh=True)
+
+
+def render(monitor: DemoMonitor, title: str) -> RenderableType:
+    """The whole live view for the monitor's current state."""
+    table = Table(
+        box=box.SIMPLE_HEAD, title=f"{title} · {monitor.now():.1f} s", title_justify="left"
+    )
+    table.add_column("agent")
+    table.add_column("prio", justify="right")
+    table.add_column("state")
+    table.add_column("calls", justify="right")
+    table.add_column("tools", justify="right")
+    table.add_column("rescues", justify="right")
+    table.add_column("nudges", justify="right")
+    table.add_column("preempted", justify="right")
+    table.add_column("first token", justify="right")
+    for view in monitor.agents.values():
+        table.add_row(
+            Text(view.name, style="bold" if not view.background else ""),
+            str(view.priority),
+            Text(view.label(), style=_STATE_STYLES[view.state]),
+            str(view.inferences),
+            str(view.tool_calls),
+            str(sum(view.rescues.values())),
+            str(view.nudges),
+            str(view.preempted),
+            _last_ttft(view),
+        )
+    events = Text()
+    for event in monitor.events[-_RECENT:]:
+        events.append(event_line(event) + "\n", style=_EVENT_STYLES.get(event.kind, ""))
+    return Group(table, _slot_line(monitor), Text(""), events)
+
+
+def _last_ttft(view: AgentView) -> str:
+    return f"{view.ttfts[-1]:.2f} s" if view.ttfts else "-"
+
+
+def _slot_line(monitor: DemoMonitor) -> Text:
+    stats = monitor.slot
+    if stats is None:
+        return Text("slot: not started yet", style="dim")
+    rescues = monitor.rescues()
+    by_dialect = ", ".join(f"{d} {n}" for d, n in rescues.most_common()) or "none yet"
+    return Text.assemble(
+        ("slot ", "bold"),
+        ("generating" if stats.running else "idle", "green" if stats.running else "dim"),
+        f" · queue {stats.queue_depth} · {stats.completed} inferences done · ",
+        (f"preemptions {stats.preemptions}", "yellow" if stats.preemptions else ""),
+        f" · busy {stats.busy_fraction:.0%}\n",
+        ("rescues ", "bold"),
+        (by_dialect, "cyan"),
+    )

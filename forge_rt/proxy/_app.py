@@ -34,11 +34,13 @@ from forge_rt.clients import (
     WireRequest,
     anthropic_request_from_wire,
     anthropic_response_to_wire,
+    anthropic_tools_from_wire,
     openai_request_from_wire,
     openai_response_to_wire,
+    openai_tools_from_wire,
 )
 from forge_rt.context import TokenEstimator
-from forge_rt.core import Message
+from forge_rt.core import Message, ToolSpec
 from forge_rt.proxy._asgi import (
     ClientGone,
     Receive,
@@ -62,6 +64,7 @@ from forge_rt.proxy._schema import (
     openai_unsupported,
     server_tool_names,
 )
+from forge_rt.proxy._toolcache import ToolCache
 from forge_rt.runtime import Unavailable
 
 __all__ = ["ProxyApp", "build_app"]
@@ -110,6 +113,7 @@ class ProxyApp:
         self._client = client
         self._keys = config.api_keys
         self._cors = frozenset(config.cors_origins)
+        self._tools = ToolCache()
         self._routes: dict[str, tuple[str, _Handler, ApiShape]] = {
             "/v1/chat/completions": ("POST", self._chat, "openai"),
             "/chat/completions": ("POST", self._chat, "openai"),
@@ -354,6 +358,42 @@ class ProxyApp:
 
     # -- chat endpoints --------------------------------------------------------------------
 
+    def _read(
+        self, call: _Call, strict: Any, api: ApiShape, *, count_only: bool = False
+    ) -> WireRequest:
+        """The request in forge_rt's terms, its tools taken from the cache when already seen.
+
+        The body is converted by the clients' inverse wire functions; when it carries tools,
+        they are taken out first and their specs come from the :class:`ToolCache` (built with
+        the same functions on a miss). Anthropic server tools are left out (see
+        :func:`_drop_server_tools`); ``count_only`` reads a count_tokens body, which has no
+        max_tokens.
+        """
+        data: dict[str, Any] | None = None
+        if api == "anthropic" and (count_only or server_tool_names(strict)):
+            data = msgspec.json.decode(call.body)
+            _drop_server_tools(call, strict, data)
+            if count_only:
+                data["max_tokens"] = 1
+        specs: tuple[ToolSpec, ...] = ()
+        if strict.tools:
+            data = data if data is not None else msgspec.json.decode(call.body)
+            raw_tools = data.pop("tools", None)
+            if raw_tools:
+                key = api.encode() + msgspec.json.encode(raw_tools)
+                from_wire = openai_tools_from_wire if api == "openai" else anthropic_tools_from_wire
+                try:
+                    specs = self._tools.get(key, lambda: from_wire(raw_tools))
+                except (msgspec.ValidationError, ValueError) as exc:
+                    raise _schema_error_or_bad(exc) from exc
+        body = call.body if data is None else msgspec.json.encode(data)
+        convert = openai_request_from_wire if api == "openai" else anthropic_request_from_wire
+        wire = _convert(convert, body)
+        if specs:
+            request = msgspec.structs.replace(wire.request, tools=specs)
+            wire = msgspec.structs.replace(wire, request=request)
+        return wire
+
     def _plan(self, call: _Call, wire: WireRequest) -> RequestPlan:
         messages = apply_reasoning_replay(wire.request.messages, self.config.reasoning_replay)
         request = msgspec.structs.replace(wire.request, messages=messages)
@@ -369,12 +409,11 @@ class ProxyApp:
         return self.config.served_model or wire.model or self.runtime.client.model or "forge-rt"
 
     async def _chat(self, call: _Call) -> None:
-        body = call.body
-        strict = _decode(openai_decoder, body)
+        strict = _decode(openai_decoder, call.body)
         unsupported = openai_unsupported(strict)
         if unsupported is not None:
             raise _bad(*unsupported)
-        wire = _convert(openai_request_from_wire, body)
+        wire = self._read(call, strict, "openai")
         plan = self._plan(call, wire)
         model = self._model_name(wire)
         created = int(time.time())
@@ -406,8 +445,7 @@ class ProxyApp:
         unsupported = anthropic_unsupported(strict)
         if unsupported is not None:
             raise _bad(*unsupported)
-        body = _without_server_tools(call, strict)
-        wire = _convert(anthropic_request_from_wire, body)
+        wire = self._read(call, strict, "anthropic")
         plan = self._plan(call, wire)
         model = self._model_name(wire)
         message_id = f"msg_{call.request_id[4:]}"
@@ -486,10 +524,7 @@ class ProxyApp:
         unsupported = anthropic_unsupported(strict)
         if unsupported is not None:
             raise _bad(*unsupported)
-        # The conversion wants a full Messages body; count_tokens has no max_tokens.
-        body = _without_server_tools(call, strict)
-        body = msgspec.json.encode({**msgspec.json.decode(body), "max_tokens": 1})
-        wire = _convert(anthropic_request_from_wire, body)
+        wire = self._read(call, strict, "anthropic", count_only=True)
         count = _estimate(self.runtime.estimator, wire)
         await call.reply.json(
             200, {"input_tokens": count}, [(b"x-forge-token-count", b"estimated")]
@@ -555,7 +590,7 @@ class ProxyApp:
 
     async def _metrics(self, call: _Call) -> None:
         stats = await self.runtime.slot.stats()
-        data = self.runtime.metrics.render(stats)
+        data = self.runtime.metrics.render(stats, (self._tools.hits, self._tools.misses))
         await call.reply.raw(200, data, [(b"content-type", CONTENT_TYPE.encode())])
 
     async def _usage(self, call: _Call) -> None:
@@ -650,22 +685,28 @@ def _convert(convert: Callable[[bytes], WireRequest], body: bytes) -> WireReques
     return wire
 
 
-def _without_server_tools(call: _Call, strict: Any) -> bytes:
-    """The body without Anthropic server tools, which no local model can run.
+def _drop_server_tools(call: _Call, strict: Any, data: dict[str, Any]) -> None:
+    """Take Anthropic server tools, which no local model can run, out of ``data``.
 
     Leaving them out (and saying so in ``x-forge-dropped-tools``) lets clients that always
     offer them, such as Claude Code's web search, keep working against a local model.
     """
     dropped = server_tool_names(strict)
     if not dropped:
-        return call.body
-    data = msgspec.json.decode(call.body)
-    data["tools"] = [t for t in data["tools"] if t.get("type") in (None, "custom")]
-    if not data["tools"]:
+        return
+    kept = [t for t in data["tools"] if t.get("type") in (None, "custom")]
+    if kept:
+        data["tools"] = kept
+    else:
         del data["tools"]
     log.info("proxy.server_tools_dropped", request=call.request_id, tools=dropped)
     call.reply.extra_headers.append((b"x-forge-dropped-tools", ",".join(dropped).encode()))
-    return msgspec.json.encode(data)
+
+
+def _schema_error_or_bad(exc: Exception) -> ProxyHTTPError:
+    if isinstance(exc, msgspec.ValidationError):
+        return _schema_error(exc)
+    return ProxyHTTPError(ErrorKind.BAD_REQUEST, f"invalid request: {exc}", code="invalid_request")
 
 
 def _estimate(estimator: TokenEstimator, wire: WireRequest) -> int:

@@ -43,10 +43,11 @@ _LATENCY_BUCKETS = (
 
 
 class _SlotCollector(Collector):
-    """Exposes the last slot snapshot (taken just before each scrape)."""
+    """Exposes the last slot snapshot and tool-cache counts (taken just before each scrape)."""
 
     def __init__(self) -> None:
         self.stats: SlotStats | None = None
+        self.tool_cache: tuple[int, int] | None = None
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         stats = self.stats
@@ -71,6 +72,18 @@ class _SlotCollector(Collector):
         yield CounterMetricFamily(
             "forge_proxy_slot_rejected", "Calls refused because the queue was full.", stats.rejected
         )
+        if self.tool_cache is not None:
+            hits, misses = self.tool_cache
+            yield CounterMetricFamily(
+                "forge_proxy_tool_specs_reused",
+                "Requests whose tool list was already compiled (served from the tool cache).",
+                hits,
+            )
+            yield CounterMetricFamily(
+                "forge_proxy_tool_specs_compiled",
+                "Tool lists compiled into validators (first sight of that exact list).",
+                misses,
+            )
 
 
 class ProxyMetrics:
@@ -139,7 +152,9 @@ class ProxyMetrics:
         self._slot = _SlotCollector()
         reg.register(self._slot)
 
-    def render(self, stats: SlotStats) -> bytes:
-        """The exposition text, with the slot figures taken from ``stats``."""
+    def render(self, stats: SlotStats, tool_cache: tuple[int, int]) -> bytes:
+        """The exposition text, with the slot figures taken from ``stats`` and the tool cache's
+        ``(hits, misses)``."""
         self._slot.stats = stats
+        self._slot.tool_cache = tool_cache
         return generate_latest(self.registry)

@@ -301,3 +301,30 @@ async def test_prose_beside_a_native_call_reaches_both_apis() -> None:
     assert [c["function"]["name"] for c in message["tool_calls"]] == ["get_weather"]
     assert [b["type"] for b in anthropic_reply["content"]] == ["text", "tool_use"]
     assert anthropic_reply["content"][0]["text"] == "Let me check that."
+
+
+async def test_a_repeated_tool_list_is_compiled_once() -> None:
+    """The same tools in every request are compiled into validators once, then reused."""
+    with trio.fail_after(20):
+        async with (
+            sim_proxy(
+                SimConfig(
+                    script={
+                        "*": [
+                            SimReply(
+                                tool_calls=(
+                                    SimToolCall(name="respond", arguments={"message": "hi"}),
+                                )
+                            )
+                        ]
+                        * 3
+                    }
+                )
+            ) as (_sim, url),
+            httpx.AsyncClient(base_url=url) as http,
+        ):
+            for _ in range(3):
+                assert (await http.post(CHAT, json=_body())).status_code == 200
+            metrics = (await http.get("/metrics")).text
+    assert "forge_proxy_tool_specs_compiled_total 1.0" in metrics
+    assert "forge_proxy_tool_specs_reused_total 2.0" in metrics

@@ -1,9 +1,20 @@
 """forge_rt: a trio-native runtime that makes self-hosted LLM tool-calling reliable.
 
-Three ways in share one guardrail core: the runtime (``WorkflowRunner``, actors), an OpenAI- and
-Anthropic-compatible proxy, and the ``Guardrails`` middleware for loops you own.
+Three ways in share one guardrail core: the runtime (``WorkflowRunner``, ``Session``, actors), an
+OpenAI- and Anthropic-compatible proxy (``forge-rt proxy``), and the ``Guardrails`` middleware
+for loops you own. The most used names are re-exported here; each subpackage has the rest.
 """
 
+from forge_rt.clients import AnthropicClient as AnthropicClient
+from forge_rt.clients import LlamaServerClient as LlamaServerClient
+from forge_rt.clients import OllamaClient as OllamaClient
+from forge_rt.clients import OpenAICompatClient as OpenAICompatClient
+from forge_rt.clients import VLLMClient as VLLMClient
+from forge_rt.context import ContextManager as ContextManager
+from forge_rt.context import NoCompact as NoCompact
+from forge_rt.context import SlidingWindowCompact as SlidingWindowCompact
+from forge_rt.context import TieredCompact as TieredCompact
+from forge_rt.context import TokenEstimator as TokenEstimator
 from forge_rt.core import Message as Message
 from forge_rt.core import MessageType as MessageType
 from forge_rt.core import Prerequisite as Prerequisite
@@ -17,22 +28,44 @@ from forge_rt.core import Workflow as Workflow
 from forge_rt.errors import BackendError as BackendError
 from forge_rt.errors import ForgeError as ForgeError
 from forge_rt.guardrails import Guardrails as Guardrails
+from forge_rt.runtime import PreemptPolicy as PreemptPolicy
+from forge_rt.runtime import Session as Session
+from forge_rt.runtime import SlotPool as SlotPool
+from forge_rt.runtime import SlotWorker as SlotWorker
+from forge_rt.runtime import WorkflowResult as WorkflowResult
+from forge_rt.runtime import WorkflowRunner as WorkflowRunner
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AnthropicClient",
     "BackendError",
+    "ContextManager",
     "ForgeError",
     "Guardrails",
+    "LlamaServerClient",
     "Message",
     "MessageType",
+    "NoCompact",
+    "OllamaClient",
+    "OpenAICompatClient",
+    "PreemptPolicy",
     "Prerequisite",
     "Role",
+    "Session",
+    "SlidingWindowCompact",
+    "SlotPool",
+    "SlotWorker",
     "StepTracker",
     "TextResponse",
+    "TieredCompact",
+    "TokenEstimator",
     "ToolCall",
     "ToolDef",
     "ToolSpec",
+    "VLLMClient",
     "Workflow",
+    "WorkflowResult",
+    "WorkflowRunner",
     "__version__",
 ]

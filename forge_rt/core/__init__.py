@@ -33,4 +33,5 @@ __all__ = [
     "ToolSpec",
     "Workflow",
     "model_from_json_schema",
+    "new_call_id",
 ]

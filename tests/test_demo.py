@@ -37,7 +37,7 @@ _PREEMPTED_UPLOAD = pytest.mark.filterwarnings(
     "ignore:Async generator 'httpx._content.ByteStream.__aiter__' was garbage collected"
     ":ResourceWarning"
 )
-FAST = {"backend": "sim", "sim_speed": 10.0, "tool_seconds": 0.05}
+FAST = {"backend": "sim", "sim_speed": 20.0, "tool_seconds": 0.05}
 
 
 def _agent(name: str):  # type: ignore[no-untyped-def]
@@ -60,7 +60,7 @@ def test_every_plan_step_succeeds_with_its_own_tools(agent) -> None:  # type: ig
     [
         ("analyst", "get_sales", {"region": "west"}, "the regions are north, south"),
         ("researcher", "search_library", {"query": "  "}, "query is empty"),
-        ("writer", "publish_tagline", {"text": "x" * 121}, "the limit is 120"),
+        ("writer", "publish_tagline", {"text": "x" * 201}, "the limit is 200"),
         ("voice", "get_weather", {"city": "Atlantis"}, "the cities are oslo, paris, rome"),
     ],
     ids=["unknown-region", "empty-query", "long-tagline", "unknown-city"],
@@ -297,7 +297,7 @@ async def test_voice_at_a_fixed_time_arrives_then() -> None:
     with trio.fail_after(60):
         report = await run_demo(DemoConfig(**FAST, voice_at=0.3))
     assert report.voice_arrived_s is not None
-    assert 0.3 <= report.voice_arrived_s < 0.6
+    assert 0.3 <= report.voice_arrived_s < 1.5  # not before it is due; slack for a busy machine
     assert report.voice.ok
 
 
@@ -327,7 +327,7 @@ async def _forge_rt(*args: str, limit: float) -> subprocess.CompletedProcess[byt
 async def test_demo_command_on_the_sim_prints_progress_and_the_summary() -> None:
     """`forge-rt demo --backend sim` (not a TTY) prints event lines, then the summary; exit 0."""
     proc = await _forge_rt(
-        "demo", "--backend", "sim", "--sim-speed", "10", "--tool-seconds", "0.05", limit=90
+        "demo", "--backend", "sim", "--sim-speed", "20", "--tool-seconds", "0.05", limit=90
     )
     out = proc.stdout.decode()
     assert proc.returncode == 0, proc.stderr.decode()

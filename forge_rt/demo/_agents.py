@@ -189,7 +189,7 @@ def report_total(total: float) -> str:
 _BRIEFS = {
     "solar lamp": "Solar lamp: charges in 6 hours of sun, gives 12 hours of light, waterproof.",
 }
-_TAGLINE_LIMIT = 120
+_TAGLINE_LIMIT = 200
 
 
 def get_brief(product: str) -> str:
@@ -309,7 +309,7 @@ AGENTS: tuple[AgentSpec, ...] = (
             _Tool(
                 "publish_tagline",
                 "Publish the tagline. Call it once, last.",
-                {"text": (_S, "The tagline, at most 120 characters")},
+                {"text": (_S, "The tagline, at most 200 characters")},
                 publish_tagline,
             ),
         ),

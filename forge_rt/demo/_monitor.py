@@ -93,6 +93,7 @@ class AgentView:
         self.ended_at: float | None = None
         self.output: str | None = None
         self.error: BaseException | None = None
+        self.failure: str | None = None  # "ErrorType: why", for the report
         self.tools: tuple[ToolSpec, ...] = ()
         self._requested_at: float | None = None
         self._first_seen = False
@@ -176,11 +177,14 @@ class DemoMonitor:
         self.note(name, "done", f"done: {_short(output, 60)}")
         self._maybe_trigger()
 
-    def fail(self, name: str, error: BaseException) -> None:
-        """The agent's run ended with a typed error."""
+    def fail(self, name: str, error: BaseException, *, reason: str | None = None) -> None:
+        """The agent's run ended with a typed error (``reason`` says it better, if given)."""
         view = self.agents[name]
         view.state, view.error, view.ended_at = AgentState.FAILED, error, self.now()
-        self.note(name, "failed", f"failed: {type(error).__name__}: {_short(str(error), 70)}")
+        view.failure = f"{type(error).__name__}: {reason or error}"
+        self.note(
+            name, "failed", f"failed: {type(error).__name__}: {_short(reason or str(error), 70)}"
+        )
         self._maybe_trigger()
 
     def slot_stats(self, stats: SlotStats) -> None:

@@ -32,6 +32,7 @@ from forge_rt.errors import (
     ConstraintUnsupportedError,
     ForgeError,
     StreamError,
+    WorkflowCancelledError,
 )
 from forge_rt.runtime import PreemptPolicy, Session
 
@@ -232,6 +233,10 @@ class _Demo:
             self.fatal.append(exc)
             scope.cancel()  # the backend is broken: the other agents cannot do better
             return
+        except WorkflowCancelledError as exc:
+            deadline = self.config.agent_deadline
+            monitor.fail(spec.name, exc, reason=f"its {deadline:g} s deadline passed")
+            return
         except ForgeError as exc:
             monitor.fail(spec.name, exc)  # the model failed its task: an outcome, reported
             return
@@ -252,7 +257,7 @@ class _Demo:
             background=spec.background,
             ok=view.output is not None,
             output=view.output,
-            error=None if view.error is None else f"{type(view.error).__name__}: {view.error}",
+            error=view.failure,
             inferences=view.inferences,
             tool_calls=view.tool_calls,
             nudges=view.nudges,

@@ -100,6 +100,18 @@ def test_demo_config_file_errors_are_usage_errors(tmp_path: Path) -> None:
     assert f"invalid demo settings: {broken}: not valid TOML" in second.output
 
 
+def test_demo_options_on_the_command_line_win_over_the_config_file(tmp_path: Path) -> None:
+    """A flag replaces the file's value: the file's bad backend is overridden, its voice_at too."""
+    path = tmp_path / "demo.toml"
+    path.write_text('backend = "ftp://nowhere"\nvoice_at = 2.0\n')
+    result = _invoke("demo", "--config", str(path), "--backend", "sim", "--voice-at", "-1")
+    assert result.exit_code == 2
+    assert "invalid demo settings: voice_at: Input should be greater than or equal to 0" in (
+        result.output
+    )
+    assert "backend" not in result.output.split("invalid demo settings:")[1]
+
+
 def test_a_subcommand_that_cannot_load_fails_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     """A broken subcommand is exit 1 naming its module when used; the others still work."""
     monkeypatch.setitem(

@@ -271,7 +271,7 @@ class DemoMonitor:
         """One message appended to agent ``name``'s history."""
         view = self.agents[name]
         if message.type is MessageType.TOOL_CALL and not message.transient:
-            self._count_rescue(view, message)
+            self._count_rescue(view)
         elif message.type in _NUDGES and message.transient:
             if not view._judged:
                 view._judged = True
@@ -299,7 +299,7 @@ class DemoMonitor:
 
     # --- inference from outside ---------------------------------------------------------------
 
-    def _count_rescue(self, view: AgentView, message: Message) -> None:
+    def _count_rescue(self, view: AgentView) -> None:
         response = view._last_response
         if response is None or not isinstance(response.result, TextResponse):
             return

@@ -11,10 +11,12 @@ figure is measured in the same run against the same backend:
   default ``~/.cache/forge-0.9.3-venv/bin/python``); otherwise the comparison is skipped and the
   reason printed.
 
-Measured per target: sequential non-streamed requests (p50/p99 latency, requests/s), sequential
-streamed requests (p50/p99 time to first content byte) and concurrent non-streamed requests
-(requests/s with ``--concurrency`` workers). Added latency is the proxy's figure minus the
-direct one. Every request has a timeout and the counts are bounded, so the bench cannot hang::
+Measured per target: sequential non-streamed requests (p50/p99 latency, requests/s, and the
+CPU time the serving process spent per request -- the figure a busy shared machine disturbs
+least), sequential streamed requests (p50/p99 time to the first text) and concurrent
+non-streamed requests (requests/s with ``--concurrency`` workers). Added latency is the proxy's
+figure minus the direct one. A second phase streams from a backend that decodes at
+``--decode-tps`` tokens/s, where live streaming (or its absence) shows in time to first text. Every request has a timeout and the counts are bounded, so the bench cannot hang::
 
     python bench/proxy_bench.py                  # 300 requests per measurement
     python bench/proxy_bench.py --requests 1000 --concurrency 16
@@ -143,9 +145,11 @@ def _pct(values: list[float], q: float) -> float:
 class Result:
     """The figures of one target, accumulated over the rounds."""
 
-    def __init__(self, name: str, base: str) -> None:
+    def __init__(self, name: str, base: str, pid: int) -> None:
         self.name = name
         self.base = base
+        self.pid = pid
+        self.cpu_s: float | None = 0.0
         self.latency: list[float] = []
         self.seq_time = 0.0
         self.ttft: list[float] = []
@@ -161,6 +165,23 @@ class Result:
     @property
     def conc_rps(self) -> float:
         return self.conc_requests / self.conc_time
+
+    @property
+    def cpu_ms(self) -> str:
+        """CPU time the serving process used per sequential request, in ms."""
+        if self.cpu_s is None:
+            return "n/a"
+        return f"{self.cpu_s / len(self.latency) * 1000:.2f}"
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of process ``pid`` (Linux /proc); None where unavailable."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def _round(result: Result, requests: int, concurrency: int, *, warm: bool) -> None:
@@ -203,10 +224,16 @@ async def _round(result: Result, requests: int, concurrency: int, *, warm: bool)
         if warm:
             for _ in range(min(50, requests)):  # warm connections, caches and code paths
                 await plain()
+        cpu_before = _cpu_seconds(result.pid)
         start = time.perf_counter()
         for _ in range(requests):
             result.latency.append(await plain())
         result.seq_time += time.perf_counter() - start
+        cpu_after = _cpu_seconds(result.pid)
+        if cpu_before is None or cpu_after is None or result.cpu_s is None:
+            result.cpu_s = None
+        else:
+            result.cpu_s += cpu_after - cpu_before
         for _ in range(requests):
             result.ttft.append(await first_token())
         for _ in range(max(1, requests // 2)):
@@ -252,14 +279,15 @@ def _report(results: list[Result], skipped: str | None, concurrency: int) -> Non
     direct = results[0]
     print()
     print(
-        f"{'target':<12} {'p50 ms':>8} {'p99 ms':>8} {'seq r/s':>8} {'ttft p50':>9} "
-        f"{'ttft p99':>9} {f'conc{concurrency} r/s':>11} {'tools p50':>10}"
+        f"{'target':<12} {'p50 ms':>8} {'p99 ms':>8} {'seq r/s':>8} {'cpu ms/req':>10} "
+        f"{'ttft p50':>9} {'ttft p99':>9} {f'conc{concurrency} r/s':>11} {'tools p50':>10}"
     )
     for r in results:
         print(
             f"{r.name:<12} {_ms(_pct(r.latency, 0.5)):>8} {_ms(_pct(r.latency, 0.99)):>8} "
-            f"{r.seq_rps:8.0f} {_ms(_pct(r.ttft, 0.5)):>9} {_ms(_pct(r.ttft, 0.99)):>9} "
-            f"{r.conc_rps:11.0f} {_ms(_pct(r.tools_latency, 0.5)):>10}"
+            f"{r.seq_rps:8.0f} {r.cpu_ms:>10} {_ms(_pct(r.ttft, 0.5)):>9} "
+            f"{_ms(_pct(r.ttft, 0.99)):>9} {r.conc_rps:11.0f} "
+            f"{_ms(_pct(r.tools_latency, 0.5)):>10}"
         )
     print()
     for r in results[1:]:
@@ -343,7 +371,7 @@ def main() -> None:
             f"{args.requests} requests per measurement in {args.rounds} alternating rounds, "
             f"{args.concurrency} concurrent workers, instant sim backend; logs in {logs}"
         )
-        results = [Result(name, url) for name, url in targets]
+        results = [Result(name, url, pid) for name, url, pid in targets]
         per_round = max(1, args.requests // args.rounds)
 
         async def run_all() -> None:
@@ -360,7 +388,7 @@ def main() -> None:
             stack, logs, forge_python, decode_tps=args.decode_tps, tag="decoding"
         )
         count = max(5, min(40, args.requests // 10))
-        live = [Result(name, url) for name, url in targets]
+        live = [Result(name, url, pid) for name, url, pid in targets]
 
         async def run_live() -> None:
             with trio.fail_after(900):
@@ -373,8 +401,8 @@ def main() -> None:
 
 def _start_targets(
     stack: ExitStack, logs: Path, forge_python: Path | None, *, decode_tps: float | None, tag: str
-) -> list[tuple[str, str]]:
-    """Start a sim backend and the proxies in front of it; ``(name, url)`` of each target."""
+) -> list[tuple[str, str, int]]:
+    """Start a sim backend and the proxies in front of it; ``(name, url, pid)`` of each."""
     me = [sys.executable, str(Path(__file__).resolve())]
     backend_port = _free_port()
     backend = f"http://127.0.0.1:{backend_port}"
@@ -383,14 +411,14 @@ def _start_targets(
         argv += ["--backend-tps", str(decode_tps)]
     proc = _spawn(stack, argv, logs / f"backend-{tag}.log")
     _wait_ready(backend, proc, logs / f"backend-{tag}.log")
-    targets = [("direct", backend)]
+    targets = [("direct", backend, proc.pid)]
 
     ours_port = _free_port()
     ours = f"http://127.0.0.1:{ours_port}"
     log = logs / f"forge_rt-{tag}.log"
     proc = _spawn(stack, [*me, "--serve-proxy", backend, str(ours_port)], log)
     _wait_ready(ours, proc, log)
-    targets.append(("forge_rt", ours))
+    targets.append(("forge_rt", ours, proc.pid))
 
     if forge_python is not None:
         forge_port = _free_port()
@@ -399,7 +427,7 @@ def _start_targets(
         log = logs / f"forge-{tag}.log"
         proc = _spawn(stack, [*argv, "--port", str(forge_port)], log)
         _wait_ready(forge, proc, log)
-        targets.append(("forge 0.9.3", forge))
+        targets.append(("forge 0.9.3", forge, proc.pid))
     return targets
 
 

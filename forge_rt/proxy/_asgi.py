@@ -18,6 +18,7 @@ from forge_rt.clients import encode_sse
 from forge_rt.proxy._errors import ApiShape, ErrorKind, ProxyHTTPError, error_body
 
 __all__ = [
+    "ClientGone",
     "Receive",
     "Responder",
     "Scope",

@@ -69,9 +69,11 @@ class _LazyGroup(click.Group):
     """A group whose subcommands are imported on first use, from :data:`SUBCOMMANDS`."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every subcommand name, without importing any."""
         return list(SUBCOMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """Import the subcommand; a module that cannot load is an error, not a missing command."""
         entry = SUBCOMMANDS.get(cmd_name)
         if entry is None:
             return None  # click answers "No such command" (exit 2)

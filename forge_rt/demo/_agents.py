@@ -33,12 +33,15 @@ class PlannedCall(msgspec.Struct, frozen=True):
 
 
 class _Tool(msgspec.Struct, frozen=True):
+    """A tool of a demo agent: its name, description, parameters and function."""
+
     name: str
     description: str
     params: dict[str, tuple[str, str]]  # name -> (JSON type, description)
     fn: Callable[..., str]
 
     def spec(self) -> ToolSpec:
+        """The tool's spec: every parameter required, each with a description."""
         schema = {
             "type": "object",
             "properties": {k: {"type": t, "description": d} for k, (t, d) in self.params.items()},
@@ -103,6 +106,8 @@ class AgentSpec(msgspec.Struct, frozen=True, kw_only=True):
 def _timed(
     agent: str, tool: _Tool, seconds: float, on_tool: ToolHook | None
 ) -> Callable[..., Awaitable[str]]:
+    """The tool as the runtime calls it: report the start, wait its I/O time, run it."""
+
     async def run(**args: Any) -> str:
         if on_tool is not None:
             on_tool(agent, tool.name)
@@ -114,10 +119,12 @@ def _timed(
 
 
 def _words(text: str) -> set[str]:
+    """The lowercase words and numbers of ``text``."""
     return set(re.findall(r"[a-z0-9]+", text.lower()))
 
 
 def _require(value: str, what: str, example: str) -> str:
+    """The stripped value, or a ToolResolutionError saying what to pass."""
     if not value.strip():
         raise ToolResolutionError(f"{what} is empty: pass one, for example {example!r}")
     return value.strip()

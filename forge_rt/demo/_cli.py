@@ -34,6 +34,7 @@ _FIELDS = DemoConfig.model_fields
 
 
 def _default(name: str) -> Any:
+    """A DemoConfig field's default, so the options and the model agree."""
     return _FIELDS[name].default
 
 
@@ -156,6 +157,7 @@ def demo_command(
 
 
 async def _run(config: DemoConfig, view: LiveView | PlainView) -> DemoReport:
+    """Run the demo with the view as its event and tick sinks."""
     return await run_demo(config, on_event=view.event, on_tick=view.tick)
 
 

@@ -60,6 +60,7 @@ class DemoConfig(BaseModel):
     @field_validator("backend")
     @classmethod
     def _check_backend(cls, value: str) -> str:
+        """'local', 'sim' or a base URL (without /v1)."""
         if value in ("local", "sim"):
             return value
         if not value.startswith(("http://", "https://")):
@@ -75,6 +76,7 @@ class DemoConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_model(self) -> DemoConfig:
+        """With backend 'local', the model must be a packaged one."""
         if self.backend == "local" and self.model is not None:
             from forge_rt.backends.local import MODELS
 

@@ -102,6 +102,7 @@ class AgentView:
 
     @property
     def ended(self) -> bool:
+        """Whether the run is over (done or failed)."""
         return self.state in (AgentState.DONE, AgentState.FAILED)
 
     def label(self) -> str:
@@ -300,6 +301,7 @@ class DemoMonitor:
     # --- inference from outside ---------------------------------------------------------------
 
     def _count_rescue(self, view: AgentView) -> None:
+        """Count the dialects of calls rescued from the last text reply, now that they run."""
         response = view._last_response
         if response is None or not isinstance(response.result, TextResponse):
             return
@@ -312,6 +314,7 @@ class DemoMonitor:
         self.note(view.name, "rescued", f"rescued call(s) written as {listed}")
 
     def _maybe_trigger(self) -> None:
+        """Set the voice trigger once its condition holds (see the class docstring)."""
         if self.voice_trigger.is_set():
             return
         background = [a for a in self.agents.values() if a.background]
@@ -341,11 +344,13 @@ class DemoMonitor:
 
 
 def _short(text: str, limit: int) -> str:
+    """One line of at most ``limit`` characters."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def _nudge_label(content: str) -> str:
+    """A nudge's kind: its ``[Tag]``, else its first sentence."""
     tag = _TAG.match(content)
     if tag is not None:
         return tag.group(1)
@@ -396,5 +401,6 @@ class ObservedClient:
         await self._inner.aclose()
 
     def _agent(self, request: InferenceRequest) -> str:
+        """The agent whose task is the request's first user message."""
         task = next(m.content for m in request.messages if m.type is MessageType.USER_INPUT)
         return self._agent_of_task[task]

@@ -123,6 +123,7 @@ class DemoReport(msgspec.Struct, frozen=True, kw_only=True):
         ]
 
     def _ttft_text(self) -> str:
+        """The voice's time to first token beside the background median."""
         voice, background = self.voice_ttft_s, self.background_ttft_median_s
         if voice is None:
             return "no token: the voice request produced no reply"
@@ -136,6 +137,7 @@ class DemoReport(msgspec.Struct, frozen=True, kw_only=True):
         return text
 
     def _answer_text(self) -> str:
+        """How long the voice request took to be answered, and the answer."""
         voice = self.voice
         wall = voice.wall_s
         if wall is None:

@@ -116,6 +116,7 @@ async def run_demo(
 
 
 async def _tick(monitor: DemoMonitor, on_tick: TickSink, tick_s: float) -> None:
+    """Hand the monitor to ``on_tick`` every ``tick_s`` seconds until cancelled."""
     while True:
         on_tick(monitor)
         await trio.sleep(tick_s)
@@ -151,9 +152,11 @@ class _Demo:
             )
 
     def _priority(self, spec: AgentSpec) -> int:
+        """The agent's priority: background or voice."""
         return self.config.background_priority if spec.background else self.config.voice_priority
 
     async def run(self) -> DemoReport:
+        """Open the backend and the session, run every agent, measure."""
         config, monitor = self.config, self.monitor
         monitor.note("demo", "backend", f"starting the {config.describe_backend()}")
         async with open_backend(config) as (client, label):
@@ -197,6 +200,7 @@ class _Demo:
         )
 
     async def _poll(self, session: Session) -> None:
+        """Refresh the monitor's slot statistics until cancelled."""
         while True:
             self.monitor.slot_stats(await session.slot.stats())
             await trio.sleep(self.tick_s)
@@ -204,6 +208,7 @@ class _Demo:
     async def _voice(
         self, session: Session, spec: AgentSpec, scope: trio.CancelScope, started: float
     ) -> None:
+        """Wait for the trigger (or the fixed time), then run the voice agent."""
         if self.config.voice_at is None:
             # Set once a background agent is mid-generation, or once all of them have ended.
             await self.monitor.voice_trigger.wait()
@@ -216,6 +221,7 @@ class _Demo:
         await self._agent(session, spec, scope)
 
     async def _agent(self, session: Session, spec: AgentSpec, scope: trio.CancelScope) -> None:
+        """Run one agent's turn; a backend failure cancels the others."""
         monitor = self.monitor
         monitor.begin(spec.name)
         handle = await session.start(
@@ -249,6 +255,7 @@ class _Demo:
         )
 
     def _outcome(self, spec: AgentSpec) -> AgentOutcome:
+        """The agent's outcome from what the monitor saw."""
         view = self.monitor.agents[spec.name]
         return AgentOutcome(
             name=spec.name,

@@ -55,6 +55,7 @@ class PlainView:
         self.console = console
 
     def event(self, event: DemoEvent) -> None:
+        """Print the event as one line."""
         self.console.print(event_line(event), markup=False, highlight=False, soft_wrap=True)
 
     def tick(self, monitor: DemoMonitor) -> None:
@@ -89,6 +90,7 @@ class LiveView:
         """Events are drawn from the monitor on the next tick."""
 
     def tick(self, monitor: DemoMonitor) -> None:
+        """Redraw the view from the monitor."""
         self._live.update(render(monitor, self.title), refresh=True)
 
 
@@ -125,10 +127,12 @@ def render(monitor: DemoMonitor, title: str) -> RenderableType:
 
 
 def _last_ttft(view: AgentView) -> str:
+    """The time to first token of its latest inference, or a dash."""
     return f"{view.ttfts[-1]:.2f} s" if view.ttfts else "-"
 
 
 def _slot_line(monitor: DemoMonitor) -> Text:
+    """The slot's state and counters, and the rescues so far by dialect."""
     stats = monitor.slot
     if stats is None:
         return Text("slot: not started yet", style="dim")

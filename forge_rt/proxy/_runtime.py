@@ -23,21 +23,18 @@ from forge_rt.clients import (
     make_client,
 )
 from forge_rt.context import TokenEstimator
-from forge_rt.errors import BackendError
 from forge_rt.proxy._config import BackendConfig, ProxyConfig
 from forge_rt.proxy._engine import InferenceEngine
 from forge_rt.proxy._metrics import ProxyMetrics
 from forge_rt.proxy._transport import coalescing_transport
 from forge_rt.proxy._whole import WholeReplyClient
 from forge_rt.runtime import (
-    Available,
     BudgetMonitor,
     BudgetSource,
     ClientContextSource,
     LlamaServerSource,
     NvmlSource,
     SlotWorker,
-    Unavailable,
     VLLMMetricsSource,
 )
 
@@ -177,28 +174,8 @@ async def open_backend(config: BackendConfig) -> AsyncIterator[Backend]:
         yield Backend(client=client, kind=kind, url=url, mode=config.mode)
 
 
-class _ClientSource:
-    """The client's context length, as a budget source that survives an unreachable backend.
-
-    ``ClientContextSource`` lets a backend fault out of ``read()``, which would crash the
-    BudgetActor -- and with it the proxy's start -- whenever the proxy starts before its
-    backend. A fault here is what a source reports as unavailable, with the reason.
-    """
-
-    name = "client"
-
-    def __init__(self, client: LLMClient) -> None:
-        self._source = ClientContextSource(client)
-
-    async def read(self) -> Available | Unavailable:
-        try:
-            return await self._source.read()
-        except BackendError as exc:
-            return Unavailable(f"the backend could not be asked for its context: {exc}")
-
-
 def _sources(backend: Backend) -> list[BudgetSource]:
-    sources: list[BudgetSource] = [_ClientSource(backend.client)]
+    sources: list[BudgetSource] = [ClientContextSource(backend.client)]
     if backend.url is not None and backend.kind == "llamaserver":
         sources.append(LlamaServerSource(backend.url))
     if backend.url is not None and backend.kind == "vllm":

@@ -23,6 +23,7 @@ import trio
 from actors import Actor, ActorRef, ActorSystem, handles
 from forge_rt.clients.base import LLMClient
 from forge_rt.context import GpuAvailable, NoGpu, NvmlUnavailable, probe_gpu
+from forge_rt.errors import BackendError
 from forge_rt.runtime._scheduling import InferenceJob
 
 __all__ = [
@@ -103,7 +104,10 @@ class ClientContextSource:
         self._client = client
 
     async def read(self) -> Reading:
-        length = await self._client.context_length()
+        try:
+            length = await self._client.context_length()
+        except BackendError as exc:  # a backend not up yet is a source to report, not a crash
+            return Unavailable(f"the backend could not be asked for its context: {exc}")
         if length is None:
             return Unavailable("the backend does not report its context length")
         return Available(context_tokens=length, detail=f"model {self._client.model}")

@@ -127,3 +127,16 @@ async def test_workflow_compacts_against_the_published_budget(autojump_clock: An
     assert context.budget_tokens == 180
     assert result.stats.compactions >= 1
     assert report.workflow_tokens[handle.name] > 0
+
+
+async def test_client_source_of_a_dead_backend_is_unavailable(system: ActorSystem) -> None:
+    """A client whose backend refuses connections is reported unavailable, not a crash."""
+    from forge_rt.clients import LlamaServerClient
+
+    with trio.socket.socket() as sock:
+        await sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    async with LlamaServerClient(f"http://127.0.0.1:{port}") as client:
+        reading = await ClientContextSource(client).read()
+    assert isinstance(reading, Unavailable)
+    assert reading.reason.startswith("the backend could not be asked for its context")

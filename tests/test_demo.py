@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import trio
 import trio.testing
+from rich.console import Console
 from structlog.testing import capture_logs
 
 from forge_rt.backends.sim import (
@@ -25,7 +26,9 @@ from forge_rt.clients.base import FinalChunk, LLMResponse, TextDeltaChunk
 from forge_rt.core import Message, TextResponse, ToolCall
 from forge_rt.demo import AGENTS, DemoConfig, DemoMonitor, load_config, run_demo
 from forge_rt.demo._sim import plan_oracle
+from forge_rt.demo._view import render
 from forge_rt.errors import BackendError, ToolResolutionError
+from forge_rt.runtime import SlotStats
 
 FORGE_RT = Path(sys.executable).with_name("forge-rt")  # the installed console script
 
@@ -371,3 +374,52 @@ async def test_demo_command_on_the_embedded_model() -> None:
     assert re.search(r"^  voice TTFT     ", summary, re.MULTILINE)
     assert re.search(r"^  preemptions    \d+$", summary, re.MULTILINE)
     assert re.search(r"^  rescues        \d+", summary, re.MULTILINE)
+
+
+# --- the live view and the public surface --------------------------------------------------------
+
+
+async def test_live_view_renders_agents_slot_and_recent_events() -> None:
+    """The live view shows each agent's state and counters, the slot line and the event log."""
+    monitor = _monitor()
+    monitor.begin("writer")
+    monitor.on_attempt("writer")
+    monitor.on_chunk("writer", TextDeltaChunk("{"))
+    monitor.begin("voice")
+    monitor.on_attempt_cancelled("writer")
+    monitor.slot_stats(
+        SlotStats(
+            name="slot",
+            queue_depth=2,
+            running=True,
+            submitted=5,
+            completed=3,
+            failed=0,
+            abandoned=0,
+            rejected=0,
+            preemptions=1,
+            cache_hits=0,
+            busy_s=3.0,
+            uptime_s=4.0,
+            waits={},
+        )
+    )
+    console = Console(record=True, width=130, color_system=None)
+    console.print(render(monitor, "forge-rt demo"))
+    text = console.export_text()
+    assert re.search(r"writer +10 +queued \(preempted\) +0 +0 +0 +0 +1 +0\.00 s", text), text
+    assert re.search(r"voice +0 +queued ", text), text
+    assert "slot generating · queue 2 · 3 inferences done · preemptions 1 · busy 75%" in text
+    assert "writer      preempted by voice after 1 generated tokens" in text
+
+
+def test_public_surface_matches_all() -> None:
+    """forge_rt.demo exports exactly the names in __all__, each of them defined."""
+    import forge_rt.demo as demo
+
+    public = {
+        name
+        for name, value in vars(demo).items()
+        if not name.startswith("_") and not isinstance(value, type(demo))
+    }
+    assert public == set(demo.__all__)

@@ -110,13 +110,18 @@ class InferenceJob:
     def complete(self, response: LLMResponse) -> None:
         from forge_rt.clients.base import FinalChunk
 
-        self.finished = True
-        self.send.send_nowait(FinalChunk(response))
-        self.send.close()
+        self._deliver(FinalChunk(response))
 
     def fail(self, error: BaseException) -> None:
+        self._deliver(JobFailed(error))
+
+    def _deliver(self, outcome: StreamChunk | JobFailed) -> None:
+        """Hand the caller its outcome; a caller that already left gets nothing (it cancelled)."""
         self.finished = True
-        self.send.send_nowait(JobFailed(error))
+        try:
+            self.send.send_nowait(outcome)
+        except trio.BrokenResourceError:
+            self.abandoned = True
         self.send.close()
 
     def __repr__(self) -> str:

@@ -353,7 +353,10 @@ class SlotWorkerActor(Actor):
             job.prefill += partial
         else:
             job.prefill = ""
-            job.send.send_nowait(ResetChunk("preempted by a higher-priority call; restarting"))
+            try:
+                job.send.send_nowait(ResetChunk("preempted by a higher-priority call; restarting"))
+            except trio.BrokenResourceError:
+                job.abandoned = True  # its caller left while it was being preempted
         _log.info(
             "slot.preempted",
             slot=self._name,

@@ -300,3 +300,25 @@ async def test_slot_pool_pins_workflows_to_slots(
     by_text = {c.request.messages[-1].content: c.request.slot_id for c in client.calls}
     assert by_text == {"a": 0, "b": 1, "c": 0}
     assert pool.slot_for("w3") is pool.slots[0]
+
+
+async def test_a_failure_for_a_caller_that_left_does_not_crash_the_slot(
+    system: ActorSystem, autojump_clock: object
+) -> None:
+    """A backend failure delivered after its caller was cancelled is dropped; the slot lives on."""
+
+    def reply(request: InferenceRequest) -> str:
+        if request.messages[-1].content == "boom":
+            raise RuntimeError("backend exploded")
+        return REPLIES[request.messages[-1].content]
+
+    client = ScriptedClient(reply, prefill_s=1)
+    slot = await SlotWorker.start(system, client)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: slot.infer(_request("a")))  # occupies the slot
+        await trio.testing.wait_all_tasks_blocked()
+        with trio.move_on_after(0.5):
+            await slot.infer(_request("boom"))  # the caller leaves while queued
+    response = await slot.infer(_request("b"))
+    assert response.result == TextResponse(content="bravo")
+    assert slot.ref.is_alive

@@ -302,23 +302,20 @@ async def test_slot_pool_pins_workflows_to_slots(
     assert pool.slot_for("w3") is pool.slots[0]
 
 
-async def test_a_failure_for_a_caller_that_left_does_not_crash_the_slot(
-    system: ActorSystem, autojump_clock: object
-) -> None:
-    """A backend failure delivered after its caller was cancelled is dropped; the slot lives on."""
+def test_an_outcome_for_a_caller_that_left_is_dropped() -> None:
+    """Completing or failing a job whose caller closed its channel marks it abandoned, no error."""
+    from forge_rt.runtime import InferenceJob
 
-    def reply(request: InferenceRequest) -> str:
-        if request.messages[-1].content == "boom":
-            raise RuntimeError("backend exploded")
-        return REPLIES[request.messages[-1].content]
+    async def main() -> None:
+        for deliver in ("fail", "complete"):
+            job = InferenceJob(_request("a"), priority=0)
+            await job.receive.aclose()  # the caller is gone
+            if deliver == "fail":
+                job.fail(RuntimeError("backend exploded"))
+            else:
+                from forge_rt.clients.base import LLMResponse
 
-    client = ScriptedClient(reply, prefill_s=1)
-    slot = await SlotWorker.start(system, client)
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(lambda: slot.infer(_request("a")))  # occupies the slot
-        await trio.testing.wait_all_tasks_blocked()
-        with trio.move_on_after(0.5):
-            await slot.infer(_request("boom"))  # the caller leaves while queued
-    response = await slot.infer(_request("b"))
-    assert response.result == TextResponse(content="bravo")
-    assert slot.ref.is_alive
+                job.complete(LLMResponse(result=TextResponse(content="late")))
+            assert (job.finished, job.abandoned) == (True, True)
+
+    trio.run(main)

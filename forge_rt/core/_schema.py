@@ -199,9 +199,7 @@ class _Builder:
         config = ConfigDict(
             extra="allow" if extra is not False else "forbid", populate_by_name=False
         )
-        return pydantic.create_model(
-            self._model_name(hint), __config__=config, **fields
-        )
+        return pydantic.create_model(self._model_name(hint), __config__=config, **fields)
 
 
 def _present(values: dict[str, Any]) -> dict[str, Any]:
@@ -221,7 +219,5 @@ def model_from_json_schema(name: str, schema: dict[str, Any]) -> type[BaseModel]
     model = builder.object_model({**schema, "type": "object"}, "$", name)
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
         # An object schema without properties validates as a free-form mapping.
-        return pydantic.create_model(
-            f"{name}_args", __config__=ConfigDict(extra="allow")
-        )
+        return pydantic.create_model(f"{name}_args", __config__=ConfigDict(extra="allow"))
     return model

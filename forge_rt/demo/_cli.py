@@ -38,7 +38,7 @@ def _default(name: str) -> Any:
     return _FIELDS[name].default
 
 
-@click.command("demo")
+@click.command("demo", context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--config",
     "config_path",

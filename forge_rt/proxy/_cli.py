@@ -129,7 +129,7 @@ async def _serve(config: ProxyConfig, console: Console) -> None:
     console.print("forge-rt proxy stopped", markup=False)
 
 
-@click.command(name="proxy")
+@click.command(name="proxy", context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8081, show_default=True, type=int, help="Port (0: any free one).")
 @click.option("--backend-url", default=None, help="URL of a model server you run (external mode).")

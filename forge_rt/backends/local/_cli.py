@@ -43,7 +43,7 @@ def make_model_command(
 ) -> click.Group:
     """The ``model`` command group over the registry ``models``."""
 
-    @click.group(name="model")
+    @click.group(name="model", context_settings={"help_option_names": ["-h", "--help"]})
     def group() -> None:
         """The embedded models: which are installed, and preparing their files."""
 

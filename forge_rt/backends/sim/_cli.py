@@ -31,7 +31,7 @@ def _pairs(option: str, values: tuple[str, ...], known: list[str]) -> dict[str, 
     return out
 
 
-@click.command("sim")
+@click.command("sim", context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=0, show_default=True, help="TCP port; 0 picks a free one.")
 @click.option("--model", default="sim-model", show_default=True, help="Model name to report.")

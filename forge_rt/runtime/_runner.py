@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+import msgspec
 import structlog
 import trio
 
@@ -121,6 +122,14 @@ class WorkflowHandle:
         return result
 
 
+class _Defaults(msgspec.Struct, kw_only=True):
+    """What a Session's workflows get unless ``start()`` says otherwise."""
+
+    max_iterations: int = 15
+    sampling: Sampling = msgspec.field(default_factory=Sampling)
+    guardrails: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
 class Session:
     """Many workflows on one ``ActorSystem``, sharing a SlotWorker (and a BudgetMonitor)."""
 
@@ -130,7 +139,7 @@ class Session:
         client: LLMClient,
         slot: SlotWorker,
         budget: BudgetMonitor | None,
-        defaults: dict[str, Any],
+        defaults: _Defaults,
     ) -> None:
         self.system = system
         self.client = client
@@ -169,11 +178,11 @@ class Session:
                 if budget_sources
                 else None
             )
-            defaults = {
-                "max_iterations": max_iterations,
-                "sampling": sampling or Sampling(),
-                "guardrails": dict(guardrails or {}),
-            }
+            defaults = _Defaults(
+                max_iterations=max_iterations,
+                sampling=sampling or Sampling(),
+                guardrails=dict(guardrails or {}),
+            )
             yield cls(system, client, slot, budget, defaults)
 
     async def start(
@@ -195,7 +204,7 @@ class Session:
         """
         actor_name = name or unique_actor_name(workflow.name)
         constraint, reason = _decide_constraint(workflow, self.client)
-        options = {**self._defaults["guardrails"], **(guardrails or {})}
+        options = {**self._defaults.guardrails, **(guardrails or {})}
         seed: dict[str, Any] = {}
         if resume_from is not None:
             seed = {
@@ -208,9 +217,9 @@ class Session:
                 workflow,
                 self.slot,
                 name=actor_name,
-                max_iterations=max_iterations or self._defaults["max_iterations"],
+                max_iterations=max_iterations or self._defaults.max_iterations,
                 context=context,
-                sampling=sampling or self._defaults["sampling"],
+                sampling=sampling or self._defaults.sampling,
                 guardrail_options=options,
                 constraint=constraint,
                 constraint_reason=reason,
@@ -239,13 +248,7 @@ async def run_on_slot(
     """One workflow turn on an existing slot, in that slot's actor system (``SlotWorker.submit``)."""
     start_keys = {"max_iterations", "context", "sampling", "guardrails"}
     start_opts = {k: options.pop(k) for k in list(options) if k in start_keys}
-    session = Session(
-        slot.system,
-        slot.client,
-        slot,
-        None,
-        {"max_iterations": 15, "sampling": Sampling(), "guardrails": {}},
-    )
+    session = Session(slot.system, slot.client, slot, None, _Defaults())
     return await session.run(workflow, user_message, priority=priority, **start_opts, **options)
 
 

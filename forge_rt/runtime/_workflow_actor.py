@@ -51,7 +51,10 @@ from forge_rt.guardrails import (
     TextAnswer,
     ToolErrors,
     ToolResult,
+    tool_call_grammar,
+    tool_call_schema,
 )
+from forge_rt.runtime._budget import GetBudget, ObservedUsage
 from forge_rt.runtime._slot import SlotWorker
 
 __all__ = [
@@ -289,8 +292,6 @@ class WorkflowActor(Actor):
         if context is None:
             return
         if self._budget is not None:
-            from forge_rt.runtime._budget import GetBudget
-
             budget = await self._budget.ask(GetBudget(self._name))
             if budget is not None:
                 context.budget_tokens = budget
@@ -320,8 +321,6 @@ class WorkflowActor(Actor):
         stats.prompt_tokens += usage.prompt_tokens or 0
         stats.completion_tokens += usage.completion_tokens or 0
         if self._budget is not None and usage.prompt_tokens is not None:
-            from forge_rt.runtime._budget import ObservedUsage
-
             await self._budget.send(
                 ObservedUsage(self._name, usage.prompt_tokens + (usage.completion_tokens or 0))
             )
@@ -360,8 +359,6 @@ class WorkflowActor(Actor):
             return constraint
         narrowed = self._narrowed.get(names)
         if narrowed is None:
-            from forge_rt.guardrails import tool_call_grammar, tool_call_schema
-
             if isinstance(constraint, JsonSchemaConstraint):
                 narrowed = JsonSchemaConstraint(schema=tool_call_schema(allowed))
             else:

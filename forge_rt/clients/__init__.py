@@ -31,6 +31,8 @@ from forge_rt.clients._anthropic_wire import (
 )
 from forge_rt.clients._anthropic_wire import anthropic_tools_from_wire as anthropic_tools_from_wire
 from forge_rt.clients._anthropic_wire import anthropic_tools_to_wire as anthropic_tools_to_wire
+from forge_rt.clients._cancel_safe import CancelSafeTransport as CancelSafeTransport
+from forge_rt.clients._cancel_safe import cancel_safe_transport as cancel_safe_transport
 from forge_rt.clients._factory import ClientKind as ClientKind
 from forge_rt.clients._factory import make_client as make_client
 from forge_rt.clients._faults import AUTO_RETRY_KINDS as AUTO_RETRY_KINDS
@@ -89,6 +91,7 @@ __all__ = [
     "AnthropicClient",
     "AnthropicStreamDecoder",
     "AnthropicStreamEncoder",
+    "CancelSafeTransport",
     "ClientCapabilities",
     "ClientKind",
     "FinalChunk",
@@ -131,6 +134,7 @@ __all__ = [
     "anthropic_response_to_wire",
     "anthropic_tools_from_wire",
     "anthropic_tools_to_wire",
+    "cancel_safe_transport",
     "encode_sse",
     "make_client",
     "ollama_messages_to_wire",

@@ -24,6 +24,7 @@ import msgspec
 import structlog
 import trio
 
+from forge_rt.clients._cancel_safe import cancel_safe_transport
 from forge_rt.clients._faults import (
     AUTO_RETRY_KINDS,
     deadline_error,
@@ -137,7 +138,9 @@ class HTTPClient:
             timeout=httpx.Timeout(
                 connect=connect_timeout, read=read_timeout, write=read_timeout, pool=connect_timeout
             ),
-            transport=transport,
+            # Cancel-safe whatever transport was given: a preempted or timed-out call must not
+            # leave its request body's generator behind (see clients._cancel_safe).
+            transport=cancel_safe_transport(transport),
         )
         if model is not None:
             self._check_sampling_model(model)

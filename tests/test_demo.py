@@ -36,10 +36,6 @@ FORGE_RT = Path(sys.executable).with_name("forge-rt")  # the installed console s
 # body generator unfinished; trio warns when it is garbage-collected. The fault is in the client
 # layer (forge_rt/clients/_http.py sends bytes bodies as httpx.ByteStream, an async generator);
 # until it sends a body that is not an async generator, only that exact warning is tolerated.
-_PREEMPTED_UPLOAD = pytest.mark.filterwarnings(
-    "ignore:Async generator 'httpx._content.ByteStream.__aiter__' was garbage collected"
-    ":ResourceWarning"
-)
 FAST = {"backend": "sim", "sim_speed": 20.0, "tool_seconds": 0.05}
 
 
@@ -272,9 +268,14 @@ def test_a_bad_backend_is_refused_with_the_fix(backend: str, message: str) -> No
 # --- a whole run ---------------------------------------------------------------------------------
 
 
-@_PREEMPTED_UPLOAD
-async def test_sim_demo_runs_all_four_agents_and_measures_the_voice_ahead() -> None:
-    """On the sim all four agents finish, the voice preempts, and its TTFT beats the background's."""
+async def test_sim_demo_runs_all_four_agents_and_measures_the_voice_ahead(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """On the sim all four agents finish, the voice preempts, and its TTFT beats the background's.
+
+    The sim models time on trio's clock, so under the autojump clock every figure is virtual
+    time: the comparison is the same however busy the machine is.
+    """
     events = []
     with trio.fail_after(60), capture_logs() as logs:
         report = await run_demo(DemoConfig(**FAST), on_event=events.append)
@@ -294,13 +295,10 @@ async def test_sim_demo_runs_all_four_agents_and_measures_the_voice_ahead() -> N
     assert {"start", "arrive", "preempted", "rescued", "done"} <= kinds
 
 
-@_PREEMPTED_UPLOAD
-async def test_voice_at_a_fixed_time_arrives_then() -> None:
+async def test_voice_at_a_fixed_time_arrives_then(autojump_clock: trio.testing.MockClock) -> None:
     """With voice_at the voice request arrives that many seconds after the agents start."""
-    with trio.fail_after(60):
-        report = await run_demo(DemoConfig(**FAST, voice_at=0.3))
-    assert report.voice_arrived_s is not None
-    assert 0.3 <= report.voice_arrived_s < 1.5  # not before it is due; slack for a busy machine
+    report = await run_demo(DemoConfig(**FAST, voice_at=0.3))
+    assert report.voice_arrived_s == pytest.approx(0.3)
     assert report.voice.ok
 
 
@@ -344,9 +342,9 @@ async def test_demo_command_on_the_sim_prints_progress_and_the_summary() -> None
         r"inference ([\d.]+) s",
         summary,
     )
-    assert ttft is not None, summary
-    assert float(ttft.group(1)) < float(ttft.group(2))
-    assert re.search(r"^  preemptions    [1-9]\d*$", summary, re.MULTILINE), summary
+    assert ttft is not None, summary  # which is smaller is pinned on the autojump clock above
+    # How many real time gives depends on the machine; the autojump test above pins >= 1.
+    assert re.search(r"^  preemptions    \d+$", summary, re.MULTILINE), summary
     assert re.search(r"^  rescues        \d+: \w+ \d+", summary, re.MULTILINE), summary
     assert re.search(r"^  wall time      [\d.]+ s$", summary, re.MULTILINE), summary
 

@@ -11,6 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 import trio
+import trio.testing
+from leak_support import cancel_at_every_step
+from probe_server import QUIET_CHILD, alive_with, probes_in_thread, serve_probes
 
 from forge_rt.backends.managed import (
     PARENT_PID_ENV,
@@ -128,20 +131,66 @@ async def test_early_exit_raises_with_exit_code_and_log_tail(
     )
 
 
+def _quiet(tmp_path: Path):
+    """A llama-server spec whose program is the quiet stand-in; the test answers its probes."""
+    return llama_server_spec(tmp_path / "model.gguf", executable=QUIET_CHILD)
+
+
 async def test_not_ready_by_the_deadline_raises_and_stops_the_child(
-    fake_backend_cmd, tmp_path: Path
+    tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
-    """A server that never gets ready fails after startup_timeout with its last answer, and is stopped."""
-    spec = _llama(fake_backend_cmd, tmp_path, "never")
-    with trio.fail_after(20), pytest.raises(BackendStartError) as caught:
-        async with ManagedBackend.start(spec, log_path=tmp_path / "n.log", startup_timeout=0.5):
-            pytest.fail("must not become ready")
+    """A server that never gets ready fails after startup_timeout with its last answer, and is stopped.
+
+    The clock stands still until the test moves it, once the first "loading" answer has gone
+    out: however slowly the child starts, the deadline passes after the server has answered.
+    """
+    spec = _quiet(tmp_path)
+
+    async def past_the_deadline() -> None:
+        await answered.receive()
+        mock_clock.jump(0.5)
+
+    async with (
+        serve_probes(spec.port, lambda n: 503) as answered,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(past_the_deadline)
+        with pytest.raises(BackendStartError) as caught:
+            async with ManagedBackend.start(spec, log_path=tmp_path / "n.log", startup_timeout=0.5):
+                pytest.fail("must not become ready")
     assert re.search(
         rf"was not ready at http://127\.0\.0\.1:{spec.port}/health within 0\.5 s \(last answer: "
         rf"http://127\.0\.0\.1:{spec.port}/health answered HTTP 503\); raise startup_timeout",
         str(caught.value),
     )
-    assert (tmp_path / "n.log").read_text().rstrip().endswith("fake backend stopped")
+    assert alive_with(str(tmp_path)) == []
+
+
+async def test_start_cancelled_at_any_step_stops_the_child_and_leaks_nothing(
+    tmp_path: Path,
+) -> None:
+    """Cancelled while launching, probing or serving, the launcher stops its child and leaves
+    no connection or stream behind."""
+    spec = _quiet(tmp_path)
+    # Loading, loading, ready: each replay probes three times on a fresh count.
+    statuses: list[int] = []
+
+    async def launch_and_use() -> None:
+        statuses.clear()
+        async with ManagedBackend.start(
+            spec, log_path=tmp_path / "c.log", poll_interval=0.001
+        ) as backend:
+            assert backend.returncode is None
+        assert alive_with(str(tmp_path)) == []
+
+    def answer(n: int) -> int:
+        statuses.append(503 if len(statuses) < 2 else 200)
+        return statuses[-1]
+
+    async with serve_probes(spec.port, answer):
+        replays = await cancel_at_every_step(launch_and_use)
+    assert replays > 10
+    assert alive_with(str(tmp_path)) == []
 
 
 async def test_a_child_ignoring_sigterm_is_killed_after_the_grace(
@@ -210,15 +259,21 @@ def test_blocking_start_reports_early_exit(fake_backend_cmd, tmp_path: Path) -> 
     assert caught.value.log_tail.endswith("fake backend: cannot load model")
 
 
-def test_blocking_start_times_out_and_stops_the_child(fake_backend_cmd, tmp_path: Path) -> None:
-    """The synchronous launcher honours startup_timeout and stops the child it gave up on."""
-    spec = _llama(fake_backend_cmd, tmp_path, "never")
+def test_blocking_start_times_out_and_stops_the_child(tmp_path: Path) -> None:
+    """The synchronous launcher honours startup_timeout and stops the child it gave up on.
+
+    The test answers the probes itself, so the first one is answered however slowly the child
+    starts; the launcher always probes before it looks at the deadline.
+    """
+    spec = _quiet(tmp_path)
     with (
+        probes_in_thread(spec.port, lambda n: 503) as answered,
         pytest.raises(BackendStartError, match=r"within 0\.5 s \(last answer: .*HTTP 503\)"),
         ManagedBackend.start_blocking(spec, log_path=tmp_path / "t.log", startup_timeout=0.5),
     ):
         pytest.fail("must not become ready")
-    assert (tmp_path / "t.log").read_text().rstrip().endswith("fake backend stopped")
+    assert answered[0] == 503
+    assert alive_with(str(tmp_path)) == []
 
 
 def test_default_log_goes_to_the_cache_logs_dir(

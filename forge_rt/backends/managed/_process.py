@@ -161,8 +161,10 @@ class ManagedBackend:
 
         Raises :class:`~forge_rt.errors.BackendExecutableNotFoundError` when the program is
         missing and :class:`~forge_rt.errors.BackendStartError` when it exits early, is not ready
-        within ``startup_timeout`` seconds or answers unusably. The child is stopped on every
-        exit path, cancellation included.
+        within ``startup_timeout`` seconds or answers unusably. The deadline is looked at after
+        each readiness probe (every ``poll_interval`` seconds), so the server is always asked at
+        least once and the error names its last answer. The child is stopped on every exit path,
+        cancellation included.
         """
         launch = await trio.to_thread.run_sync(_Launch, spec, log_path)
         log.info(
@@ -179,11 +181,8 @@ class ManagedBackend:
             )
         was_ready = False
         try:
-            with trio.move_on_after(startup_timeout):
-                await _poll_until_ready(proc, launch, poll_interval)
-                was_ready = True
-            if not was_ready:
-                raise launch.timeout_error(startup_timeout)
+            await _poll_until_ready(proc, launch, startup_timeout, poll_interval)
+            was_ready = True
             log.info("backend.ready", backend=spec.name, url=spec.base_url, pid=proc.pid)
             yield cls(spec, pid=proc.pid, log_path=launch.log_path, poll=proc.poll)
         finally:
@@ -232,7 +231,16 @@ def _probe_client_limits() -> httpx.Limits:
     return httpx.Limits(max_keepalive_connections=0)
 
 
-async def _poll_until_ready(proc: trio.Process, launch: _Launch, interval: float) -> None:
+# Both waits follow one rule: probe, and only then look at the deadline. So the server is always
+# asked at least once (however long starting the process took on a busy machine), and a timeout
+# error always carries the answer to a whole probe, never one cut short by the deadline; the
+# wait can overrun ``startup_timeout`` by at most one probe (``_PROBE_TIMEOUT``).
+
+
+async def _poll_until_ready(
+    proc: trio.Process, launch: _Launch, startup_timeout: float, interval: float
+) -> None:
+    deadline = trio.current_time() + startup_timeout
     async with httpx.AsyncClient(timeout=_PROBE_TIMEOUT, limits=_probe_client_limits()) as client:
         while True:
             if (code := proc.poll()) is not None:
@@ -244,7 +252,9 @@ async def _poll_until_ready(proc: trio.Process, launch: _Launch, interval: float
             else:
                 if launch.judge(response.status_code, response.content):
                     return
-            await trio.sleep(interval)
+            if (remaining := deadline - trio.current_time()) <= 0:
+                raise launch.timeout_error(startup_timeout)
+            await trio.sleep(min(interval, remaining))
 
 
 def _wait_ready_sync(
@@ -252,18 +262,19 @@ def _wait_ready_sync(
 ) -> None:
     deadline = time.monotonic() + timeout
     with httpx.Client(timeout=_PROBE_TIMEOUT, limits=_probe_client_limits()) as client:
-        while (remaining := deadline - time.monotonic()) > 0:
+        while True:
             if (code := proc.poll()) is not None:
                 raise launch.exited_error(code)
             try:
-                response = client.get(launch.spec.ready_url, timeout=min(_PROBE_TIMEOUT, remaining))
+                response = client.get(launch.spec.ready_url)
             except httpx.TransportError as exc:
                 launch.last_answer = f"{type(exc).__name__}: {exc}"
             else:
                 if launch.judge(response.status_code, response.content):
                     return
-            time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
-    raise launch.timeout_error(timeout)
+            if (remaining := deadline - time.monotonic()) <= 0:
+                raise launch.timeout_error(timeout)
+            time.sleep(min(interval, remaining))
 
 
 def _exited_by_itself(launch: _Launch, code: int, *, was_ready: bool) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import math
 
 import pytest
@@ -101,9 +100,14 @@ def test_cache_never_returns_a_stale_estimate(history: list[Message], cache_size
     cached = TokenEstimator(cache_size=cache_size or 32_768)
     plain = TokenEstimator(cache_size=0)
     assert cached.count_each(history) == plain.count_each(history)
-    copies = [m.with_content(m.content + "!") for m in history]
+    # Each original is dropped as soon as its copy exists, so the next copy can take its id
+    # (CPython reuses a freed object's memory at once); only the cache can keep an original alive.
+    pending = history[::-1]
     del history[:]
-    gc.collect()  # the originals' ids are free for reuse now
+    copies = []
+    while pending:
+        original = pending.pop()
+        copies.append(original.with_content(original.content + "!"))
     assert cached.count_each(copies) == plain.count_each(copies)
     assert cached.count_each(copies) == plain.count_each(copies)
 

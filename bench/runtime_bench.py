@@ -22,13 +22,17 @@ import trio
 
 from forge_rt.backends.sim import Intent, RequestView, SimBackend, SimConfig
 from forge_rt.clients import LlamaServerClient
-from forge_rt.clients.base import (
+from forge_rt.core import (
     InferenceRequest,
+    Message,
+    MessageType,
     StreamChunk,
     TextDeltaChunk,
     ToolCallDeltaChunk,
+    ToolDef,
+    ToolSpec,
+    Workflow,
 )
-from forge_rt.core import Message, MessageType, ToolDef, ToolSpec, Workflow
 from forge_rt.errors import WorkflowCancelledError
 from forge_rt.eval.scenarios._kit import by_conversation, call, plan_oracle
 from forge_rt.runtime import Session, SlotWorker, WorkflowHandle

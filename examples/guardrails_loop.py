@@ -37,7 +37,7 @@ from forge_rt.backends.sim import (
     SimConfig,
     SimToolCall,
 )
-from forge_rt.clients import LLMResponse
+from forge_rt.core import LLMResponse
 from forge_rt.errors import ToolResolutionError
 from forge_rt.guardrails import (
     Execute,

@@ -28,7 +28,7 @@ import trio
 
 from forge_rt.backends.sim import SimBackend
 from forge_rt.clients import LlamaServerClient
-from forge_rt.clients.base import (
+from forge_rt.core import (
     FinalChunk,
     LLMClient,
     Sampling,

@@ -29,7 +29,7 @@ from pydantic import BaseModel, Field
 from forge_rt import Message, MessageType, ToolDef, ToolSpec, Workflow
 from forge_rt.backends.sim import SimBackend, SimConfig, SimReply, SimToolCall
 from forge_rt.clients import LlamaServerClient, make_client
-from forge_rt.clients.base import LLMClient, Sampling
+from forge_rt.core import LLMClient, Sampling
 from forge_rt.errors import (
     ForgeError,
     MaxIterationsError,

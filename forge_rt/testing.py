@@ -1,6 +1,6 @@
 """Test doubles for forge_rt users: an in-process scripted LLM client that honours trio time.
 
-``ScriptedClient`` implements the :class:`~forge_rt.clients.base.LLMClient` protocol without any
+``ScriptedClient`` implements the :class:`~forge_rt.core.LLMClient` protocol without any
 network: each call takes ``prefill_s`` seconds, then streams its reply one token (word) at a time
 every ``token_s`` seconds -- on trio's clock, so tests under ``MockClock(autojump_threshold=0)`` are
 deterministic and instant. For tests of HTTP behaviour use the simulated backend
@@ -16,17 +16,18 @@ from contextlib import aclosing, asynccontextmanager
 import msgspec
 import trio
 
-from forge_rt.clients.base import (
+from forge_rt.core import (
     ClientCapabilities,
     FinalChunk,
     InferenceRequest,
     LLMResponse,
     StreamChunk,
     TextDeltaChunk,
+    TextResponse,
     Timings,
+    ToolCall,
     Usage,
 )
-from forge_rt.core import TextResponse, ToolCall
 
 __all__ = ["Reply", "ScriptedCall", "ScriptedClient"]
 

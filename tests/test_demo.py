@@ -22,8 +22,7 @@ from forge_rt.backends.sim import (
     ViewMessage,
     ViewToolCall,
 )
-from forge_rt.clients.base import FinalChunk, LLMResponse, TextDeltaChunk
-from forge_rt.core import Message, TextResponse, ToolCall
+from forge_rt.core import FinalChunk, LLMResponse, Message, TextDeltaChunk, TextResponse, ToolCall
 from forge_rt.demo import AGENTS, DemoConfig, DemoMonitor, load_config, run_demo
 from forge_rt.demo._sim import plan_oracle
 from forge_rt.demo._view import render

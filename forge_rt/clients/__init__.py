@@ -1,10 +1,14 @@
-"""Backend adapters: one per protocol, all speaking :class:`~forge_rt.clients.LLMClient`.
+"""Backend adapters: one per protocol, all speaking :class:`~forge_rt.core.LLMClient`.
+
+The inference data model they implement (requests, responses, stream chunks, capabilities,
+output constraints, sampling) lives in :mod:`forge_rt.core`, below the adapters, so that the
+guardrails, the context manager and the runtime depend on it and not on any adapter.
 
 Adapters: :class:`OpenAICompatClient`, :class:`LlamaServerClient` (also llamafile),
 :class:`OllamaClient`, :class:`VLLMClient`, :class:`AnthropicClient`; :func:`make_client` picks
 one by name. The wire conversions they use are public too, in both directions, so a server
 (the proxy) can read OpenAI / Anthropic requests into :class:`~forge_rt.core.Message` s and write
-:class:`LLMResponse` s back as response bodies and SSE events.
+:class:`~forge_rt.core.LLMResponse` s back as response bodies and SSE events.
 """
 
 from forge_rt.clients._anthropic import AnthropicClient as AnthropicClient
@@ -58,6 +62,8 @@ from forge_rt.clients._openai_wire import openai_response_to_wire as openai_resp
 from forge_rt.clients._openai_wire import openai_tools_from_wire as openai_tools_from_wire
 from forge_rt.clients._openai_wire import openai_tools_to_wire as openai_tools_to_wire
 from forge_rt.clients._prompt_tools import render_tool_prompt as render_tool_prompt
+from forge_rt.clients._sampling import known_models as known_models
+from forge_rt.clients._sampling import sampling_defaults as sampling_defaults
 from forge_rt.clients._sse import SSEDecoder as SSEDecoder
 from forge_rt.clients._sse import SSEEvent as SSEEvent
 from forge_rt.clients._sse import encode_sse as encode_sse
@@ -66,24 +72,6 @@ from forge_rt.clients._think import split_think as split_think
 from forge_rt.clients._vllm import VLLMClient as VLLMClient
 from forge_rt.clients._wire_common import ToolCallAssembler as ToolCallAssembler
 from forge_rt.clients._wire_common import WireRequest as WireRequest
-from forge_rt.clients.base import ClientCapabilities as ClientCapabilities
-from forge_rt.clients.base import FinalChunk as FinalChunk
-from forge_rt.clients.base import GrammarConstraint as GrammarConstraint
-from forge_rt.clients.base import InferenceRequest as InferenceRequest
-from forge_rt.clients.base import JsonSchemaConstraint as JsonSchemaConstraint
-from forge_rt.clients.base import LLMClient as LLMClient
-from forge_rt.clients.base import LLMResponse as LLMResponse
-from forge_rt.clients.base import OutputConstraint as OutputConstraint
-from forge_rt.clients.base import ReasoningDeltaChunk as ReasoningDeltaChunk
-from forge_rt.clients.base import ResetChunk as ResetChunk
-from forge_rt.clients.base import Sampling as Sampling
-from forge_rt.clients.base import StreamChunk as StreamChunk
-from forge_rt.clients.base import TextDeltaChunk as TextDeltaChunk
-from forge_rt.clients.base import Timings as Timings
-from forge_rt.clients.base import ToolCallDeltaChunk as ToolCallDeltaChunk
-from forge_rt.clients.base import ToolChoice as ToolChoice
-from forge_rt.clients.base import Usage as Usage
-from forge_rt.clients.sampling import sampling_defaults as sampling_defaults
 
 __all__ = [
     "AUTO_RETRY_KINDS",
@@ -92,15 +80,8 @@ __all__ = [
     "AnthropicStreamDecoder",
     "AnthropicStreamEncoder",
     "CancelSafeTransport",
-    "ClientCapabilities",
     "ClientKind",
-    "FinalChunk",
-    "GrammarConstraint",
     "HTTPClient",
-    "InferenceRequest",
-    "JsonSchemaConstraint",
-    "LLMClient",
-    "LLMResponse",
     "LlamaServerClient",
     "LlamaServerProps",
     "OllamaClient",
@@ -109,21 +90,11 @@ __all__ = [
     "OpenAIDialect",
     "OpenAIStreamDecoder",
     "OpenAIStreamEncoder",
-    "OutputConstraint",
-    "ReasoningDeltaChunk",
-    "ResetChunk",
     "SSEDecoder",
     "SSEEvent",
-    "Sampling",
     "SlotState",
-    "StreamChunk",
-    "TextDeltaChunk",
     "ThinkSplitter",
-    "Timings",
     "ToolCallAssembler",
-    "ToolCallDeltaChunk",
-    "ToolChoice",
-    "Usage",
     "VLLMClient",
     "WireRequest",
     "anthropic_messages_from_wire",
@@ -136,6 +107,7 @@ __all__ = [
     "anthropic_tools_to_wire",
     "cancel_safe_transport",
     "encode_sse",
+    "known_models",
     "make_client",
     "ollama_messages_to_wire",
     "ollama_request_to_wire",

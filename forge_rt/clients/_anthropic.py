@@ -18,7 +18,7 @@ from forge_rt.clients._anthropic_wire import (
     anthropic_response_from_wire,
 )
 from forge_rt.clients._http import HTTPClient, StreamDecoder
-from forge_rt.clients.base import ClientCapabilities, InferenceRequest, LLMResponse, Timings
+from forge_rt.core import ClientCapabilities, InferenceRequest, LLMResponse, Timings
 
 __all__ = ["AnthropicClient"]
 

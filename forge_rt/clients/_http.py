@@ -5,8 +5,8 @@ Adapters subclass :class:`HTTPClient` and supply the wire format (request body, 
 parser, stream decoder); everything about connections and faults lives here, so every adapter
 behaves the same under the same fault.
 
-Who emits :class:`~forge_rt.clients.ResetChunk`: not the clients. A client either finishes a
-stream with a :class:`~forge_rt.clients.FinalChunk` or raises; its one automatic retry happens
+Who emits :class:`~forge_rt.core.ResetChunk`: not the clients. A client either finishes a
+stream with a :class:`~forge_rt.core.FinalChunk` or raises; its one automatic retry happens
 before anything was delivered, so there is nothing to reset. The consumer that abandons an
 attempt after output was delivered (the runtime's SlotWorker on preemption, the guardrails'
 retry after a rejected reply) emits the ResetChunk to its own listeners.
@@ -33,8 +33,9 @@ from forge_rt.clients._faults import (
     status_error,
     transport_error,
 )
+from forge_rt.clients._sampling import has_sampling_defaults, sampling_defaults
 from forge_rt.clients._sse import SSEDecoder
-from forge_rt.clients.base import (
+from forge_rt.core import (
     ClientCapabilities,
     FinalChunk,
     InferenceRequest,
@@ -43,7 +44,6 @@ from forge_rt.clients.base import (
     StreamChunk,
     Timings,
 )
-from forge_rt.clients.sampling import has_sampling_defaults, sampling_defaults
 from forge_rt.errors import BackendError, StreamError
 
 __all__ = ["HTTPClient", "StreamDecoder"]

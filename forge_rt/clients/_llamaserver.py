@@ -27,8 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from forge_rt.clients._openai import OpenAICompatClient
 from forge_rt.clients._openai_wire import openai_request_to_wire
 from forge_rt.clients._prompt_tools import prompt_mode_messages
-from forge_rt.clients.base import ClientCapabilities, InferenceRequest, LLMResponse, Timings
-from forge_rt.core import TextResponse
+from forge_rt.core import ClientCapabilities, InferenceRequest, LLMResponse, TextResponse, Timings
 
 __all__ = ["LlamaServerClient", "LlamaServerProps", "SlotState"]
 

@@ -20,7 +20,7 @@ from forge_rt.clients._ollama_wire import (
     ollama_request_to_wire,
     ollama_response_from_wire,
 )
-from forge_rt.clients.base import ClientCapabilities, InferenceRequest, LLMResponse, Timings
+from forge_rt.core import ClientCapabilities, InferenceRequest, LLMResponse, Timings
 
 __all__ = ["OllamaClient"]
 

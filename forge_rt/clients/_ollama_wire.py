@@ -25,16 +25,18 @@ from forge_rt.clients._wire_common import (
     reply_result,
     stream_decode_error,
 )
-from forge_rt.clients.base import (
+from forge_rt.core import (
     GrammarConstraint,
     InferenceRequest,
     LLMResponse,
+    Message,
+    Role,
     Sampling,
     StreamChunk,
     Timings,
+    ToolSpec,
     Usage,
 )
-from forge_rt.core import Message, Role, ToolSpec
 from forge_rt.errors import BackendError
 
 __all__ = [

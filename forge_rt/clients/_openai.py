@@ -15,7 +15,7 @@ from forge_rt.clients._openai_wire import (
     openai_request_to_wire,
     openai_response_from_wire,
 )
-from forge_rt.clients.base import (
+from forge_rt.core import (
     ClientCapabilities,
     InferenceRequest,
     JsonSchemaConstraint,

@@ -41,24 +41,29 @@ from forge_rt.clients._wire_common import (
     retraction_refused,
     stream_decode_error,
 )
-from forge_rt.clients.base import (
+from forge_rt.core import (
     FinalChunk,
     GrammarConstraint,
     InferenceRequest,
     JsonSchemaConstraint,
     LLMResponse,
+    Message,
+    MessageType,
     OutputConstraint,
     ReasoningDeltaChunk,
     ResetChunk,
+    Role,
     Sampling,
     StreamChunk,
     TextDeltaChunk,
+    TextResponse,
     Timings,
+    ToolCall,
     ToolCallDeltaChunk,
     ToolChoice,
+    ToolSpec,
     Usage,
 )
-from forge_rt.core import Message, MessageType, Role, TextResponse, ToolCall, ToolSpec
 from forge_rt.errors import BackendError, ForgeError
 
 __all__ = [

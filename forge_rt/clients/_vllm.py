@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from forge_rt.clients._openai import OpenAICompatClient, _ModelEntry, _ModelList
-from forge_rt.clients.base import ClientCapabilities, InferenceRequest
+from forge_rt.core import ClientCapabilities, InferenceRequest
 from forge_rt.errors import BackendError, FaultKind
 
 __all__ = ["VLLMClient"]

@@ -15,16 +15,21 @@ import msgspec
 import structlog
 
 from forge_rt.clients._think import ThinkSplitter, split_think
-from forge_rt.clients.base import (
+from forge_rt.core import (
     InferenceRequest,
+    Message,
+    MessageType,
     ReasoningDeltaChunk,
     ResetChunk,
+    Role,
     StreamChunk,
     TextDeltaChunk,
+    TextResponse,
     Timings,
+    ToolCall,
     ToolCallDeltaChunk,
+    new_call_id,
 )
-from forge_rt.core import Message, MessageType, Role, TextResponse, ToolCall, new_call_id
 from forge_rt.errors import StreamError
 
 __all__ = [

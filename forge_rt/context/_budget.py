@@ -15,8 +15,8 @@ import enum
 import msgspec
 import structlog
 
-from forge_rt.clients.base import LLMClient
 from forge_rt.context._hardware import GpuAvailable, HardwareProfile, NoGpu
+from forge_rt.core import LLMClient
 from forge_rt.errors import ContextBudgetError
 
 __all__ = ["OLLAMA_VRAM_TIERS", "Budget", "BudgetMode", "ollama_context_for_vram", "resolve_budget"]

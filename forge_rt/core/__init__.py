@@ -1,5 +1,25 @@
-"""The typed data every part of forge_rt shares: messages, tool calls, tools, workflows, steps."""
+"""The typed data every part of forge_rt shares: messages, tool calls, tools, workflows, steps,
+and the inference data model (requests, responses, stream chunks, capabilities, output
+constraints, sampling, the ``LLMClient`` protocol) that the client adapters implement and the
+guardrails, context and runtime read."""
 
+from forge_rt.core._inference import ClientCapabilities as ClientCapabilities
+from forge_rt.core._inference import FinalChunk as FinalChunk
+from forge_rt.core._inference import GrammarConstraint as GrammarConstraint
+from forge_rt.core._inference import InferenceRequest as InferenceRequest
+from forge_rt.core._inference import JsonSchemaConstraint as JsonSchemaConstraint
+from forge_rt.core._inference import LLMClient as LLMClient
+from forge_rt.core._inference import LLMResponse as LLMResponse
+from forge_rt.core._inference import OutputConstraint as OutputConstraint
+from forge_rt.core._inference import ReasoningDeltaChunk as ReasoningDeltaChunk
+from forge_rt.core._inference import ResetChunk as ResetChunk
+from forge_rt.core._inference import Sampling as Sampling
+from forge_rt.core._inference import StreamChunk as StreamChunk
+from forge_rt.core._inference import TextDeltaChunk as TextDeltaChunk
+from forge_rt.core._inference import Timings as Timings
+from forge_rt.core._inference import ToolCallDeltaChunk as ToolCallDeltaChunk
+from forge_rt.core._inference import ToolChoice as ToolChoice
+from forge_rt.core._inference import Usage as Usage
 from forge_rt.core._messages import Message as Message
 from forge_rt.core._messages import MessageType as MessageType
 from forge_rt.core._messages import Role as Role
@@ -20,17 +40,34 @@ from forge_rt.core._workflow import Workflow as Workflow
 __all__ = [
     "RESPOND_TOOL_NAME",
     "ArgumentError",
+    "ClientCapabilities",
     "ConstrainMode",
+    "FinalChunk",
+    "GrammarConstraint",
+    "InferenceRequest",
+    "JsonSchemaConstraint",
+    "LLMClient",
+    "LLMResponse",
     "Message",
     "MessageType",
+    "OutputConstraint",
     "Prerequisite",
+    "ReasoningDeltaChunk",
+    "ResetChunk",
     "Role",
+    "Sampling",
     "StepTracker",
+    "StreamChunk",
+    "TextDeltaChunk",
     "TextResponse",
+    "Timings",
     "ToolArgumentError",
     "ToolCall",
+    "ToolCallDeltaChunk",
+    "ToolChoice",
     "ToolDef",
     "ToolSpec",
+    "Usage",
     "Workflow",
     "model_from_json_schema",
     "new_call_id",

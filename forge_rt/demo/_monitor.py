@@ -19,19 +19,23 @@ from contextlib import asynccontextmanager
 import msgspec
 import trio
 
-from forge_rt.clients.base import (
+from forge_rt.core import (
     ClientCapabilities,
     FinalChunk,
     InferenceRequest,
     LLMClient,
     LLMResponse,
+    Message,
+    MessageType,
     ReasoningDeltaChunk,
     ResetChunk,
     StreamChunk,
     TextDeltaChunk,
+    TextResponse,
     ToolCallDeltaChunk,
+    ToolSpec,
+    Workflow,
 )
-from forge_rt.core import Message, MessageType, TextResponse, ToolSpec, Workflow
 from forge_rt.guardrails import rescue, workflow_tool_specs
 from forge_rt.runtime import SlotStats
 
@@ -358,7 +362,7 @@ def _nudge_label(content: str) -> str:
 
 
 class ObservedClient:
-    """An :class:`~forge_rt.clients.base.LLMClient` that tells a monitor when calls run.
+    """An :class:`~forge_rt.core.LLMClient` that tells a monitor when calls run.
 
     The SlotWorker streams every attempt through ``stream``; wrapping the client shows which
     agent holds the slot (its prompt being read, then tokens) and which attempts were cut off,

@@ -19,8 +19,7 @@ import trio
 
 from forge_rt.backends.sim import SimBackend
 from forge_rt.clients import LlamaServerClient, make_client
-from forge_rt.clients.base import LLMClient, Sampling
-from forge_rt.core import Workflow
+from forge_rt.core import LLMClient, Sampling, Workflow
 from forge_rt.demo._agents import AGENTS, AgentSpec
 from forge_rt.demo._config import DemoConfig
 from forge_rt.demo._monitor import DemoMonitor, EventSink, ObservedClient

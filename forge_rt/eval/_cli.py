@@ -36,7 +36,7 @@ from rich.progress import (
 
 from forge_rt import __version__
 from forge_rt.backends.sim import FailureRates
-from forge_rt.clients.base import LLMClient, Sampling
+from forge_rt.core import LLMClient, Sampling
 from forge_rt.errors import ForgeError
 from forge_rt.eval._ablation import ABLATIONS, Ablation, ablation
 from forge_rt.eval._meta import Invocation, meta_path, read_meta, utc_now, write_meta
@@ -181,7 +181,7 @@ def _resolve_backend(
         )
     if _given(ctx, "sim_rates"):
         raise click.UsageError("--sim-rates applies to --backend sim only")
-    from forge_rt.clients.sampling import sampling_defaults
+    from forge_rt.clients import sampling_defaults
 
     if backend == "local":
         if _given(ctx, "backend_kind"):

@@ -17,7 +17,9 @@ import structlog
 import trio
 
 from forge_rt.backends.sim import FailureRates, SimBackend, SimConfig
-from forge_rt.clients.base import (
+from forge_rt.context import ContextManager, TieredCompact
+from forge_rt.core import (
+    RESPOND_TOOL_NAME,
     LLMClient,
     ReasoningDeltaChunk,
     Sampling,
@@ -25,8 +27,6 @@ from forge_rt.clients.base import (
     TextDeltaChunk,
     ToolCallDeltaChunk,
 )
-from forge_rt.context import ContextManager, TieredCompact
-from forge_rt.core import RESPOND_TOOL_NAME
 from forge_rt.errors import BackendError, ConstraintUnsupportedError, ForgeError
 from forge_rt.eval._ablation import Ablation
 from forge_rt.eval._record import RunRecord, append_record, read_records

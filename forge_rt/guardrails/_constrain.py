@@ -19,13 +19,14 @@ from typing import Any
 import msgspec
 import structlog
 
-from forge_rt.clients.base import (
+from forge_rt.core import (
     ClientCapabilities,
+    ConstrainMode,
     GrammarConstraint,
     JsonSchemaConstraint,
     OutputConstraint,
+    ToolSpec,
 )
-from forge_rt.core import ConstrainMode, ToolSpec
 from forge_rt.errors import ConstraintUnsupportedError, ToolSchemaError, WorkflowDefinitionError
 from forge_rt.guardrails._rescue_args import schema_of
 

@@ -15,9 +15,9 @@ import msgspec
 import pydantic
 import structlog
 
-from forge_rt.clients.base import LLMResponse
 from forge_rt.core import (
     ArgumentError,
+    LLMResponse,
     MessageType,
     Role,
     TextResponse,

@@ -27,10 +27,7 @@ import trio
 
 from forge_rt.clients import (
     AnthropicStreamEncoder,
-    FinalChunk,
-    LLMClient,
     OpenAIStreamEncoder,
-    StreamChunk,
     WireRequest,
     anthropic_request_from_wire,
     anthropic_response_to_wire,
@@ -40,7 +37,7 @@ from forge_rt.clients import (
     openai_tools_from_wire,
 )
 from forge_rt.context import TokenEstimator
-from forge_rt.core import Message, ToolSpec
+from forge_rt.core import FinalChunk, LLMClient, Message, StreamChunk, ToolSpec
 from forge_rt.proxy._asgi import (
     ClientGone,
     Receive,

@@ -23,23 +23,21 @@ import msgspec
 import structlog
 import trio
 
-from forge_rt.clients import (
+from forge_rt.core import (
+    RESPOND_TOOL_NAME,
     ClientCapabilities,
+    ConstrainMode,
     FinalChunk,
     GrammarConstraint,
     InferenceRequest,
     JsonSchemaConstraint,
     LLMResponse,
+    Message,
+    MessageType,
     OutputConstraint,
     ResetChunk,
     StreamChunk,
     TextDeltaChunk,
-)
-from forge_rt.core import (
-    RESPOND_TOOL_NAME,
-    ConstrainMode,
-    Message,
-    MessageType,
     TextResponse,
     ToolCall,
     ToolSpec,

@@ -17,7 +17,7 @@ verdict can take back:
   answer.
 
 Once an attempt has released anything it is *committed*: the client saw it, so it cannot be
-silently replaced by a retry. A :class:`~forge_rt.clients.ResetChunk` (the slot preempted the
+silently replaced by a retry. A :class:`~forge_rt.core.ResetChunk` (the slot preempted the
 call and restarts it) does not retract anything either: the regenerated output is compared with
 what was already released, and only what goes beyond it is released. If the regenerated output
 diverges from what the client saw, the gate stops releasing (``diverged``) and the caller ends
@@ -30,14 +30,14 @@ import enum
 import re
 from collections.abc import Sequence
 
-from forge_rt.clients import (
+from forge_rt.core import (
+    RESPOND_TOOL_NAME,
     ReasoningDeltaChunk,
     ResetChunk,
     StreamChunk,
     TextDeltaChunk,
     ToolCallDeltaChunk,
 )
-from forge_rt.core import RESPOND_TOOL_NAME
 
 __all__ = ["GateMode", "JsonStringDecoder", "StreamGate", "match_respond_prefix"]
 

@@ -15,14 +15,9 @@ import msgspec
 import structlog
 
 from actors import ActorSystem
-from forge_rt.clients import (
-    LlamaServerClient,
-    LLMClient,
-    OpenAICompatClient,
-    VLLMClient,
-    make_client,
-)
+from forge_rt.clients import LlamaServerClient, OpenAICompatClient, VLLMClient, make_client
 from forge_rt.context import TokenEstimator
+from forge_rt.core import LLMClient
 from forge_rt.proxy._config import BackendConfig, ProxyConfig
 from forge_rt.proxy._engine import InferenceEngine
 from forge_rt.proxy._metrics import ProxyMetrics

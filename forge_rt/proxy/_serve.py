@@ -19,7 +19,7 @@ from hypercorn.config import Config
 from hypercorn.logging import Logger
 from hypercorn.trio import serve
 
-from forge_rt.clients import LLMClient
+from forge_rt.core import LLMClient
 from forge_rt.proxy._app import ProxyApp
 from forge_rt.proxy._config import ProxyConfig
 from forge_rt.proxy._runtime import open_runtime

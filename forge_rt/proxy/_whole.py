@@ -4,7 +4,7 @@ The SlotWorker always reads a call as a stream (so it can track partial output f
 A client that asked for a whole reply gains nothing from that: token-by-token SSE from the
 backend, parsed and passed chunk by chunk through the slot, costs about a millisecond per
 request on a short reply. :class:`WholeReplyClient` answers ``stream()`` for requests marked
-with :meth:`whole` by one ``send()`` and a single :class:`~forge_rt.clients.FinalChunk`; every
+with :meth:`whole` by one ``send()`` and a single :class:`~forge_rt.core.FinalChunk`; every
 other request streams as before. Preemption still works: cancelling the attempt cancels the
 HTTP request, and the re-run sends it again.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 
-from forge_rt.clients import (
+from forge_rt.core import (
     ClientCapabilities,
     FinalChunk,
     InferenceRequest,
@@ -27,7 +27,7 @@ __all__ = ["WholeReplyClient"]
 
 
 class WholeReplyClient:
-    """An :class:`~forge_rt.clients.LLMClient` over ``inner`` (see the module docstring)."""
+    """An :class:`~forge_rt.core.LLMClient` over ``inner`` (see the module docstring)."""
 
     def __init__(self, inner: LLMClient) -> None:
         self.inner = inner

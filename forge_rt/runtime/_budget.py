@@ -21,8 +21,8 @@ import structlog
 import trio
 
 from actors import Actor, ActorRef, ActorSystem, handles
-from forge_rt.clients.base import LLMClient
 from forge_rt.context import GpuAvailable, NoGpu, NvmlUnavailable, probe_gpu
+from forge_rt.core import LLMClient
 from forge_rt.errors import BackendError
 from forge_rt.runtime._scheduling import InferenceJob
 

@@ -17,9 +17,8 @@ import structlog
 import trio
 
 from actors import ActorRef, ActorSystem
-from forge_rt.clients.base import LLMClient, OutputConstraint, Sampling
 from forge_rt.context import ContextManager
-from forge_rt.core import Workflow
+from forge_rt.core import LLMClient, OutputConstraint, Sampling, Workflow
 from forge_rt.errors import WorkflowCancelledError
 from forge_rt.runtime._budget import BudgetMonitor, BudgetSource
 from forge_rt.runtime._scheduling import PreemptPolicy

@@ -16,8 +16,7 @@ from collections.abc import Sequence
 import msgspec
 import trio
 
-from forge_rt.clients.base import InferenceRequest, LLMResponse, StreamChunk
-from forge_rt.core import Message
+from forge_rt.core import InferenceRequest, LLMResponse, Message, StreamChunk
 
 __all__ = ["InferenceJob", "JobFailed", "PreemptPolicy", "fingerprint", "pick_next"]
 
@@ -108,7 +107,7 @@ class InferenceJob:
         return self.priority - math.floor((now - self.submitted_at) / aging_s)
 
     def complete(self, response: LLMResponse) -> None:
-        from forge_rt.clients.base import FinalChunk
+        from forge_rt.core import FinalChunk
 
         self._deliver(FinalChunk(response))
 

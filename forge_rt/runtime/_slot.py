@@ -22,7 +22,7 @@ import structlog
 import trio
 
 from actors import Actor, ActorRef, ActorSystem, handles
-from forge_rt.clients.base import (
+from forge_rt.core import (
     FinalChunk,
     InferenceRequest,
     LLMClient,
@@ -31,9 +31,10 @@ from forge_rt.clients.base import (
     ResetChunk,
     StreamChunk,
     TextDeltaChunk,
+    TextResponse,
     ToolCallDeltaChunk,
+    Workflow,
 )
-from forge_rt.core import TextResponse, Workflow
 from forge_rt.errors import InferenceDeadlineError, SlotQueueFullError, StreamError
 from forge_rt.runtime._scheduling import (
     InferenceJob,

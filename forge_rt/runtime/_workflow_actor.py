@@ -22,21 +22,19 @@ import structlog
 import trio
 
 from actors import Actor, ActorRef, handles
-from forge_rt.clients.base import (
+from forge_rt.context import CompactEvent, ContextManager
+from forge_rt.core import (
+    RESPOND_TOOL_NAME,
     GrammarConstraint,
     InferenceRequest,
     JsonSchemaConstraint,
     LLMResponse,
+    Message,
     OutputConstraint,
     ResetChunk,
     Sampling,
-    StreamChunk,
-)
-from forge_rt.context import CompactEvent, ContextManager
-from forge_rt.core import (
-    RESPOND_TOOL_NAME,
-    Message,
     StepTracker,
+    StreamChunk,
     ToolCall,
     ToolDef,
     Workflow,

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 from clients_support import WEATHER
 
-from forge_rt.clients import InferenceRequest
-from forge_rt.core import Message
+from forge_rt.core import InferenceRequest, Message
 
 
 @pytest.fixture

@@ -16,18 +16,18 @@ import trio
 from clients_support import WEATHER
 
 from forge_rt.backends.sim import Fault, SimBackend, SimConfig, SimReply, SimToolCall
-from forge_rt.clients import (
+from forge_rt.clients import HTTPClient, make_client
+from forge_rt.core import (
     FinalChunk,
-    HTTPClient,
     InferenceRequest,
     LLMResponse,
+    Message,
     ReasoningDeltaChunk,
     StreamChunk,
     TextDeltaChunk,
+    TextResponse,
     ToolCallDeltaChunk,
-    make_client,
 )
-from forge_rt.core import Message, TextResponse
 from forge_rt.errors import BackendError, FaultKind, StreamError
 
 KINDS = ["openai", "llamaserver", "vllm", "ollama", "anthropic"]

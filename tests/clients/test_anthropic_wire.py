@@ -12,17 +12,7 @@ from forge_rt.clients import (
     UNANSWERED_CALL_TEXT,
     AnthropicStreamDecoder,
     AnthropicStreamEncoder,
-    FinalChunk,
-    InferenceRequest,
-    JsonSchemaConstraint,
-    LLMResponse,
-    ReasoningDeltaChunk,
-    Sampling,
     SSEDecoder,
-    TextDeltaChunk,
-    Timings,
-    ToolCallDeltaChunk,
-    Usage,
     anthropic_messages_from_wire,
     anthropic_messages_to_wire,
     anthropic_request_from_wire,
@@ -30,7 +20,23 @@ from forge_rt.clients import (
     anthropic_response_from_wire,
     anthropic_response_to_wire,
 )
-from forge_rt.core import Message, MessageType, Role, TextResponse, ToolCall
+from forge_rt.core import (
+    FinalChunk,
+    InferenceRequest,
+    JsonSchemaConstraint,
+    LLMResponse,
+    Message,
+    MessageType,
+    ReasoningDeltaChunk,
+    Role,
+    Sampling,
+    TextDeltaChunk,
+    TextResponse,
+    Timings,
+    ToolCall,
+    ToolCallDeltaChunk,
+    Usage,
+)
 from forge_rt.errors import BackendError, FaultKind
 
 A = ToolCall(tool="get_weather", args={"city": "Paris"}, call_id="toolu_a")

@@ -13,8 +13,8 @@ import trio.lowlevel
 from leak_support import cancel_at_every_step, nothing_left_behind
 
 from forge_rt.backends.sim import Fault, SimBackend, SimConfig
-from forge_rt.clients import InferenceRequest, LlamaServerClient, make_client
-from forge_rt.core import Message
+from forge_rt.clients import LlamaServerClient, make_client
+from forge_rt.core import InferenceRequest, Message
 from forge_rt.errors import BackendError, FaultKind
 
 REQUEST = InferenceRequest(messages=(Message.user("Weather in Paris?"),))

@@ -15,19 +15,18 @@ import pytest
 import trio
 from clients_support import WEATHER
 
-from forge_rt.clients import (
+from forge_rt.clients import LlamaServerClient, OpenAICompatClient, sampling_defaults
+from forge_rt.core import (
     FinalChunk,
     InferenceRequest,
     JsonSchemaConstraint,
-    LlamaServerClient,
     LLMResponse,
-    OpenAICompatClient,
+    Message,
     Sampling,
     StreamChunk,
     TextDeltaChunk,
-    sampling_defaults,
+    TextResponse,
 )
-from forge_rt.core import Message, TextResponse
 from forge_rt.guardrails import rescue_tool_calls
 
 pytestmark = pytest.mark.slow

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from forge_rt.clients import (
-    InferenceRequest,
-    LlamaServerClient,
-    OpenAICompatClient,
-    Sampling,
-    sampling_defaults,
-)
-from forge_rt.clients.sampling import has_sampling_defaults, known_models, normalize_model_id
+from forge_rt.clients import LlamaServerClient, OpenAICompatClient, known_models, sampling_defaults
+from forge_rt.clients._sampling import has_sampling_defaults, normalize_model_id
+from forge_rt.core import InferenceRequest, Sampling
 from forge_rt.errors import UnsupportedModelError
 
 QWEN_CODER = Sampling(temperature=0.7, top_p=0.8, top_k=20, repeat_penalty=1.05)

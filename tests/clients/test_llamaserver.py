@@ -11,16 +11,17 @@ from clients_support import WEATHER
 from scripted_server import Reply, scripted_server, sse
 
 from forge_rt.backends.sim import SimBackend, SimConfig, SimReply
-from forge_rt.clients import (
+from forge_rt.clients import LlamaServerClient, SlotState
+from forge_rt.core import (
     FinalChunk,
     GrammarConstraint,
     InferenceRequest,
     JsonSchemaConstraint,
-    LlamaServerClient,
+    Message,
     Sampling,
-    SlotState,
+    TextResponse,
+    ToolCall,
 )
-from forge_rt.core import Message, TextResponse, ToolCall
 from forge_rt.errors import BackendError, FaultKind, StreamError, UnsupportedModelError
 
 REQUEST = InferenceRequest(messages=(Message.user("Weather in Paris?"),), tools=(WEATHER,))

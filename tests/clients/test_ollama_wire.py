@@ -7,18 +7,23 @@ import pytest
 from clients_support import WEATHER
 
 from forge_rt.clients import (
-    GrammarConstraint,
-    InferenceRequest,
-    JsonSchemaConstraint,
     OllamaStreamDecoder,
-    Sampling,
-    Timings,
-    Usage,
     ollama_messages_to_wire,
     ollama_request_to_wire,
     ollama_response_from_wire,
 )
-from forge_rt.core import Message, MessageType, Role, ToolCall
+from forge_rt.core import (
+    GrammarConstraint,
+    InferenceRequest,
+    JsonSchemaConstraint,
+    Message,
+    MessageType,
+    Role,
+    Sampling,
+    Timings,
+    ToolCall,
+    Usage,
+)
 from forge_rt.errors import BackendError, FaultKind
 
 CALL = ToolCall(tool="get_weather", args={"city": "Paris"}, call_id="c1")

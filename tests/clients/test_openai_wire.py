@@ -8,20 +8,9 @@ import pytest
 from clients_support import WEATHER
 
 from forge_rt.clients import (
-    FinalChunk,
-    GrammarConstraint,
-    InferenceRequest,
-    JsonSchemaConstraint,
-    LLMResponse,
     OpenAIStreamDecoder,
     OpenAIStreamEncoder,
-    ResetChunk,
-    Sampling,
     SSEDecoder,
-    TextDeltaChunk,
-    Timings,
-    ToolCallDeltaChunk,
-    Usage,
     openai_messages_from_wire,
     openai_messages_to_wire,
     openai_request_from_wire,
@@ -29,7 +18,24 @@ from forge_rt.clients import (
     openai_response_from_wire,
     openai_response_to_wire,
 )
-from forge_rt.core import Message, MessageType, Role, TextResponse, ToolCall
+from forge_rt.core import (
+    FinalChunk,
+    GrammarConstraint,
+    InferenceRequest,
+    JsonSchemaConstraint,
+    LLMResponse,
+    Message,
+    MessageType,
+    ResetChunk,
+    Role,
+    Sampling,
+    TextDeltaChunk,
+    TextResponse,
+    Timings,
+    ToolCall,
+    ToolCallDeltaChunk,
+    Usage,
+)
 from forge_rt.errors import BackendError, FaultKind, StreamError
 
 CALL = ToolCall(tool="get_weather", args={"city": "Paris"}, call_id="call_1")

@@ -11,16 +11,8 @@ from clients_support import WEATHER
 from scripted_server import Reply, scripted_server
 
 from forge_rt.backends.sim import Fault, SimBackend, SimConfig, SimReply, SimToolCall
-from forge_rt.clients import (
-    AnthropicClient,
-    InferenceRequest,
-    JsonSchemaConstraint,
-    OllamaClient,
-    OpenAICompatClient,
-    Sampling,
-    VLLMClient,
-)
-from forge_rt.core import Message, ToolCall
+from forge_rt.clients import AnthropicClient, OllamaClient, OpenAICompatClient, VLLMClient
+from forge_rt.core import InferenceRequest, JsonSchemaConstraint, Message, Sampling, ToolCall
 from forge_rt.errors import BackendError, FaultKind
 
 REQUEST = InferenceRequest(messages=(Message.user("Weather in Paris?"),), tools=(WEATHER,))

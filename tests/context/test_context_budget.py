@@ -8,7 +8,6 @@ from contextlib import AbstractAsyncContextManager
 import pytest
 from structlog.testing import capture_logs
 
-from forge_rt.clients.base import ClientCapabilities, InferenceRequest, LLMResponse, StreamChunk
 from forge_rt.context import (
     Budget,
     BudgetMode,
@@ -21,6 +20,7 @@ from forge_rt.context import (
     ollama_context_for_vram,
     resolve_budget,
 )
+from forge_rt.core import ClientCapabilities, InferenceRequest, LLMResponse, StreamChunk
 from forge_rt.errors import ContextBudgetError
 
 GIB = 2**30

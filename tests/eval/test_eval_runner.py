@@ -12,7 +12,8 @@ import pytest
 import trio
 
 from forge_rt.backends.sim import FailureRates, Fault, SimBackend, SimConfig, SimReply, SimToolCall
-from forge_rt.clients import LlamaServerClient, LLMClient
+from forge_rt.clients import LlamaServerClient
+from forge_rt.core import LLMClient
 from forge_rt.errors import BackendError
 from forge_rt.eval import EvalPlan, ablation, read_records, run_eval, run_scenario, sim_client
 from forge_rt.eval._runner import pending_runs

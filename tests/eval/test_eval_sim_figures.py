@@ -19,8 +19,8 @@ import pytest
 import trio
 
 from forge_rt.backends.sim import FailureRates, SimBackend, SimConfig
-from forge_rt.clients import LlamaServerClient, LLMClient
-from forge_rt.core import RESPOND_TOOL_NAME
+from forge_rt.clients import LlamaServerClient
+from forge_rt.core import RESPOND_TOOL_NAME, LLMClient
 from forge_rt.eval import EvalPlan, RunRecord, Scenario, ablation, run_eval, sim_client
 from forge_rt.eval._presets import SIM_RATE_PRESETS
 from forge_rt.eval.scenarios import SCENARIOS

@@ -13,8 +13,13 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
-from forge_rt.clients.base import ClientCapabilities, GrammarConstraint, JsonSchemaConstraint
-from forge_rt.core import ToolSpec, model_from_json_schema
+from forge_rt.core import (
+    ClientCapabilities,
+    GrammarConstraint,
+    JsonSchemaConstraint,
+    ToolSpec,
+    model_from_json_schema,
+)
 from forge_rt.errors import ConstraintUnsupportedError, ToolSchemaError, WorkflowDefinitionError
 from forge_rt.guardrails import (
     ConstraintDecision,

@@ -8,8 +8,8 @@ from typing import Any
 import msgspec
 from pydantic import BaseModel
 
-from forge_rt.clients.base import LLMResponse
 from forge_rt.core import (
+    LLMResponse,
     Message,
     MessageType,
     Prerequisite,

@@ -5,8 +5,15 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel, Field
 
-from forge_rt.clients.base import LLMResponse
-from forge_rt.core import MessageType, Role, TextResponse, ToolArgumentError, ToolCall, ToolSpec
+from forge_rt.core import (
+    LLMResponse,
+    MessageType,
+    Role,
+    TextResponse,
+    ToolArgumentError,
+    ToolCall,
+    ToolSpec,
+)
 from forge_rt.guardrails import ResponseValidator, RetryCause, collapse_calls, example_call
 from forge_rt.guardrails._validator import argument_errors
 

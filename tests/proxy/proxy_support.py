@@ -11,18 +11,19 @@ import msgspec
 import trio
 
 from forge_rt.backends.sim import SimBackend, SimConfig
-from forge_rt.clients import (
+from forge_rt.core import (
     ClientCapabilities,
     FinalChunk,
     InferenceRequest,
     LLMResponse,
     StreamChunk,
     TextDeltaChunk,
+    TextResponse,
     Timings,
+    ToolCall,
     ToolCallDeltaChunk,
     Usage,
 )
-from forge_rt.core import TextResponse, ToolCall
 from forge_rt.proxy import BackendConfig, ProxyConfig, serve_proxy
 
 T = TypeVar("T")

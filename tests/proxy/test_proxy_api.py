@@ -22,15 +22,16 @@ from pydantic import ValidationError
 
 import forge_rt.proxy
 from forge_rt.backends.sim import SimBackend, SimConfig
-from forge_rt.clients import (
+from forge_rt.core import (
     ClientCapabilities,
     FinalChunk,
     InferenceRequest,
     LLMResponse,
+    Message,
     StreamChunk,
     TextDeltaChunk,
+    TextResponse,
 )
-from forge_rt.core import Message, TextResponse
 from forge_rt.proxy import BackendConfig, KeyProfile, ProxyConfig, build_app, hypercorn_config
 from forge_rt.proxy._cli import build_config, proxy_command
 from forge_rt.proxy._transport import CoalescingBackend, coalescing_transport

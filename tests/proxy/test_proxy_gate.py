@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from forge_rt.clients import (
+from forge_rt.core import (
     ReasoningDeltaChunk,
     ResetChunk,
     StreamChunk,

@@ -23,8 +23,8 @@ from leak_support import (
 
 from actors import ActorSystem
 from forge_rt.backends.sim import SimBackend, SimConfig
-from forge_rt.clients import InferenceRequest, LlamaServerClient
-from forge_rt.core import Message, TextResponse
+from forge_rt.clients import LlamaServerClient
+from forge_rt.core import InferenceRequest, Message, TextResponse
 from forge_rt.errors import InferenceDeadlineError
 from forge_rt.runtime import Available, LlamaServerSource, SlotWorker
 

@@ -11,13 +11,7 @@ import trio
 from runtime_support import Tools
 
 from forge_rt.clients import LlamaServerClient
-from forge_rt.clients.base import (
-    FinalChunk,
-    Sampling,
-    StreamChunk,
-    TextDeltaChunk,
-    ToolCallDeltaChunk,
-)
+from forge_rt.core import FinalChunk, Sampling, StreamChunk, TextDeltaChunk, ToolCallDeltaChunk
 from forge_rt.errors import ForgeError
 from forge_rt.runtime import Session, WorkflowResult
 

@@ -7,14 +7,15 @@ import trio
 import trio.testing
 
 from actors import ActorSystem
-from forge_rt.clients.base import (
+from forge_rt.core import (
     FinalChunk,
     InferenceRequest,
+    Message,
     ResetChunk,
     StreamChunk,
     TextDeltaChunk,
+    TextResponse,
 )
-from forge_rt.core import Message, TextResponse
 from forge_rt.errors import InferenceDeadlineError, SlotQueueFullError
 from forge_rt.runtime import SlotWorker
 from forge_rt.testing import ScriptedClient
@@ -313,7 +314,7 @@ def test_an_outcome_for_a_caller_that_left_is_dropped() -> None:
             if deliver == "fail":
                 job.fail(RuntimeError("backend exploded"))
             else:
-                from forge_rt.clients.base import LLMResponse
+                from forge_rt.core import LLMResponse
 
                 job.complete(LLMResponse(result=TextResponse(content="late")))
             assert (job.finished, job.abandoned) == (True, True)

@@ -7,9 +7,8 @@ import trio
 import trio.testing
 from runtime_support import CITY, Tools
 
-from forge_rt.clients.base import ResetChunk, StreamChunk, TextDeltaChunk
 from forge_rt.context import ContextManager, TieredCompact
-from forge_rt.core import Message, MessageType, ToolCall
+from forge_rt.core import Message, MessageType, ResetChunk, StreamChunk, TextDeltaChunk, ToolCall
 from forge_rt.errors import (
     MaxIterationsError,
     ToolCallError,
@@ -261,7 +260,7 @@ async def test_two_workflows_share_the_slot_per_call(tools: Tools, autojump_cloc
 
 async def test_constraint_narrows_to_calls_that_may_run(tools: Tools, autojump_clock: Any) -> None:
     """Constrained decoding leaves out the terminal tool until the required steps are done."""
-    from forge_rt.clients.base import JsonSchemaConstraint
+    from forge_rt.core import JsonSchemaConstraint
 
     def names(constraint: object) -> set[str]:
         assert isinstance(constraint, JsonSchemaConstraint)
@@ -293,7 +292,7 @@ async def test_constraint_leaves_out_a_tool_the_model_looped_on(
     tools: Tools, autojump_clock: Any
 ) -> None:
     """After a loop nudge, the next constrained call cannot be the looping tool again."""
-    from forge_rt.clients.base import JsonSchemaConstraint
+    from forge_rt.core import JsonSchemaConstraint
 
     def names(constraint: object) -> set[str]:
         assert isinstance(constraint, JsonSchemaConstraint)

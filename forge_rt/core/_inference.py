@@ -1,4 +1,5 @@
-"""The one protocol every backend adapter speaks, and the typed data that crosses it.
+"""The inference data model: the one protocol every backend adapter speaks, and the typed data
+that crosses it.
 
 The loop never sees HTTP: it builds an :class:`InferenceRequest` and gets back an
 :class:`LLMResponse` whose ``result`` is a list of :class:`ToolCall` or a :class:`TextResponse`.
@@ -17,7 +18,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 
-from forge_rt.core import Message, TextResponse, ToolCall, ToolSpec
+from forge_rt.core._messages import Message, TextResponse, ToolCall
+from forge_rt.core._tools import ToolSpec
 
 __all__ = [
     "ClientCapabilities",

@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from forge_rt.clients.base import Sampling
+from forge_rt.core import Sampling
 from forge_rt.errors import UnsupportedModelError
 
 __all__ = [
@@ -150,7 +150,7 @@ def sampling_defaults(model: str) -> Sampling:
             f"no recommended sampling is known for model {model!r} (looked up as "
             f"{normalize_model_id(model)!r}); pass explicit Sampling values instead, or turn "
             "recommended_sampling off -- known families: Qwen2.5, Qwen2.5-Coder, Qwen3, "
-            "Llama 3.1/3.2 instruct (see forge_rt.clients.sampling.known_models())",
+            "Llama 3.1/3.2 instruct (see forge_rt.clients.known_models())",
             model=model,
             known=known_models(),
         ) from None

@@ -36,7 +36,7 @@ async def test_single_workflow_on_the_sim_is_rescued_nudged_and_done() -> None:
     assert "guardrails nudge: Your reply was text, not a tool call." in out
     assert "outcome: done - report filed: Oslo has 4 C and light rain.\n" in out
     assert "steps: get_weather, file_report\n" in out
-    assert "rescued calls: {'fenced_json': 1}; retries: {'retry_nudge': 1}" in out
+    assert "rescued calls: {'fenced_json': 1}; retries: {'no_call': 1}" in out
 
 
 async def test_single_workflow_exits_1_when_the_backend_is_unreachable() -> None:

@@ -30,10 +30,13 @@ from forge_rt.guardrails._actions import Action as Action
 from forge_rt.guardrails._actions import BlockReason as BlockReason
 from forge_rt.guardrails._actions import Execute as Execute
 from forge_rt.guardrails._actions import Fatal as Fatal
+from forge_rt.guardrails._actions import Rejection as Rejection
+from forge_rt.guardrails._actions import RetryReason as RetryReason
 from forge_rt.guardrails._actions import RetryWithNudge as RetryWithNudge
 from forge_rt.guardrails._actions import StepBlocked as StepBlocked
 from forge_rt.guardrails._actions import TextAnswer as TextAnswer
 from forge_rt.guardrails._actions import ToolErrors as ToolErrors
+from forge_rt.guardrails._actions import retry_reason as retry_reason
 from forge_rt.guardrails._errors_budget import ErrorTracker as ErrorTracker
 from forge_rt.guardrails._facade import Budgets as Budgets
 from forge_rt.guardrails._facade import Guardrails as Guardrails
@@ -85,8 +88,10 @@ __all__: list[str] = [  # noqa: RUF022 -- grouped by owning block (see above), e
     "LoopGuard",
     "Nudge",
     "RecordOutcome",
+    "Rejection",
     "ResponseValidator",
     "RetryCause",
+    "RetryReason",
     "RetryWithNudge",
     "StepBlocked",
     "StepEnforcer",
@@ -102,5 +107,6 @@ __all__: list[str] = [  # noqa: RUF022 -- grouped by owning block (see above), e
     "premature_terminal_nudge",
     "prerequisite_nudge",
     "retry_nudge",
+    "retry_reason",
     "unknown_tool_nudge",
 ]

@@ -13,6 +13,7 @@ calls whose siblings never happened, and small models re-send the full batch any
 
 from __future__ import annotations
 
+import enum
 from typing import Literal
 
 import msgspec
@@ -27,10 +28,13 @@ __all__ = [
     "BlockReason",
     "Execute",
     "Fatal",
+    "Rejection",
+    "RetryReason",
     "RetryWithNudge",
     "StepBlocked",
     "TextAnswer",
     "ToolErrors",
+    "retry_reason",
 ]
 
 BlockReason = Literal["premature_terminal", "prerequisite", "loop"]
@@ -147,3 +151,29 @@ class Fatal(msgspec.Struct, frozen=True, kw_only=True):
 
 
 Action = Execute | RetryWithNudge | ToolErrors | StepBlocked | TextAnswer | Fatal
+
+Rejection = RetryWithNudge | ToolErrors | StepBlocked
+"""The actions that reject a reply: append its correction and ask the model again."""
+
+
+class RetryReason(enum.StrEnum):
+    """Why a reply was rejected: the one vocabulary retries are counted in, everywhere.
+
+    The runtime's ``RunStats.retries``, the proxy's ``forge_proxy_retries_total`` metric and the
+    eval's records all key their counts by these values.
+    """
+
+    NO_CALL = "no_call"  # RetryWithNudge: prose, an empty or truncated reply, an unparseable call
+    INVALID_CALL = "invalid_call"  # ToolErrors: an unknown tool or arguments the schema rejects
+    PREMATURE_TERMINAL = "premature_terminal"  # StepBlocked: finished before the required steps
+    PREREQUISITE = "prerequisite"  # StepBlocked: a tool called before its prerequisite
+    LOOP = "loop"  # StepBlocked: the same call again, with nothing new to learn from it
+
+
+def retry_reason(action: Rejection) -> RetryReason:
+    """The :class:`RetryReason` of a rejecting action."""
+    if isinstance(action, RetryWithNudge):
+        return RetryReason.NO_CALL
+    if isinstance(action, ToolErrors):
+        return RetryReason.INVALID_CALL
+    return RetryReason(action.reason)

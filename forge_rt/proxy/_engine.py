@@ -42,15 +42,18 @@ from forge_rt.core import (
     ToolCall,
     ToolSpec,
 )
-from forge_rt.errors import ForgeError
+from forge_rt.errors import (
+    ForgeError,
+    PrerequisiteError,
+    StepEnforcementError,
+    ToolCallError,
+    ToolLoopError,
+)
 from forge_rt.guardrails import (
     Execute,
-    Fatal,
     Guardrails,
-    RetryWithNudge,
-    StepBlocked,
+    RetryReason,
     TextAnswer,
-    ToolErrors,
     split_respond,
     tool_call_grammar,
     tool_call_schema,
@@ -59,8 +62,7 @@ from forge_rt.proxy._config import ReasoningReplay
 from forge_rt.proxy._errors import ErrorKind, ProxyHTTPError, from_forge_error
 from forge_rt.proxy._gate import GateMode, StreamGate
 from forge_rt.proxy._metrics import ProxyMetrics
-from forge_rt.proxy._whole import WholeReplyClient
-from forge_rt.runtime import SlotWorker
+from forge_rt.runtime import Accepted, GuardedStep, Rejected, RunStats, SlotCall, SlotWorker
 
 __all__ = ["InferenceEngine", "Outcome", "RequestPlan", "Sink", "apply_reasoning_replay"]
 
@@ -117,6 +119,9 @@ def apply_reasoning_replay(
 
 _Guard = Literal["none", "respond", "prose", "required"]
 
+# Replaced by the error tree's budget parent once it lands (issue 11, part 6).
+BUDGET_ERRORS = (ToolCallError, StepEnforcementError, PrerequisiteError, ToolLoopError)
+
 
 class InferenceEngine:
     """Runs request plans on one SlotWorker with the proxy's guardrail settings."""
@@ -133,10 +138,8 @@ class InferenceEngine:
         constrain: ConstrainMode,
         deadline_s: float | None,
         on_usage: UsageHook | None = None,
-        whole: WholeReplyClient | None = None,
     ) -> None:
         self._slot = slot
-        self._whole = whole
         self._metrics = metrics
         self._capabilities = capabilities
         self._rescue = rescue
@@ -186,22 +189,32 @@ class InferenceEngine:
             trio.current_time() + self._deadline_s if self._deadline_s is not None else None
         )
         kind = self._guard_kind(plan.request)
-        if kind == "none":
-            gate = StreamGate(GateMode.PASS)
-            response = await self._infer(plan, plan.request, gate, sink, deadline_at)
-            self._check_diverged(gate)
-            await self._report_usage(plan, response)
-            return Outcome(response=response)
-        return await self._guarded(plan, kind, sink, deadline_at)
+        try:
+            if kind == "none":
+                gate = StreamGate(GateMode.PASS)
+                response = await self._infer(
+                    plan.request, self._call(plan, gate, sink, deadline_at)
+                )
+                self._check_diverged(gate)
+                await self._report_usage(plan, response)
+                return Outcome(response=response)
+            return await self._guarded(plan, kind, sink, deadline_at)
+        except ForgeError as exc:
+            raise from_forge_error(exc) from exc
+        except ValueError as exc:
+            # The backend adapter refuses a request it cannot express (a sampling field or an
+            # output format its API lacks): the client asked for it, so it is a 400.
+            raise ProxyHTTPError(
+                ErrorKind.BAD_REQUEST,
+                f"the backend cannot take this request: {exc}",
+                code="unsupported_by_backend",
+            ) from exc
 
-    async def _infer(
-        self,
-        plan: RequestPlan,
-        request: InferenceRequest,
-        gate: StreamGate,
-        sink: Sink | None,
-        deadline_at: float | None,
-    ) -> LLMResponse:
+    def _call(
+        self, plan: RequestPlan, gate: StreamGate, sink: Sink | None, deadline_at: float | None
+    ) -> SlotCall:
+        """How this request's inferences go through the slot: streamed through ``gate`` to
+        ``sink``, or, when nobody streams, fetched whole."""
         on_chunk: Sink | None = None
         if sink is not None:
             forward = sink
@@ -215,33 +228,24 @@ class InferenceEngine:
                 for out in gate.feed(chunk):
                     await forward(out)
 
-        remaining = None if deadline_at is None else deadline_at - trio.current_time()
-        try:
-            if sink is None and self._whole is not None:
-                with self._whole.whole(request):
-                    return await self._slot.infer(
-                        request,
-                        priority=plan.priority,
-                        deadline=remaining,
-                        affinity_key=plan.client,
-                    )
-            return await self._slot.infer(
-                request,
-                priority=plan.priority,
-                deadline=remaining,
-                on_chunk=on_chunk,
-                affinity_key=plan.client,
-            )
-        except ForgeError as exc:
-            raise from_forge_error(exc) from exc
-        except ValueError as exc:
-            # The backend adapter refuses a request it cannot express (a sampling field or an
-            # output format its API lacks): the client asked for it, so it is a 400.
-            raise ProxyHTTPError(
-                ErrorKind.BAD_REQUEST,
-                f"the backend cannot take this request: {exc}",
-                code="unsupported_by_backend",
-            ) from exc
+        return SlotCall(
+            priority=plan.priority,
+            deadline_at=deadline_at,
+            on_chunk=on_chunk,
+            affinity_key=plan.client,
+            whole=sink is None,
+        )
+
+    async def _infer(self, request: InferenceRequest, call: SlotCall) -> LLMResponse:
+        """One unguarded inference (a request without tools)."""
+        return await self._slot.infer(
+            request,
+            priority=call.priority,
+            deadline=call.deadline_now(),
+            on_chunk=call.on_chunk,
+            affinity_key=call.affinity_key,
+            whole=call.whole,
+        )
 
     def _check_diverged(self, gate: StreamGate) -> None:
         if gate.diverged:
@@ -294,46 +298,56 @@ class InferenceEngine:
         base = msgspec.structs.replace(
             request, tools=guard.tools, constraint=self._constraint(request, guard)
         )
-        attempts = 0
-        while True:
-            attempts += 1
+        stats = RunStats()
+
+        async def prepare() -> InferenceRequest:
             gate.new_attempt()
-            attempt_request = msgspec.structs.replace(base, messages=tuple(history))
-            response = await self._infer(plan, attempt_request, gate, sink, deadline_at)
+            return msgspec.structs.replace(base, messages=tuple(history))
+
+        async def on_response(response: LLMResponse) -> None:
             self._check_diverged(gate)
             if sink is None and gate.mode is GateMode.PROSE:
                 # Not streamed: classify the whole reply the way a stream would have been.
                 gate.feed(TextDeltaChunk(_visible_text(response)))
-            action = guard.check(response)
-            if isinstance(action, Execute):
-                outcome = await self._execute(action, response, gate, sink, attempts)
-                break
-            if isinstance(action, TextAnswer):
-                outcome = await self._text(action.text, response, gate, sink, attempts)
-                break
-            if isinstance(action, Fatal):
-                self._metrics.guardrail_failures.labels(type(action.error).__name__).inc()
-                self._metrics.attempts.observe(attempts)
-                log.warning(
-                    "proxy.guardrails_exhausted",
-                    request=plan.request_id,
-                    attempts=attempts,
-                    error=str(action.error),
-                )
-                raise from_forge_error(action.error)
-            # A rejected reply: RetryWithNudge, ToolErrors or StepBlocked.
-            committed = await self._committed_answer(action, response, gate, sink, attempts)
+            await self._report_usage(plan, response)
+
+        async def on_rejected(rejected: Rejected) -> Accepted | None:
+            committed = await self._committed_answer(rejected, gate, sink)
             if committed is not None:
-                outcome = committed
-                break
-            reason = _retry_reason(action)
-            self._metrics.retries.labels(reason).inc()
-            log.info("proxy.retry", request=plan.request_id, attempt=attempts, reason=reason)
-            history.extend(action.messages())
-        self._metrics.attempts.observe(attempts)
+                return committed
+            self._metrics.retries.labels(rejected.reason.value).inc()
+            log.info(
+                "proxy.retry",
+                request=plan.request_id,
+                attempt=stats.inferences,
+                reason=rejected.reason.value,
+            )
+            history.extend(rejected.action.messages())
+            return None
+
+        step = GuardedStep(self._slot, guard, stats, on_response=on_response)
+        try:
+            accepted = await step.run(
+                prepare, self._call(plan, gate, sink, deadline_at), on_rejected
+            )
+        except BUDGET_ERRORS as exc:
+            self._metrics.guardrail_failures.labels(type(exc).__name__).inc()
+            self._metrics.attempts.observe(stats.inferences)
+            log.warning(
+                "proxy.guardrails_exhausted",
+                request=plan.request_id,
+                attempts=stats.inferences,
+                error=str(exc),
+            )
+            raise
+        self._metrics.attempts.observe(stats.inferences)
+        action, response = accepted.action, accepted.response
+        if isinstance(action, Execute):
+            outcome = await self._execute(action, response, gate, sink, stats.inferences)
+        else:
+            outcome = await self._text(action.text, response, gate, sink, stats.inferences)
         for dialect in outcome.rescued:
             self._metrics.rescues.labels(dialect).inc()
-        await self._report_usage(plan, response)
         return outcome
 
     async def _emit(self, sink: Sink | None, chunks: list[StreamChunk]) -> None:
@@ -404,13 +418,8 @@ class InferenceEngine:
         return Outcome(response=final, text_with_calls=prose, attempts=attempts, rescued=rescued)
 
     async def _committed_answer(
-        self,
-        action: RetryWithNudge | ToolErrors | StepBlocked,
-        response: LLMResponse,
-        gate: StreamGate,
-        sink: Sink | None,
-        attempts: int,
-    ) -> Outcome | None:
+        self, rejected: Rejected, gate: StreamGate, sink: Sink | None
+    ) -> Accepted | None:
         """The answer when a rejected reply had already been partly streamed, else ``None``.
 
         ``respond`` mode: the streamed message is the answer (the client saw it); if its
@@ -421,8 +430,9 @@ class InferenceEngine:
         """
         if not gate.committed:
             return None
+        answer = Accepted(action=TextAnswer(text=gate.attempt_text), response=rejected.response)
         if gate.mode is GateMode.RESPOND:
-            out_of_tokens = response.finish_reason in ("length", "max_tokens")
+            out_of_tokens = rejected.response.finish_reason in ("length", "max_tokens")
             if not gate.message_closed and not out_of_tokens:
                 raise ProxyHTTPError(
                     ErrorKind.GUARDRAIL,
@@ -433,22 +443,14 @@ class InferenceEngine:
                 )
             log.info(
                 "proxy.committed_reply_kept",
-                rejected=type(action).__name__,
+                rejected=type(rejected.action).__name__,
                 reason="the respond message had already been streamed",
             )
-            return await self._text(gate.attempt_text, response, gate, sink, attempts)
-        if gate.mode is GateMode.PROSE and isinstance(action, RetryWithNudge):
+            return answer
+        if gate.mode is GateMode.PROSE and rejected.reason is RetryReason.NO_CALL:
             await self._emit(sink, gate.release_prose_tail())
-            return await self._text(gate.attempt_text, response, gate, sink, attempts)
+            return answer
         return None
-
-
-def _retry_reason(action: RetryWithNudge | ToolErrors | StepBlocked) -> str:
-    if isinstance(action, RetryWithNudge):
-        return "no_call"
-    if isinstance(action, ToolErrors):
-        return "invalid_call"
-    return f"blocked_{action.reason}"
 
 
 def _visible_text(response: LLMResponse) -> str:

@@ -22,7 +22,6 @@ from forge_rt.proxy._config import BackendConfig, ProxyConfig
 from forge_rt.proxy._engine import InferenceEngine
 from forge_rt.proxy._metrics import ProxyMetrics
 from forge_rt.proxy._transport import coalescing_transport
-from forge_rt.proxy._whole import WholeReplyClient
 from forge_rt.runtime import (
     BudgetMonitor,
     BudgetSource,
@@ -61,7 +60,6 @@ class ProxyRuntime:
         slot: SlotWorker,
         budget: BudgetMonitor,
         metrics: ProxyMetrics,
-        whole: WholeReplyClient,
     ) -> None:
         self.config = config
         self.backend = backend
@@ -82,7 +80,6 @@ class ProxyRuntime:
             constrain=config.constrain,
             deadline_s=config.request_deadline_s,
             on_usage=self._observe_usage,
-            whole=whole,
         )
 
     async def _observe_usage(self, client: str, tokens: int) -> None:
@@ -201,11 +198,9 @@ async def open_runtime(
         # "cancel": by the time the runtime closes, the server has finished its requests; the
         # budget ticker's sleep must not hold the shutdown up.
         system = await stack.enter_async_context(ActorSystem.open(shutdown="cancel"))
-        # Requests nobody streams are fetched from the backend whole (see _whole).
-        whole = WholeReplyClient(backend.client)
         slot = await SlotWorker.start(
             system,
-            whole,
+            backend.client,
             name="proxy-slot",
             policy=config.preempt,
             max_preemptions=config.max_preemptions,
@@ -220,5 +215,4 @@ async def open_runtime(
             slot=slot,
             budget=budget,
             metrics=ProxyMetrics(),
-            whole=whole,
         )

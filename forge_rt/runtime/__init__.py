@@ -23,12 +23,17 @@ from forge_rt.runtime._slot import Recheck as Recheck
 from forge_rt.runtime._slot import SlotPool as SlotPool
 from forge_rt.runtime._slot import SlotStats as SlotStats
 from forge_rt.runtime._slot import SlotWorker as SlotWorker
-from forge_rt.runtime._workflow_actor import RunStats as RunStats
+from forge_rt.runtime._step import Accepted as Accepted
+from forge_rt.runtime._step import GuardedStep as GuardedStep
+from forge_rt.runtime._step import Rejected as Rejected
+from forge_rt.runtime._step import RunStats as RunStats
+from forge_rt.runtime._step import SlotCall as SlotCall
 from forge_rt.runtime._workflow_actor import TurnOptions as TurnOptions
 from forge_rt.runtime._workflow_actor import WorkflowActor as WorkflowActor
 from forge_rt.runtime._workflow_actor import WorkflowResult as WorkflowResult
 
 __all__ = [
+    "Accepted",
     "Available",
     "BudgetActor",
     "BudgetBoard",
@@ -37,6 +42,7 @@ __all__ = [
     "BudgetSource",
     "ClientContextSource",
     "GetBudget",
+    "GuardedStep",
     "InferenceJob",
     "LlamaServerSource",
     "NvmlSource",
@@ -44,8 +50,10 @@ __all__ = [
     "PreemptPolicy",
     "PriorityWaits",
     "Recheck",
+    "Rejected",
     "RunStats",
     "Session",
+    "SlotCall",
     "SlotPool",
     "SlotStats",
     "SlotWorker",

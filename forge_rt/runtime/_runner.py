@@ -23,10 +23,10 @@ from forge_rt.errors import WorkflowCancelledError
 from forge_rt.runtime._budget import BudgetMonitor, BudgetSource
 from forge_rt.runtime._scheduling import PreemptPolicy
 from forge_rt.runtime._slot import SlotWorker
+from forge_rt.runtime._step import RunStats
 from forge_rt.runtime._workflow_actor import (
     ChunkSink,
     MessageSink,
-    RunStats,
     TurnOptions,
     WorkflowActor,
     WorkflowResult,

@@ -46,8 +46,8 @@ class JobFailed(msgspec.Struct, frozen=True):
 class InferenceJob:
     """One inference call waiting for, or running on, a slot.
 
-    The caller owns ``receive``; the slot writes stream chunks and then exactly one
-    ``FinalChunk`` or ``JobFailed`` into ``send`` (unbounded, so a slow reader never holds the
+    The caller owns ``receive``; the slot writes stream chunks (none for a ``whole`` job, which
+    is fetched as one reply) and then exactly one ``FinalChunk`` or ``JobFailed`` into ``send`` (unbounded, so a slow reader never holds the
     slot). ``abandon()`` is how a caller that went away releases the job without a message.
     """
 
@@ -69,13 +69,20 @@ class InferenceJob:
         "send",
         "started_at",
         "submitted_at",
+        "whole",
     )
 
     def __init__(
-        self, request: InferenceRequest, *, priority: int, affinity_key: str | None = None
+        self,
+        request: InferenceRequest,
+        *,
+        priority: int,
+        affinity_key: str | None = None,
+        whole: bool = False,
     ) -> None:
         self.id = next(_job_ids)
         self.request = request
+        self.whole = whole
         self.priority = priority
         self.affinity_key = affinity_key
         self.fp = fingerprint(request.messages)

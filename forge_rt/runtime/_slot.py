@@ -175,6 +175,9 @@ class _SlotExecutor(Actor):
         final: LLMResponse | None = None
         try:
             with scope:
+                if job.whole:
+                    final = await self._client.send(request)
+                    return _Completed(final)
                 async with self._client.stream(request) as chunks:
                     async for chunk in chunks:
                         if isinstance(chunk, FinalChunk):
@@ -350,7 +353,9 @@ class SlotWorkerActor(Actor):
         job.preemptions += 1
         job.preempt_requested = False
         # The slot's cache now holds the preemptor's prompt, not this one.
-        if self._prefill and continuable:
+        if job.whole:
+            pass  # nothing was streamed, so there is nothing to continue or take back
+        elif self._prefill and continuable:
             job.prefill += partial
         else:
             job.prefill = ""
@@ -495,14 +500,19 @@ class SlotWorker:
         deadline: float | None = None,
         on_chunk: ChunkSink | None = None,
         affinity_key: str | None = None,
+        whole: bool = False,
     ) -> LLMResponse:
         """Run one inference on this slot; ``deadline`` is in seconds from now.
+
+        ``whole=True`` fetches the reply in one piece (the client's ``send``) for a caller that
+        streams nothing: no per-token chunks to parse and pass on. ``on_chunk`` then sees only
+        the ``FinalChunk``; a preempted whole call is simply sent again.
 
         Raises ``SlotQueueFullError`` when the queue is full, ``InferenceDeadlineError`` when
         the deadline passes (queued or running -- the running attempt is cancelled), and the
         backend's own errors. Cancelling the caller cancels the call.
         """
-        job = InferenceJob(request, priority=priority, affinity_key=affinity_key)
+        job = InferenceJob(request, priority=priority, affinity_key=affinity_key, whole=whole)
         reply = await self._ref.ask(_Submit(job))
         if isinstance(reply, _Rejected):
             raise reply.error

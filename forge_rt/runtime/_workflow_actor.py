@@ -1,7 +1,8 @@
 """WorkflowActor: one workflow run or chat session, owning its history and running the guarded loop.
 
-Each iteration: cancellation check → compaction against the budget → one inference through the
-SlotWorker → validate/rescue → step and prerequisite enforcement → execute the batch → terminal
+Each iteration: cancellation check → compaction against the budget → one guarded step (one
+inference through the SlotWorker, validate/rescue, step and prerequisite enforcement: the
+:class:`~forge_rt.runtime._step.GuardedStep` the proxy uses too) → execute the batch → terminal
 check. Guardrails and compaction run here, inside the loop; control state (completed steps,
 iteration, error budgets) lives in the Guardrails object, outside the history, so compaction can
 never erase it. Cancellation (the caller, a deadline, shutdown) goes through the turn's cancel
@@ -41,23 +42,20 @@ from forge_rt.core import (
 )
 from forge_rt.errors import ForgeError, MaxIterationsError, WorkflowCancelledError
 from forge_rt.guardrails import (
-    Execute,
-    Fatal,
     Guardrails,
-    RetryWithNudge,
+    RetryReason,
     StepBlocked,
     TextAnswer,
-    ToolErrors,
     ToolResult,
     tool_call_grammar,
     tool_call_schema,
 )
 from forge_rt.runtime._budget import GetBudget, ObservedUsage
 from forge_rt.runtime._slot import SlotWorker
+from forge_rt.runtime._step import GuardedStep, Rejected, RunStats, SlotCall
 
 __all__ = [
     "MessageSink",
-    "RunStats",
     "TurnOptions",
     "WorkflowActor",
     "WorkflowResult",
@@ -67,26 +65,6 @@ _log = structlog.get_logger(__name__)
 
 ChunkSink = Callable[[StreamChunk], Awaitable[None]]
 MessageSink = Callable[[Message], Awaitable[None] | None]
-
-
-class RunStats(msgspec.Struct, kw_only=True):
-    """What one turn cost and which guardrails fired (the eval records these)."""
-
-    iterations: int = 0
-    inferences: int = 0
-    tool_calls: int = 0
-    tool_errors: int = 0
-    retries: dict[str, int] = msgspec.field(default_factory=dict)
-    rescued: dict[str, int] = msgspec.field(default_factory=dict)
-    collapsed: int = 0
-    compactions: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    constraint: str | None = None
-    wall_s: float = 0.0
-
-    def count_retry(self, cause: str) -> None:
-        self.retries[cause] = self.retries.get(cause, 0) + 1
 
 
 class WorkflowResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -241,49 +219,55 @@ class WorkflowActor(Actor):
     # --- the loop ------------------------------------------------------------------------------
 
     async def _loop(self, options: TurnOptions, stats: RunStats) -> WorkflowResult:
-        guardrails = self._guardrails
+        step = GuardedStep(self._slot, self._guardrails, stats, on_response=self._observe)
+        call = SlotCall(
+            priority=options.priority,
+            deadline=options.inference_deadline,
+            on_chunk=options.on_chunk,
+            affinity_key=self._name,
+        )
+
+        async def prepare() -> InferenceRequest:
+            return await self._next_request(options, stats)
+
+        async def on_rejected(rejected: Rejected) -> None:
+            action = rejected.action
+            if isinstance(action, StepBlocked) and rejected.reason is RetryReason.LOOP:
+                self._avoid = frozenset(e.tool for e in action.errors if e.tool)
+            await self._reject(action.messages(), options)
+
         while True:
-            if self._iteration >= self._max_iterations:
-                raise MaxIterationsError(
-                    f"workflow {self._workflow.name!r} reached max_iterations="
-                    f"{self._max_iterations} without its terminal tool succeeding; pending "
-                    f"steps: {guardrails.tracker.pending(self._workflow.required_steps)}",
-                    iterations=self._iteration,
-                    pending_steps=guardrails.tracker.pending(self._workflow.required_steps),
-                    messages=self._history,
-                )
-            self._iteration += 1
-            stats.iterations += 1
-            await self._compact(stats)
-            response = await self._infer(options, stats)
-            action = guardrails.check(response)
-            match action:
-                case Execute():
-                    if action.collapsed:
-                        stats.collapsed += action.collapsed
-                    for dialect in action.rescued_dialects:
-                        key = str(dialect)
-                        stats.rescued[key] = stats.rescued.get(key, 0) + 1
-                    await self._extend(action.messages(), options)
-                    result = await self._execute(action.calls, options, stats)
-                    if result is not None:
-                        return result
-                case RetryWithNudge():
-                    stats.count_retry(str(action.nudge.kind))
-                    await self._reject(action.messages(), options)
-                case ToolErrors():
-                    stats.count_retry("tool_errors")
-                    await self._reject(action.messages(), options)
-                case StepBlocked():
-                    stats.count_retry(action.reason)
-                    if action.reason == "loop":
-                        self._avoid = frozenset(e.tool for e in action.errors if e.tool)
-                    await self._reject(action.messages(), options)
-                case TextAnswer():
-                    await self._extend(action.messages(), options)
-                    return self._result(action.text, None, stats, answer_only=True)
-                case Fatal():
-                    raise action.error
+            accepted = await step.run(prepare, call, on_rejected)
+            action = accepted.action
+            await self._extend(action.messages(), options)
+            if isinstance(action, TextAnswer):
+                return self._result(action.text, None, stats, answer_only=True)
+            result = await self._execute(action.calls, options, stats)
+            if result is not None:
+                return result
+
+    async def _next_request(self, options: TurnOptions, stats: RunStats) -> InferenceRequest:
+        """Count the iteration against its budget, compact, and build the request."""
+        if self._iteration >= self._max_iterations:
+            pending = self._guardrails.tracker.pending(self._workflow.required_steps)
+            raise MaxIterationsError(
+                f"workflow {self._workflow.name!r} reached max_iterations="
+                f"{self._max_iterations} without its terminal tool succeeding; pending "
+                f"steps: {pending}",
+                iterations=self._iteration,
+                pending_steps=pending,
+                messages=self._history,
+            )
+        self._iteration += 1
+        stats.iterations += 1
+        await self._compact(stats)
+        return InferenceRequest(
+            messages=tuple(self._history),
+            tools=self._guardrails.tools,
+            sampling=self._sampling,
+            constraint=self._constraint_now(),
+            priority=options.priority,
+        )
 
     async def _compact(self, stats: RunStats) -> None:
         context = self._context
@@ -299,32 +283,17 @@ class WorkflowActor(Actor):
             stats.compactions += 1
             _log_compaction(self._name, event)
 
-    async def _infer(self, options: TurnOptions, stats: RunStats) -> LLMResponse:
-        request = InferenceRequest(
-            messages=tuple(self._history),
-            tools=self._guardrails.tools,
-            sampling=self._sampling,
-            constraint=self._constraint_now(),
-            priority=options.priority,
-        )
-        response = await self._slot.infer(
-            request,
-            priority=options.priority,
-            deadline=options.inference_deadline,
-            on_chunk=options.on_chunk,
-            affinity_key=self._name,
-        )
-        stats.inferences += 1
-        usage = response.usage
-        stats.prompt_tokens += usage.prompt_tokens or 0
-        stats.completion_tokens += usage.completion_tokens or 0
-        if self._budget is not None and usage.prompt_tokens is not None:
+    async def _observe(self, response: LLMResponse) -> None:
+        """Report a reply's token use to the BudgetActor and calibrate the token estimator."""
+        prompt = response.usage.prompt_tokens
+        if prompt is None:
+            return
+        if self._budget is not None:
             await self._budget.send(
-                ObservedUsage(self._name, usage.prompt_tokens + (usage.completion_tokens or 0))
+                ObservedUsage(self._name, prompt + (response.usage.completion_tokens or 0))
             )
-        if self._context is not None and usage.prompt_tokens is not None:
-            self._context.estimator.observe_usage(self._history, usage.prompt_tokens)
-        return response
+        if self._context is not None:
+            self._context.estimator.observe_usage(self._history, prompt)
 
     def _constraint_now(self) -> OutputConstraint | None:
         """The output constraint for this iteration, narrowed to the calls that may run now.

@@ -6,8 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 
@@ -22,20 +20,9 @@ from pydantic import ValidationError
 
 import forge_rt.proxy
 from forge_rt.backends.sim import SimBackend, SimConfig
-from forge_rt.core import (
-    ClientCapabilities,
-    FinalChunk,
-    InferenceRequest,
-    LLMResponse,
-    Message,
-    StreamChunk,
-    TextDeltaChunk,
-    TextResponse,
-)
 from forge_rt.proxy import BackendConfig, KeyProfile, ProxyConfig, build_app, hypercorn_config
 from forge_rt.proxy._cli import build_config, proxy_command
 from forge_rt.proxy._transport import CoalescingBackend, coalescing_transport
-from forge_rt.proxy._whole import WholeReplyClient
 
 EXPORTED = [
     "NAMED_PRIORITIES",
@@ -243,62 +230,6 @@ async def test_coalescing_transport_talks_http() -> None:
             )
     assert first.json()["data"][0]["id"] == "coalesced"
     assert second.status_code == 200
-
-
-class _Inner:
-    """A client that says how it was called."""
-
-    def __init__(self) -> None:
-        self.used: list[str] = []
-
-    @property
-    def model(self) -> str | None:
-        return "inner"
-
-    @property
-    def capabilities(self) -> ClientCapabilities:
-        return ClientCapabilities()
-
-    async def send(self, request: InferenceRequest) -> LLMResponse:
-        self.used.append("send")
-        return LLMResponse(result=TextResponse(content="whole"))
-
-    @asynccontextmanager
-    async def stream(self, request: InferenceRequest) -> AsyncIterator[AsyncIterator[StreamChunk]]:
-        self.used.append("stream")
-
-        async def chunks() -> AsyncIterator[StreamChunk]:
-            yield TextDeltaChunk("streamed")
-            yield FinalChunk(LLMResponse(result=TextResponse(content="streamed")))
-
-        yield chunks()
-
-    async def context_length(self) -> int | None:
-        return None
-
-    async def aclose(self) -> None:
-        return None
-
-
-async def _drain(client: WholeReplyClient, request: InferenceRequest) -> list[StreamChunk]:
-    out: list[StreamChunk] = []
-    async with client.stream(request) as chunks:
-        async for chunk in chunks:
-            out.append(chunk)
-    return out
-
-
-async def test_whole_reply_client_fetches_marked_requests_whole() -> None:
-    """A request marked whole is one send() and one final chunk; others still stream."""
-    inner = _Inner()
-    client = WholeReplyClient(inner)
-    request = InferenceRequest(messages=(Message.user("hi"),))
-    with client.whole(request):
-        marked = await _drain(client, request)
-    unmarked = await _drain(client, request)
-    assert inner.used == ["send", "stream"]
-    assert [type(c) for c in marked] == [FinalChunk]
-    assert [type(c) for c in unmarked] == [TextDeltaChunk, FinalChunk]
 
 
 async def test_build_app_runs_its_own_runtime_under_an_asgi_server() -> None:

@@ -66,6 +66,37 @@ async def test_single_call_streams_then_returns(
     assert [type(c) for c in seen] == [TextDeltaChunk, FinalChunk]
 
 
+async def test_a_whole_call_is_one_reply_and_a_preempted_one_is_sent_again(
+    system: ActorSystem, autojump_clock: object
+) -> None:
+    """``whole=True`` hands the caller only the final reply; preempted, it is simply re-sent."""
+    client = ScriptedClient(_reply, prefill_s=1.0, token_s=0.1)
+    slot = await SlotWorker.start(system, client)
+    seen: list[StreamChunk] = []
+
+    async def sink(chunk: StreamChunk) -> None:
+        seen.append(chunk)
+
+    results: dict[str, str] = {}
+
+    async def run(text: str, priority: int, whole: bool) -> None:
+        on_chunk = sink if whole else None
+        response = await slot.infer(
+            _request(text), priority=priority, whole=whole, on_chunk=on_chunk
+        )
+        assert isinstance(response.result, TextResponse)
+        results[text] = response.result.content
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run, "low", 10, True)
+        await trio.sleep(1.5)  # the whole call is generating
+        nursery.start_soon(run, "high", 0, False)
+    assert results == {"low": REPLIES["low"], "high": REPLIES["high"]}
+    assert [type(c) for c in seen] == [FinalChunk]  # no deltas, and no reset to take back
+    assert [c.outcome for c in client.calls] == ["cancelled", "completed", "completed"]
+    assert (await slot.stats()).preemptions == 1
+
+
 async def test_priority_then_fifo_order(system: ActorSystem, autojump_clock: object) -> None:
     """Queued calls run by priority (lower first), FIFO within a priority."""
     client = ScriptedClient(_reply, prefill_s=1.0)

@@ -81,7 +81,7 @@ async def test_bare_text_gets_a_nudge_then_succeeds(tools: Tools, autojump_clock
     async with Session.open(client) as session:
         handle = await session.start(workflow)
         result = await handle.send("Weather?")
-        assert result.stats.retries == {"retry_nudge": 1}
+        assert result.stats.retries == {"no_call": 1}
         persisted = await handle.history()
     nudged = client.calls[1].request.messages
     assert [m.type for m in nudged][-2:] == [MessageType.TEXT_RESPONSE, MessageType.RETRY_NUDGE]
@@ -285,7 +285,7 @@ async def test_failed_turn_keeps_its_stats(tools: Tools, autojump_clock: Any) ->
             await handle.send("Weather?")
     assert handle.last_stats is not None
     assert handle.last_stats.inferences == 4
-    assert handle.last_stats.retries == {"retry_nudge": 3}
+    assert handle.last_stats.retries == {"no_call": 3}
 
 
 async def test_constraint_leaves_out_a_tool_the_model_looped_on(

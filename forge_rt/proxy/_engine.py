@@ -28,9 +28,7 @@ from forge_rt.core import (
     ClientCapabilities,
     ConstrainMode,
     FinalChunk,
-    GrammarConstraint,
     InferenceRequest,
-    JsonSchemaConstraint,
     LLMResponse,
     Message,
     MessageType,
@@ -54,9 +52,8 @@ from forge_rt.guardrails import (
     Guardrails,
     RetryReason,
     TextAnswer,
+    choose_constraint,
     split_respond,
-    tool_call_grammar,
-    tool_call_schema,
 )
 from forge_rt.proxy._config import ReasoningReplay
 from forge_rt.proxy._errors import ErrorKind, ProxyHTTPError, from_forge_error
@@ -170,13 +167,7 @@ class InferenceEngine:
     def _constraint(self, request: InferenceRequest, guard: Guardrails) -> OutputConstraint | None:
         if request.constraint is not None:
             return request.constraint  # the client asked for its own output format
-        if self._constrain == "never":
-            return None
-        if self._capabilities.json_schema:
-            return JsonSchemaConstraint(schema=tool_call_schema(guard.tools))
-        if self._constrain == "always" and self._capabilities.grammar:
-            return GrammarConstraint(gbnf=tool_call_grammar(guard.tools))
-        return None
+        return choose_constraint(self._constrain, self._capabilities, guard.tools).constraint
 
     # -- running ---------------------------------------------------------------------------
 

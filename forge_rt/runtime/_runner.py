@@ -18,8 +18,9 @@ import trio
 
 from actors import ActorRef, ActorSystem
 from forge_rt.context import ContextManager
-from forge_rt.core import LLMClient, OutputConstraint, Sampling, Workflow
+from forge_rt.core import LLMClient, Sampling, Workflow
 from forge_rt.errors import WorkflowCancelledError
+from forge_rt.guardrails import ConstraintDecision, choose_constraint, workflow_tool_specs
 from forge_rt.runtime._budget import BudgetMonitor, BudgetSource
 from forge_rt.runtime._scheduling import PreemptPolicy
 from forge_rt.runtime._slot import SlotWorker
@@ -41,16 +42,11 @@ __all__ = ["Session", "WorkflowHandle", "WorkflowRunner"]
 _log = structlog.get_logger(__name__)
 
 
-def _decide_constraint(
-    workflow: Workflow, client: LLMClient
-) -> tuple[OutputConstraint | None, str | None]:
-    if workflow.constrain == "never":
-        return None, "never: constrained decoding off for this workflow"
-    from forge_rt.guardrails import Guardrails, choose_constraint
-
-    tools = Guardrails.from_workflow(workflow).tools
-    decision = choose_constraint(workflow.constrain, client.capabilities, tools)
-    return decision.constraint, decision.reason
+def _decide_constraint(workflow: Workflow, client: LLMClient) -> ConstraintDecision:
+    """The workflow's constraint, decided once for the actor (narrowed per iteration there)."""
+    return choose_constraint(
+        workflow.constrain, client.capabilities, workflow_tool_specs(workflow), backend=client.model
+    )
 
 
 class WorkflowHandle:
@@ -202,7 +198,7 @@ class Session:
         ``resume_from`` seeds the actor with a cancelled run's messages, steps and iteration.
         """
         actor_name = name or unique_actor_name(workflow.name)
-        constraint, reason = _decide_constraint(workflow, self.client)
+        decision = _decide_constraint(workflow, self.client)
         options = {**self._defaults.guardrails, **(guardrails or {})}
         seed: dict[str, Any] = {}
         if resume_from is not None:
@@ -220,8 +216,8 @@ class Session:
                 context=context,
                 sampling=sampling or self._defaults.sampling,
                 guardrail_options=options,
-                constraint=constraint,
-                constraint_reason=reason,
+                constraint=decision.constraint,
+                constraint_reason=decision.reason,
                 budget=self.budget.ref if self.budget is not None else None,
                 **seed,
             ),

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, Union
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
+from forge_rt.core._jsonschema import RecursiveRefError, RefExpansion, SchemaRefError
 from forge_rt.errors import ToolSchemaError
 
 __all__ = ["model_from_json_schema"]
@@ -79,28 +80,14 @@ _PRIMITIVES: dict[str, Any] = {
 
 class _Builder:
     def __init__(self, root: dict[str, Any], name: str) -> None:
-        self._root = root
         self._name = name
         self._counter = 0
-        self._resolving: set[str] = set()
+        self._refs = RefExpansion(root)
 
     def _model_name(self, hint: str) -> str:
         self._counter += 1
         safe = re.sub(r"\W", "_", hint) or "Model"
         return f"{safe}_{self._counter}" if self._counter > 1 else safe
-
-    def _resolve_ref(self, ref: str, where: str) -> dict[str, Any]:
-        match = re.fullmatch(r"#/(\$defs|definitions)/(.+)", ref)
-        if match is None:
-            raise ToolSchemaError(
-                f"{self._name}: only local $ref into #/$defs or #/definitions is supported, "
-                f"got {ref!r} at {where}"
-            )
-        defs = self._root.get(match.group(1), {})
-        target = defs.get(match.group(2))
-        if not isinstance(target, dict):
-            raise ToolSchemaError(f"{self._name}: $ref {ref!r} at {where} points at nothing")
-        return target
 
     def annotation(self, schema: Any, where: str, hint: str) -> Any:
         """The Python type (with constraints) that validates ``schema``."""
@@ -115,14 +102,16 @@ class _Builder:
                 "simplify the schema or give the tool a pydantic model instead"
             )
         if "$ref" in schema:
-            ref = schema["$ref"]
-            if ref in self._resolving:
-                raise ToolSchemaError(f"{self._name}: recursive $ref {ref!r} is not supported")
-            self._resolving.add(ref)
             try:
-                return self.annotation(self._resolve_ref(ref, where), where, hint)
-            finally:
-                self._resolving.discard(ref)
+                with self._refs.expand(schema) as target:
+                    return self.annotation(target, where, hint)
+            except RecursiveRefError as exc:
+                raise ToolSchemaError(
+                    f"{self._name}: {exc} - at `{where}`; a JSON schema that contains itself has "
+                    "no validator here: give the tool a pydantic model instead"
+                ) from exc
+            except SchemaRefError as exc:
+                raise ToolSchemaError(f"{self._name}: {exc} - at `{where}`") from exc
         if "const" in schema:
             return Literal[schema["const"]]
         if "enum" in schema:

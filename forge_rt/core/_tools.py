@@ -18,6 +18,7 @@ import msgspec
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from forge_rt.core._jsonschema import example_arguments
 from forge_rt.core._schema import model_from_json_schema
 from forge_rt.errors import ForgeError, WorkflowDefinitionError
 
@@ -142,50 +143,14 @@ class ToolSpec(BaseModel):
 
     def example_args(self) -> dict[str, Any]:
         """A concrete argument object that fits the schema, shown to the model in corrections."""
-        return _example_object(self.json_schema(), self.json_schema())
+        # Placeholders stay as written, never padded or cut to a length: the validator knows
+        # ``<city>`` for the placeholder it is when a model sends it back verbatim.
+        return example_arguments(self.json_schema(), strings=_placeholder, fit_lengths=False)
 
 
-def _example_value(schema: dict[str, Any], root: dict[str, Any], name: str) -> Any:
-    if "$ref" in schema:
-        ref = schema["$ref"].split("/")
-        target = root.get(ref[1], {}).get(ref[2], {}) if len(ref) == 3 else {}
-        return _example_value(target, root, name)
-    for key in ("examples", "example"):
-        if key in schema:
-            value = schema[key]
-            return value[0] if key == "examples" and isinstance(value, list) and value else value
-    if "default" in schema:
-        return schema["default"]
-    if "const" in schema:
-        return schema["const"]
-    if schema.get("enum"):
-        return schema["enum"][0]
-    for key in ("anyOf", "oneOf"):
-        if schema.get(key):
-            options = [o for o in schema[key] if o.get("type") != "null"] or schema[key]
-            return _example_value(options[0], root, name)
-    kind = schema.get("type", "object" if "properties" in schema else "string")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "null")
-    if kind == "object":
-        return _example_object(schema, root)
-    if kind == "array":
-        return [_example_value(schema.get("items", {}), root, name)]
-    if kind == "integer":
-        return int(schema.get("minimum", 1))
-    if kind == "number":
-        return float(schema.get("minimum", 1.0))
-    if kind == "boolean":
-        return True
-    if kind == "null":
-        return None
+def _placeholder(name: str) -> str:
+    """A string argument in an example call: ``<city>`` reads as "put the city here"."""
     return f"<{name}>"
-
-
-def _example_object(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
-    props: dict[str, Any] = schema.get("properties", {})
-    required = set(schema.get("required", props))
-    return {k: _example_value(v, root, k) for k, v in props.items() if k in required}
 
 
 class Prerequisite(BaseModel):

@@ -27,6 +27,7 @@ from forge_rt.core import (
     OutputConstraint,
     ToolSpec,
 )
+from forge_rt.core._jsonschema import RecursiveRefError, RefExpansion, SchemaRefError
 from forge_rt.errors import ConstraintUnsupportedError, ToolSchemaError, WorkflowDefinitionError
 from forge_rt.guardrails._rescue_args import schema_of
 
@@ -41,19 +42,8 @@ class _Inliner:
     """Copies a schema with every local ``$ref`` replaced by its target (recursion is refused)."""
 
     def __init__(self, root: Mapping[str, Any], tool: str) -> None:
-        self._root = root
+        self._refs = RefExpansion(root)
         self._tool = tool
-        self._active: list[str] = []
-
-    def target(self, ref: str) -> Any:
-        match = re.fullmatch(r"#/(\$defs|definitions)/(.+)", ref)
-        defs = self._root.get(match.group(1)) if match else None
-        if match is None or not isinstance(defs, Mapping) or match.group(2) not in defs:
-            raise ToolSchemaError(
-                f"{self._tool}: $ref {ref!r} does not point into this schema's $defs; "
-                "constrained decoding needs every $ref resolvable locally"
-            )
-        return defs[match.group(2)]
 
     def copy(self, schema: Any, *, close_objects: bool) -> Any:
         if isinstance(schema, list):
@@ -61,19 +51,18 @@ class _Inliner:
         if not isinstance(schema, Mapping):
             return schema
         if "$ref" in schema:
-            ref = schema["$ref"]
-            if ref in self._active:
+            try:
+                with self._refs.expand(schema) as target:
+                    return self.copy(target, close_objects=close_objects)
+            except RecursiveRefError as exc:
                 raise ToolSchemaError(
-                    f"{self._tool}: recursive $ref {ref!r} cannot be inlined into a flat schema "
-                    "for constrained decoding; flatten the parameter model or use constrain='never'"
-                )
-            self._active.append(ref)
-            resolved = self.copy(self.target(ref), close_objects=close_objects)
-            self._active.pop()
-            siblings = {k: v for k, v in schema.items() if k != "$ref" and k not in _DROP}
-            if siblings and isinstance(resolved, dict):
-                return {**resolved, **self.copy(siblings, close_objects=close_objects)}
-            return resolved
+                    f"{self._tool}: {exc} cannot be inlined into a flat schema for constrained "
+                    "decoding; flatten the parameter model or use constrain='never'"
+                ) from exc
+            except SchemaRefError as exc:
+                raise ToolSchemaError(
+                    f"{self._tool}: {exc}; constrained decoding needs every $ref resolvable locally"
+                ) from exc
         out: dict[str, Any] = {}
         for key, value in schema.items():
             if key in _DROP:

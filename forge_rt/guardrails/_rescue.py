@@ -25,6 +25,7 @@ import msgspec
 import structlog
 
 from forge_rt.core import ToolCall, ToolSpec
+from forge_rt.core._jsonschema import ARGUMENT_KEYS, NAME_KEYS
 from forge_rt.guardrails._dialects import Dialect
 from forge_rt.guardrails._json_repair import (
     BraceIndex,
@@ -187,10 +188,8 @@ def _index(tools: Sequence[ToolSpec]) -> _ToolIndex:
 # --- interpreting decoded JSON ----------------------------------------------------------------
 
 _MISSING: Any = msgspec.UNSET
-_NAME_KEYS = ("name", "tool", "tool_name", "function")
-_ARGS_KEYS = ("arguments", "args", "parameters", "params", "input", "tool_input")
 _WRAPPER_KEYS = ("tool_calls", "function_call", "tool_call", "tool_use")
-_NOT_ARGS = frozenset({*_NAME_KEYS, "type", "id", "call_id"})
+_NOT_ARGS = frozenset({*NAME_KEYS, "type", "id", "call_id"})
 
 
 class _Flat:
@@ -268,10 +267,10 @@ def _calls_in(value: Any, depth: int = 0) -> list[_Raw] | _Echo | None:
         if "parameters" in function:
             return [_Raw(name, function["parameters"])]
         return [_Raw(name, _MISSING)]
-    name = next((value[k] for k in _NAME_KEYS if isinstance(value.get(k), str)), None)
+    name = next((value[k] for k in NAME_KEYS if isinstance(value.get(k), str)), None)
     if name is None:
         return None
-    for key in _ARGS_KEYS:
+    for key in ARGUMENT_KEYS:
         if key in value:
             if key == "parameters" and "description" in value:
                 return _ECHO
@@ -311,7 +310,7 @@ _ATTR_TAGS = frozenset({"function", "invoke", "call", "tool", "tool_use"})
 _MAX_NAME = 128
 _MAX_NESTING = 4
 _MAX_FRAGMENT = 2000
-_CALL_KEY = re.compile(r"""["']?(?:name|tool|function)["']?\s*:""")
+_CALL_KEY = re.compile(rf"""["']?(?:{"|".join(NAME_KEYS)})["']?\s*:""")
 
 
 def _identifier_before(text: str, end: int, extra: str) -> int:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from forge_rt.core import ToolSpec
+from forge_rt.core._jsonschema import deref
 from forge_rt.guardrails._json_repair import JsonRepairError, loads_lenient
 
 __all__ = ["coerce_args", "schema_of"]
@@ -52,23 +53,15 @@ class _Coercer:
     def __init__(self, root: Mapping[str, Any]) -> None:
         self._root = root
 
-    def resolve(self, schema: Any, seen: int = 0) -> Mapping[str, Any]:
-        while isinstance(schema, Mapping) and seen < 32:
-            ref = schema.get("$ref")
-            if isinstance(ref, str) and ref.startswith("#/"):
-                target: Any = self._root
-                for part in ref[2:].split("/"):
-                    target = target.get(part) if isinstance(target, Mapping) else None
-                schema = target
-                seen += 1
-                continue
+    def resolve(self, schema: Any) -> Mapping[str, Any]:
+        """The schema that applies: ``$ref`` followed, a one-part ``allOf`` unwrapped."""
+        schema = deref(schema, self._root)
+        while isinstance(schema, Mapping):
             all_of = schema.get("allOf")
-            if isinstance(all_of, list) and len(all_of) == 1:
-                schema = all_of[0]
-                seen += 1
-                continue
-            return schema
-        return {}
+            if not (isinstance(all_of, list) and len(all_of) == 1):
+                return schema
+            schema = deref(all_of[0], self._root)
+        return {}  # true or false: a schema that names no types
 
     def types(self, schema: Mapping[str, Any]) -> set[str] | None:
         """The JSON types a schema admits, or None when it does not say (anything goes)."""

@@ -19,6 +19,7 @@ import html
 import re
 from typing import Any, NamedTuple
 
+from forge_rt.core._jsonschema import ARGUMENT_KEYS, NAME_KEYS
 from forge_rt.guardrails._json_repair import JsonRepairError, loads_lenient
 
 __all__ = [
@@ -38,11 +39,10 @@ _NAMED_PARAM = re.compile(
     r"""<(parameter|property|param|arg|argument)\s+name\s*=\s*(?:"([^"]*)"|'([^']*)')\s*(/?)>"""
 )
 _SIMPLE_CHILD = re.compile(r"<([A-Za-z_][\w\-]*)\s*(/?)>")
-_ARGS_BLOCK = re.compile(r"<(arguments|parameters|args|params|input)\s*>")
-_ARGS_AFTER_NAME = re.compile(r"\s*<(arguments|parameters|args)\s*>")
-_NAME_KEYS = ("name", "function", "tool", "tool_name")
-_ARGS_KEYS = ("arguments", "args", "parameters", "params", "input")
-_SKIP_ATTRS = frozenset({*_NAME_KEYS, "id", "type", "call_id"})
+# Elements and attributes that hold a call's arguments are spelled like the JSON keys.
+_ARGS_BLOCK = re.compile(rf"<({'|'.join(ARGUMENT_KEYS)})\s*>")
+_ARGS_AFTER_NAME = re.compile(rf"\s*<({'|'.join(ARGUMENT_KEYS)})\s*>")
+_SKIP_ATTRS = frozenset({*NAME_KEYS, "id", "type", "call_id"})
 
 
 class XmlCall(NamedTuple):
@@ -204,12 +204,12 @@ def read_attr_call(text: str, pos: int, stop: int, tag: str) -> XmlCall | None:
     if parsed is None:
         return None
     attrs, after_open, closed = parsed
-    name = next((attrs[k] for k in _NAME_KEYS if k in attrs), None)
+    name = next((attrs[k] for k in NAME_KEYS if k in attrs), None)
     if not name:
         return None
     if "description" in attrs:
         return None  # a tool definition echoed back
-    args_key = next((k for k in _ARGS_KEYS if k in attrs), None)
+    args_key = next((k for k in ARGUMENT_KEYS if k in attrs), None)
     if closed:
         end = after_open
         if args_key is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -19,6 +20,13 @@ import msgspec
 from forge_rt.backends.sim._config import Dialect, FailureRates, Intent, SimReply, SimToolCall
 from forge_rt.backends.sim._view import RequestView, ViewTool
 from forge_rt.core import RESPOND_TOOL_NAME
+from forge_rt.core._jsonschema import (
+    ARGUMENT_KEYS,
+    NAME_KEYS,
+    deref,
+    example_arguments,
+    example_value,
+)
 
 __all__ = [
     "PlannedCall",
@@ -26,7 +34,6 @@ __all__ = [
     "call_id",
     "continue_prefill",
     "default_oracle",
-    "example_value",
     "plan_constrained",
     "plan_from_intent",
     "plan_scripted",
@@ -89,65 +96,22 @@ def call_id(key: str, index: int) -> str:
     return f"call_{digest}"
 
 
-def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
-    seen = 0
-    while "$ref" in schema and seen < 32:
-        parts = schema["$ref"].lstrip("#/").split("/")
-        target: Any = root
-        for part in parts:
-            target = target.get(part, {}) if isinstance(target, dict) else {}
-        schema = target if isinstance(target, dict) else {}
-        seen += 1
-    return schema
+def _strings(text: str | None) -> Callable[[str], str]:
+    """What the sim writes for a string: ``text`` when it has one to say, else ``example <name>``."""
+    if text is None:
+        return lambda name: f"example {name}"
+    return lambda _name: text
 
 
-def example_value(
-    schema: dict[str, Any], root: dict[str, Any], name: str, text: str | None = None
-) -> Any:
-    """A value that fits ``schema``: declared examples, defaults, enums first, then by type.
-
-    Strings become ``"example <name>"`` (or ``text`` when given); ``pattern`` is not honoured.
-    """
-    schema = _resolve(schema, root)
-    for key in ("examples", "example"):
-        if key in schema:
-            value = schema[key]
-            return value[0] if key == "examples" and isinstance(value, list) and value else value
-    if "default" in schema:
-        return schema["default"]
-    if "const" in schema:
-        return schema["const"]
-    if schema.get("enum"):
-        return schema["enum"][0]
-    for key in ("anyOf", "oneOf", "allOf"):
-        if schema.get(key):
-            options = [o for o in schema[key] if _resolve(o, root).get("type") != "null"]
-            return example_value((options or schema[key])[0], root, name, text)
-    kind = schema.get("type", "object" if "properties" in schema else "string")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "null")
-    if kind == "object":
-        props: dict[str, Any] = schema.get("properties", {})
-        required = set(schema.get("required", props))
-        return {k: example_value(v, root, k, text) for k, v in props.items() if k in required}
-    if kind == "array":
-        count = max(1, int(schema.get("minItems", 1)))
-        return [example_value(schema.get("items", {}), root, name, text) for _ in range(count)]
-    if kind == "integer":
-        return int(schema.get("minimum", schema.get("exclusiveMinimum", 0) + 1))
-    if kind == "number":
-        return float(schema.get("minimum", 1.0))
-    if kind == "boolean":
-        return True
-    if kind == "null":
-        return None
-    value = text if text is not None else f"example {name}"
-    return value.ljust(int(schema.get("minLength", 0)), "x")
+def _example(schema: Any, root: dict[str, Any], name: str, text: str | None = None) -> Any:
+    """An example value as the sim writes it, strings fitted to their schema's lengths (a
+    constrained reply must be an instance of its schema)."""
+    return example_value(schema, root, name=name, strings=_strings(text), fit_lengths=True)
 
 
 def _args_for(tool: ViewTool, text: str | None = None) -> dict[str, Any]:
-    value = example_value(tool.parameters or {"type": "object"}, tool.parameters, tool.name, text)
-    return value if isinstance(value, dict) else {}
+    parameters = tool.parameters or {"type": "object"}
+    return example_arguments(parameters, strings=_strings(text), fit_lengths=True)
 
 
 def default_oracle(view: RequestView) -> Intent:
@@ -208,7 +172,7 @@ def _break_args(tool: ViewTool | None, args: dict[str, Any], rng: random.Random)
         del broken[rng.choice(required)]
     elif typed:
         key = rng.choice(typed)
-        broken[key] = _wrong_type(_resolve(props[key], schema))
+        broken[key] = _wrong_type(deref(props[key], schema))
     else:
         broken["unexpected_argument"] = True
     return broken
@@ -300,16 +264,14 @@ def plan_scripted(reply: SimReply, key: str) -> PlannedReply:
     )
 
 
-_NAME_KEYS = ("name", "tool", "tool_name", "function")
-_ARGS_KEYS = ("arguments", "parameters", "args", "input")
 _TEXT_KEYS = ("message", "text", "content", "answer", "response")
 
 
 def _mentions(schema: dict[str, Any], root: dict[str, Any], name: str) -> bool:
     """Whether ``schema`` pins a property to the tool name ``name`` (a tool-call branch)."""
-    schema = _resolve(schema, root)
-    for key in _NAME_KEYS:
-        sub = _resolve(schema.get("properties", {}).get(key, {}), root)
+    schema = deref(schema, root)
+    for key in NAME_KEYS:
+        sub = deref(schema.get("properties", {}).get(key, {}), root)
         if sub.get("const") == name or name in sub.get("enum", ()):
             return True
     return False
@@ -323,12 +285,12 @@ def schema_instance(schema: dict[str, Any], root: dict[str, Any], intent: Intent
     names the intended tool; a plain object takes the intended arguments that it declares; a
     text intent fills a message-like string property. Everything else gets example values.
     """
-    schema = _resolve(schema, root)
+    schema = deref(schema, root)
     name = intent.name if isinstance(intent, SimToolCall) else None
     args = intent.arguments if isinstance(intent, SimToolCall) else None
     for key in ("anyOf", "oneOf"):
         if schema.get(key):
-            branches = [_resolve(b, root) for b in schema[key]]
+            branches = [deref(b, root) for b in schema[key]]
             chosen = next((b for b in branches if name and _mentions(b, root, name)), None)
             if chosen is None:
                 chosen = next((b for b in branches if b.get("type") != "null"), branches[0])
@@ -341,18 +303,18 @@ def schema_instance(schema: dict[str, Any], root: dict[str, Any], intent: Intent
         return [schema_instance(schema["items"], root, intent) for _ in range(count)]
     if kind != "object" or "properties" not in schema:
         text = intent if isinstance(intent, str) else None
-        return example_value(schema, root, "value", text)
+        return _example(schema, root, "value", text)
     props: dict[str, Any] = schema["properties"]
     required = set(schema.get("required", props))
     out: dict[str, Any] = {}
     for key, sub in props.items():
-        resolved = _resolve(sub, root)
-        if key in _NAME_KEYS and name is not None and resolved.get("type", "string") == "string":
+        resolved = deref(sub, root)
+        if key in NAME_KEYS and name is not None and resolved.get("type", "string") == "string":
             pinned = resolved.get("const", None)
             allowed = resolved.get("enum")
             fits = pinned in (None, name) and (allowed is None or name in allowed)
-            out[key] = name if fits else example_value(resolved, root, key)
-        elif key in _ARGS_KEYS and isinstance(args, dict) and _args_fit(args, resolved):
+            out[key] = name if fits else _example(resolved, root, key)
+        elif key in ARGUMENT_KEYS and isinstance(args, dict) and _args_fit(args, resolved):
             out[key] = args
         elif isinstance(args, dict) and key in args:
             out[key] = args[key]
@@ -362,7 +324,7 @@ def schema_instance(schema: dict[str, Any], root: dict[str, Any], intent: Intent
             out[key] = (
                 schema_instance(resolved, root, intent)
                 if "properties" in resolved or ("anyOf" in resolved or "oneOf" in resolved)
-                else example_value(resolved, root, key)
+                else _example(resolved, root, key)
             )
     return out
 

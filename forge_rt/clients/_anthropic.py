@@ -12,13 +12,13 @@ from typing import Any
 
 import httpx
 
-from forge_rt.clients._anthropic_wire import (
+from forge_rt.clients._http import HTTPClient, StreamDecoder
+from forge_rt.core import ClientCapabilities, InferenceRequest, LLMResponse, Timings
+from forge_rt.wire import (
     AnthropicStreamDecoder,
     anthropic_request_to_wire,
     anthropic_response_from_wire,
 )
-from forge_rt.clients._http import HTTPClient, StreamDecoder
-from forge_rt.core import ClientCapabilities, InferenceRequest, LLMResponse, Timings
 
 __all__ = ["AnthropicClient"]
 

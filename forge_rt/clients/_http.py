@@ -28,13 +28,10 @@ from forge_rt.clients._cancel_safe import cancel_safe_transport
 from forge_rt.clients._faults import (
     AUTO_RETRY_KINDS,
     deadline_error,
-    in_band_error,
-    malformed_error,
     status_error,
     transport_error,
 )
 from forge_rt.clients._sampling import has_sampling_defaults, sampling_defaults
-from forge_rt.clients._sse import SSEDecoder
 from forge_rt.core import (
     ClientCapabilities,
     FinalChunk,
@@ -45,6 +42,7 @@ from forge_rt.core import (
     Timings,
 )
 from forge_rt.errors import BackendError, StreamError
+from forge_rt.wire import SSEDecoder, in_band_error, malformed_error
 
 __all__ = ["HTTPClient", "StreamDecoder"]
 

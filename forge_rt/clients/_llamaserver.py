@@ -25,9 +25,8 @@ import msgspec
 from prometheus_client.parser import text_string_to_metric_families
 
 from forge_rt.clients._openai import OpenAICompatClient
-from forge_rt.clients._openai_wire import openai_request_to_wire
-from forge_rt.clients._prompt_tools import prompt_mode_messages
 from forge_rt.core import ClientCapabilities, InferenceRequest, LLMResponse, TextResponse, Timings
+from forge_rt.wire import openai_request_to_wire, prompt_mode_messages
 
 __all__ = ["LlamaServerClient", "LlamaServerProps", "SlotState"]
 

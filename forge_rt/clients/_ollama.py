@@ -15,12 +15,12 @@ import httpx
 import msgspec
 
 from forge_rt.clients._http import HTTPClient, StreamDecoder
-from forge_rt.clients._ollama_wire import (
+from forge_rt.core import ClientCapabilities, InferenceRequest, LLMResponse, Timings
+from forge_rt.wire import (
     OllamaStreamDecoder,
     ollama_request_to_wire,
     ollama_response_from_wire,
 )
-from forge_rt.core import ClientCapabilities, InferenceRequest, LLMResponse, Timings
 
 __all__ = ["OllamaClient"]
 

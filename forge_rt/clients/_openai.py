@@ -9,12 +9,6 @@ import httpx
 import msgspec
 
 from forge_rt.clients._http import HTTPClient, StreamDecoder
-from forge_rt.clients._openai_wire import (
-    OpenAIDialect,
-    OpenAIStreamDecoder,
-    openai_request_to_wire,
-    openai_response_from_wire,
-)
 from forge_rt.core import (
     ClientCapabilities,
     InferenceRequest,
@@ -24,6 +18,12 @@ from forge_rt.core import (
     ToolChoice,
 )
 from forge_rt.errors import BackendError, FaultKind
+from forge_rt.wire import (
+    OpenAIDialect,
+    OpenAIStreamDecoder,
+    openai_request_to_wire,
+    openai_response_from_wire,
+)
 
 __all__ = ["OpenAICompatClient"]
 
@@ -54,7 +54,7 @@ class OpenAICompatClient(HTTPClient):
     """A generic OpenAI-compatible chat-completions backend.
 
     ``dialect`` picks which non-OpenAI fields may be sent (see
-    :mod:`forge_rt.clients._openai_wire`); the default ``"openai"`` sends only what the OpenAI
+    :data:`forge_rt.wire.OpenAIDialect`); the default ``"openai"`` sends only what the OpenAI
     API defines and refuses anything else with a ``ValueError``. ``api_key`` is sent as a bearer
     token and never logged. ``json_schema=False`` declares a server that ignores
     ``response_format`` (a schema constraint is then refused rather than silently unenforced).

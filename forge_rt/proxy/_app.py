@@ -25,19 +25,8 @@ import msgspec
 import structlog
 import trio
 
-from forge_rt.clients import (
-    AnthropicStreamEncoder,
-    OpenAIStreamEncoder,
-    WireRequest,
-    anthropic_request_from_wire,
-    anthropic_response_to_wire,
-    anthropic_tools_from_wire,
-    openai_request_from_wire,
-    openai_response_to_wire,
-    openai_tools_from_wire,
-)
 from forge_rt.context import TokenEstimator
-from forge_rt.core import FinalChunk, LLMClient, Message, StreamChunk, ToolSpec
+from forge_rt.core import FinalChunk, LLMClient, Message, StreamChunk
 from forge_rt.proxy._asgi import (
     ClientGone,
     Receive,
@@ -53,16 +42,20 @@ from forge_rt.proxy._engine import Outcome, RequestPlan, apply_reasoning_replay
 from forge_rt.proxy._errors import ApiShape, ErrorKind, ProxyHTTPError, redact
 from forge_rt.proxy._metrics import CONTENT_TYPE
 from forge_rt.proxy._runtime import ProxyRuntime, open_runtime
-from forge_rt.proxy._schema import (
-    anthropic_count_decoder,
-    anthropic_decoder,
-    anthropic_unsupported,
-    openai_decoder,
-    openai_unsupported,
-    server_tool_names,
-)
 from forge_rt.proxy._toolcache import ToolCache
 from forge_rt.runtime import Unavailable
+from forge_rt.wire import (
+    AnthropicStreamEncoder,
+    OpenAIStreamEncoder,
+    ToolMemo,
+    WireRequest,
+    WireTools,
+    anthropic_count_tokens_from_wire,
+    anthropic_request_from_wire,
+    anthropic_response_to_wire,
+    openai_request_from_wire,
+    openai_response_to_wire,
+)
 
 __all__ = ["ProxyApp", "build_app"]
 
@@ -72,6 +65,7 @@ _ids = itertools.count(1)
 _ID_PREFIX = os.urandom(4).hex()
 
 _Handler = Callable[["_Call"], Awaitable[None]]
+_Reader = Callable[[bytes, ToolMemo], WireRequest]
 
 
 class _Call:
@@ -110,7 +104,7 @@ class ProxyApp:
         self._client = client
         self._keys = config.api_keys
         self._cors = frozenset(config.cors_origins)
-        self._tools = ToolCache()
+        self._tools: ToolCache[WireTools] = ToolCache()
         self._routes: dict[str, tuple[str, _Handler, ApiShape]] = {
             "/v1/chat/completions": ("POST", self._chat, "openai"),
             "/chat/completions": ("POST", self._chat, "openai"),
@@ -355,40 +349,33 @@ class ProxyApp:
 
     # -- chat endpoints --------------------------------------------------------------------
 
-    def _read(
-        self, call: _Call, strict: Any, api: ApiShape, *, count_only: bool = False
-    ) -> WireRequest:
-        """The request in forge_rt's terms, its tools taken from the cache when already seen.
+    def _read(self, call: _Call, read: _Reader) -> WireRequest:
+        """The request in forge_rt's terms: the body decoded once, by the wire codecs, against
+        the API's strict schema, its tools from the :class:`ToolCache` when already seen.
 
-        The body is converted by the clients' inverse wire functions; when it carries tools,
-        they are taken out first and their specs come from the :class:`ToolCache` (built with
-        the same functions on a miss). Anthropic server tools are left out (see
-        :func:`_drop_server_tools`); ``count_only`` reads a count_tokens body, which has no
-        max_tokens.
+        Every way the body can be wrong is a 400 in the API's shape. Anthropic server tools,
+        which no local model can run, are left out by the codec; the client is told which in
+        ``x-forge-dropped-tools``, so clients that always offer them (Claude Code's web
+        search) keep working against a local model.
         """
-        data: dict[str, Any] | None = None
-        if api == "anthropic" and (count_only or server_tool_names(strict)):
-            data = msgspec.json.decode(call.body)
-            _drop_server_tools(call, strict, data)
-            if count_only:
-                data["max_tokens"] = 1
-        specs: tuple[ToolSpec, ...] = ()
-        if strict.tools:
-            data = data if data is not None else msgspec.json.decode(call.body)
-            raw_tools = data.pop("tools", None)
-            if raw_tools:
-                key = api.encode() + msgspec.json.encode(raw_tools)
-                from_wire = openai_tools_from_wire if api == "openai" else anthropic_tools_from_wire
-                try:
-                    specs = self._tools.get(key, lambda: from_wire(raw_tools))
-                except (msgspec.ValidationError, ValueError) as exc:
-                    raise _schema_error_or_bad(exc) from exc
-        body = call.body if data is None else msgspec.json.encode(data)
-        convert = openai_request_from_wire if api == "openai" else anthropic_request_from_wire
-        wire = _convert(convert, body)
-        if specs:
-            request = msgspec.structs.replace(wire.request, tools=specs)
-            wire = msgspec.structs.replace(wire, request=request)
+        try:
+            wire = read(call.body, self._tools)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            raise _schema_error(exc) from exc
+        except ValueError as exc:
+            # A message or call the data model refuses to hold: the client's data, so a 400.
+            raise ProxyHTTPError(
+                ErrorKind.BAD_REQUEST, f"invalid request: {exc}", code="invalid_request"
+            ) from exc
+        if not wire.request.messages:
+            raise _bad("messages must hold at least one message", "$.messages")
+        if wire.dropped_tools:
+            log.info(
+                "proxy.server_tools_dropped", request=call.request_id, tools=wire.dropped_tools
+            )
+            call.reply.extra_headers.append(
+                (b"x-forge-dropped-tools", ",".join(wire.dropped_tools).encode())
+            )
         return wire
 
     def _plan(self, call: _Call, wire: WireRequest) -> RequestPlan:
@@ -406,11 +393,7 @@ class ProxyApp:
         return self.config.served_model or wire.model or self.runtime.client.model or "forge-rt"
 
     async def _chat(self, call: _Call) -> None:
-        strict = _decode(openai_decoder, call.body)
-        unsupported = openai_unsupported(strict)
-        if unsupported is not None:
-            raise _bad(*unsupported)
-        wire = self._read(call, strict, "openai")
+        wire = self._read(call, openai_request_from_wire)
         plan = self._plan(call, wire)
         model = self._model_name(wire)
         created = int(time.time())
@@ -431,18 +414,16 @@ class ProxyApp:
             return
         outcome = await self.runtime.engine.run(plan, None)
         answer = openai_response_to_wire(
-            outcome.response, model=model, response_id=response_id, created=created
+            outcome.response,
+            model=model,
+            response_id=response_id,
+            created=created,
+            text_with_calls=outcome.text_with_calls,
         )
-        if outcome.text_with_calls:
-            answer["choices"][0]["message"]["content"] = outcome.text_with_calls
         await call.reply.json(200, answer, _forge_headers(outcome))
 
     async def _messages(self, call: _Call) -> None:
-        strict = _decode(anthropic_decoder, call.body)
-        unsupported = anthropic_unsupported(strict)
-        if unsupported is not None:
-            raise _bad(*unsupported)
-        wire = self._read(call, strict, "anthropic")
+        wire = self._read(call, anthropic_request_from_wire)
         plan = self._plan(call, wire)
         model = self._model_name(wire)
         message_id = f"msg_{call.request_id[4:]}"
@@ -456,11 +437,12 @@ class ProxyApp:
             )
             return
         outcome = await self.runtime.engine.run(plan, None)
-        answer = anthropic_response_to_wire(outcome.response, model=model, message_id=message_id)
-        if outcome.text_with_calls:
-            content = answer["content"]
-            at = next((i for i, b in enumerate(content) if b["type"] == "tool_use"), len(content))
-            content.insert(at, {"type": "text", "text": outcome.text_with_calls})
+        answer = anthropic_response_to_wire(
+            outcome.response,
+            model=model,
+            message_id=message_id,
+            text_with_calls=outcome.text_with_calls,
+        )
         await call.reply.json(200, answer, _forge_headers(outcome))
 
     async def _stream(
@@ -517,11 +499,7 @@ class ProxyApp:
         await reply.end_stream()
 
     async def _count_tokens(self, call: _Call) -> None:
-        strict = _decode(anthropic_count_decoder, call.body)
-        unsupported = anthropic_unsupported(strict)
-        if unsupported is not None:
-            raise _bad(*unsupported)
-        wire = self._read(call, strict, "anthropic", count_only=True)
+        wire = self._read(call, anthropic_count_tokens_from_wire)
         count = _estimate(self.runtime.estimator, wire)
         await call.reply.json(
             200, {"input_tokens": count}, [(b"x-forge-token-count", b"estimated")]
@@ -657,53 +635,6 @@ def _schema_error(exc: msgspec.ValidationError | msgspec.DecodeError) -> ProxyHT
         f"the request body is not valid JSON: {exc}",
         code="invalid_json",
     )
-
-
-def _decode(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:
-    try:
-        return decoder.decode(body)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise _schema_error(exc) from exc
-
-
-def _convert(convert: Callable[[bytes], WireRequest], body: bytes) -> WireRequest:
-    try:
-        wire = convert(body)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise _schema_error(exc) from exc
-    except ValueError as exc:
-        # A message or tool that cannot exist (a tool message without its call id, a tool
-        # name the runtime cannot accept): the client's data, so a 400.
-        raise ProxyHTTPError(
-            ErrorKind.BAD_REQUEST, f"invalid request: {exc}", code="invalid_request"
-        ) from exc
-    if not wire.request.messages:
-        raise _bad("messages must hold at least one message", "$.messages")
-    return wire
-
-
-def _drop_server_tools(call: _Call, strict: Any, data: dict[str, Any]) -> None:
-    """Take Anthropic server tools, which no local model can run, out of ``data``.
-
-    Leaving them out (and saying so in ``x-forge-dropped-tools``) lets clients that always
-    offer them, such as Claude Code's web search, keep working against a local model.
-    """
-    dropped = server_tool_names(strict)
-    if not dropped:
-        return
-    kept = [t for t in data["tools"] if t.get("type") in (None, "custom")]
-    if kept:
-        data["tools"] = kept
-    else:
-        del data["tools"]
-    log.info("proxy.server_tools_dropped", request=call.request_id, tools=dropped)
-    call.reply.extra_headers.append((b"x-forge-dropped-tools", ",".join(dropped).encode()))
-
-
-def _schema_error_or_bad(exc: Exception) -> ProxyHTTPError:
-    if isinstance(exc, msgspec.ValidationError):
-        return _schema_error(exc)
-    return ProxyHTTPError(ErrorKind.BAD_REQUEST, f"invalid request: {exc}", code="invalid_request")
 
 
 def _estimate(estimator: TokenEstimator, wire: WireRequest) -> int:

@@ -14,8 +14,8 @@ from typing import Any
 import msgspec
 import trio
 
-from forge_rt.clients import encode_sse
 from forge_rt.proxy._errors import ApiShape, ErrorKind, ProxyHTTPError, error_body
+from forge_rt.wire import encode_sse
 
 __all__ = [
     "ClientGone",

@@ -8,18 +8,6 @@ import pydantic
 import pytest
 from clients_support import WEATHER
 
-from forge_rt.clients import (
-    UNANSWERED_CALL_TEXT,
-    AnthropicStreamDecoder,
-    AnthropicStreamEncoder,
-    SSEDecoder,
-    anthropic_messages_from_wire,
-    anthropic_messages_to_wire,
-    anthropic_request_from_wire,
-    anthropic_request_to_wire,
-    anthropic_response_from_wire,
-    anthropic_response_to_wire,
-)
 from forge_rt.core import (
     FinalChunk,
     InferenceRequest,
@@ -38,6 +26,18 @@ from forge_rt.core import (
     Usage,
 )
 from forge_rt.errors import BackendError, FaultKind
+from forge_rt.wire import (
+    UNANSWERED_CALL_TEXT,
+    AnthropicStreamDecoder,
+    AnthropicStreamEncoder,
+    SSEDecoder,
+    anthropic_messages_from_wire,
+    anthropic_messages_to_wire,
+    anthropic_request_from_wire,
+    anthropic_request_to_wire,
+    anthropic_response_from_wire,
+    anthropic_response_to_wire,
+)
 
 A = ToolCall(tool="get_weather", args={"city": "Paris"}, call_id="toolu_a")
 B = ToolCall(tool="get_weather", args={"city": "Rome"}, call_id="toolu_b")

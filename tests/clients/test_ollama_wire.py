@@ -6,12 +6,6 @@ import msgspec
 import pytest
 from clients_support import WEATHER
 
-from forge_rt.clients import (
-    OllamaStreamDecoder,
-    ollama_messages_to_wire,
-    ollama_request_to_wire,
-    ollama_response_from_wire,
-)
 from forge_rt.core import (
     GrammarConstraint,
     InferenceRequest,
@@ -25,6 +19,12 @@ from forge_rt.core import (
     Usage,
 )
 from forge_rt.errors import BackendError, FaultKind
+from forge_rt.wire import (
+    OllamaStreamDecoder,
+    ollama_messages_to_wire,
+    ollama_request_to_wire,
+    ollama_response_from_wire,
+)
 
 CALL = ToolCall(tool="get_weather", args={"city": "Paris"}, call_id="c1")
 

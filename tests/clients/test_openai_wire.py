@@ -7,17 +7,6 @@ import openai.types.chat as oa
 import pytest
 from clients_support import WEATHER
 
-from forge_rt.clients import (
-    OpenAIStreamDecoder,
-    OpenAIStreamEncoder,
-    SSEDecoder,
-    openai_messages_from_wire,
-    openai_messages_to_wire,
-    openai_request_from_wire,
-    openai_request_to_wire,
-    openai_response_from_wire,
-    openai_response_to_wire,
-)
 from forge_rt.core import (
     FinalChunk,
     GrammarConstraint,
@@ -37,6 +26,17 @@ from forge_rt.core import (
     Usage,
 )
 from forge_rt.errors import BackendError, FaultKind, StreamError
+from forge_rt.wire import (
+    OpenAIStreamDecoder,
+    OpenAIStreamEncoder,
+    SSEDecoder,
+    openai_messages_from_wire,
+    openai_messages_to_wire,
+    openai_request_from_wire,
+    openai_request_to_wire,
+    openai_response_from_wire,
+    openai_response_to_wire,
+)
 
 CALL = ToolCall(tool="get_weather", args={"city": "Paris"}, call_id="call_1")
 REASONING = Message(role=Role.ASSISTANT, content="need weather", type=MessageType.REASONING)

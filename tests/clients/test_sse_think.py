@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from forge_rt.clients import SSEDecoder, SSEEvent, ThinkSplitter, encode_sse, split_think
 from forge_rt.errors import StreamError
+from forge_rt.wire import SSEDecoder, SSEEvent, ThinkSplitter, encode_sse, split_think
 
 
 def _events(lines: list[str]) -> list[SSEEvent]:

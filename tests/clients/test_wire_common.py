@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from forge_rt.clients import ToolCallAssembler
-from forge_rt.clients._wire_common import RawCall, build_result, fold_reasoning
 from forge_rt.core import Message, MessageType, Role, TextResponse, ToolCall, ToolCallDeltaChunk
+from forge_rt.wire import ToolCallAssembler
+from forge_rt.wire._reply import RawCall, build_result
+from forge_rt.wire._request import fold_reasoning
 
 
 def test_assembler_ignores_ids_and_names_repeated_in_every_delta() -> None:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from proxy_support import GatedClient, client_proxy
 
 from forge_rt.core import ToolCall
-from forge_rt.proxy._schema import AnthropicRequest, OpenAIRequest
+from forge_rt.wire import AnthropicRequest, OpenAIRequest
 
 OPENAI_FIELDS = frozenset(OpenAIRequest.__struct_fields__)
 ANTHROPIC_FIELDS = frozenset(AnthropicRequest.__struct_fields__)

@@ -15,8 +15,8 @@ from typing import Any
 
 import msgspec
 
-from forge_rt.clients._wire_common import fold_reasoning
 from forge_rt.core import Message, Role, ToolCall, ToolSpec
+from forge_rt.wire._request import fold_reasoning
 
 __all__ = ["prompt_mode_messages", "render_call", "render_tool_prompt"]
 

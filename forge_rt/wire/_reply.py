@@ -1,4 +1,4 @@
-"""Pieces every wire format shares: reasoning folding, tool-call and reply assembly, results.
+"""Reply assembly every decoder shares: tool calls by index, think tags, calls-or-text.
 
 A reply's structured tool calls become ``list[ToolCall]``; a reply without them, or with calls
 whose arguments are not a JSON object, becomes a :class:`TextResponse` holding the raw text (and
@@ -8,20 +8,14 @@ rescue and retry path sees everything the model wrote. Clients never repair cont
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 import structlog
 
-from forge_rt.clients._think import ThinkSplitter, split_think
 from forge_rt.core import (
-    InferenceRequest,
-    Message,
-    MessageType,
     ReasoningDeltaChunk,
-    ResetChunk,
-    Role,
     StreamChunk,
     TextDeltaChunk,
     TextResponse,
@@ -30,46 +24,24 @@ from forge_rt.core import (
     ToolCallDeltaChunk,
     new_call_id,
 )
-from forge_rt.errors import StreamError
+from forge_rt.wire._think import ThinkSplitter, split_think
 
 __all__ = [
     "NO_TIMINGS",
     "RawCall",
     "ReplyAssembler",
     "ToolCallAssembler",
-    "WireRequest",
     "build_result",
-    "fold_reasoning",
-    "invalid",
     "join_reasoning",
     "json_object_or_none",
     "reply_result",
     "result_reasoning",
-    "retraction_refused",
-    "stream_decode_error",
 ]
 
 log = structlog.get_logger(__name__)
 
 NO_TIMINGS = Timings(total_s=0.0)
 """The timings of a reply parsed outside a measured call."""
-
-_EXCERPT_CHARS = 120
-"""How much of an undecodable stream unit an error quotes: enough to recognise it, and never a
-whole (possibly huge) payload in a message that may be logged."""
-
-
-class WireRequest(msgspec.Struct, frozen=True, kw_only=True):
-    """A chat request received on a proxy wire (OpenAI or Anthropic), in forge_rt's terms.
-
-    ``model`` and ``stream`` are what the caller asked for; ``include_usage`` is OpenAI's
-    ``stream_options.include_usage``.
-    """
-
-    model: str | None
-    stream: bool
-    request: InferenceRequest
-    include_usage: bool = False
 
 
 class RawCall(msgspec.Struct, kw_only=True):
@@ -78,33 +50,6 @@ class RawCall(msgspec.Struct, kw_only=True):
     call_id: str | None
     name: str
     arguments: str | dict[str, Any]
-
-
-def fold_reasoning(messages: Iterable[Message]) -> list[tuple[Message, str | None]]:
-    """Pair each wire-bound message with the reasoning that preceded it.
-
-    A REASONING message is folded into the next assistant message (tool call or text); the
-    formats carry it as a field of that message, never as a turn of its own. Reasoning with no
-    assistant message after it (the reply that followed was dropped) has nowhere to go on the
-    wire and is left out.
-    """
-    out: list[tuple[Message, str | None]] = []
-    pending: list[str] = []
-    for message in messages:
-        if message.type is MessageType.REASONING:
-            pending.append(message.content)
-            continue
-        if message.role is Role.ASSISTANT:
-            out.append((message, "\n".join(pending) if pending else None))
-            pending = []
-            continue
-        if pending:
-            log.debug("reasoning_dropped_from_wire", reason="no assistant message follows it")
-            pending = []
-        out.append((message, None))
-    if pending:
-        log.debug("reasoning_dropped_from_wire", reason="it ends the history")
-    return out
 
 
 def join_reasoning(*parts: str | None) -> str | None:
@@ -186,32 +131,6 @@ def result_reasoning(result: list[ToolCall] | TextResponse) -> str | None:
     if isinstance(result, TextResponse):
         return result.reasoning
     return next((c.reasoning for c in result if c.reasoning), None)
-
-
-def invalid(message: str, path: str) -> msgspec.ValidationError:
-    """A request the proxy cannot take, saying what and where, in msgspec's own format
-    (``... - at `$.messages[2].role```), so it reads like msgspec's errors in the same 400."""
-    return msgspec.ValidationError(f"{message} - at `{path}`")
-
-
-def retraction_refused(chunk: ResetChunk) -> ValueError:
-    """Why a stream encoder cannot honour a :class:`ResetChunk`: SSE cannot take back what a
-    client already received."""
-    return ValueError(
-        f"cannot retract streamed output ({chunk.reason}); buffer attempts that may "
-        "be abandoned instead of streaming them to the client"
-    )
-
-
-def stream_decode_error(
-    unit: str, expected: str, text: str, exc: msgspec.DecodeError, *, partial: str
-) -> StreamError:
-    """A streamed ``unit`` (chunk, event, line) that does not decode as ``expected``, quoting
-    its start; ``partial`` is the text the stream had carried before it."""
-    return StreamError(
-        f"a streamed {unit} is not {expected}: {exc}; the {unit} began {text[:_EXCERPT_CHARS]!r}",
-        partial=partial,
-    )
 
 
 class _Partial:

@@ -1,4 +1,5 @@
-"""The Ollama ``/api/chat`` wire format (what :class:`~forge_rt.clients.OllamaClient` speaks).
+"""The Ollama ``/api/chat`` wire format, outbound only: what
+:class:`~forge_rt.clients.OllamaClient` sends and reads (no server here speaks it).
 
 Differences from chat completions that matter: tool-call arguments are JSON objects, not
 strings; tool results name the tool (``tool_name``); sampling lives in ``options`` (with
@@ -15,16 +16,6 @@ from typing import Any
 
 import msgspec
 
-from forge_rt.clients._faults import in_band_error, malformed_error
-from forge_rt.clients._openai_wire import openai_tools_to_wire
-from forge_rt.clients._wire_common import (
-    NO_TIMINGS,
-    RawCall,
-    ReplyAssembler,
-    fold_reasoning,
-    reply_result,
-    stream_decode_error,
-)
 from forge_rt.core import (
     GrammarConstraint,
     InferenceRequest,
@@ -38,6 +29,10 @@ from forge_rt.core import (
     Usage,
 )
 from forge_rt.errors import BackendError
+from forge_rt.wire._faults import in_band_error, malformed_error, stream_decode_error
+from forge_rt.wire._openai_request import openai_tools_to_wire
+from forge_rt.wire._reply import NO_TIMINGS, RawCall, ReplyAssembler, reply_result
+from forge_rt.wire._request import fold_reasoning
 
 __all__ = [
     "OllamaStreamDecoder",

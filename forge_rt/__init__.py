@@ -26,6 +26,9 @@ from forge_rt.core import ToolDef as ToolDef
 from forge_rt.core import ToolSpec as ToolSpec
 from forge_rt.core import Workflow as Workflow
 from forge_rt.errors import BackendError as BackendError
+from forge_rt.errors import BackendFailureError as BackendFailureError
+from forge_rt.errors import BudgetExhaustedError as BudgetExhaustedError
+from forge_rt.errors import ConfigurationError as ConfigurationError
 from forge_rt.errors import ForgeError as ForgeError
 from forge_rt.guardrails import Guardrails as Guardrails
 from forge_rt.runtime import PreemptPolicy as PreemptPolicy
@@ -40,6 +43,9 @@ __version__ = "0.1.0"
 __all__ = [
     "AnthropicClient",
     "BackendError",
+    "BackendFailureError",
+    "BudgetExhaustedError",
+    "ConfigurationError",
     "ContextManager",
     "ForgeError",
     "Guardrails",

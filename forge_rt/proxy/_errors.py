@@ -16,15 +16,13 @@ import msgspec
 
 from forge_rt.errors import (
     BackendError,
+    BudgetExhaustedError,
     FaultKind,
     ForgeError,
     InferenceDeadlineError,
-    PrerequisiteError,
     SlotQueueFullError,
-    StepEnforcementError,
     StreamError,
     ToolCallError,
-    ToolLoopError,
 )
 
 __all__ = [
@@ -189,10 +187,10 @@ def from_forge_error(error: ForgeError) -> ProxyHTTPError:
             },
             retry=False,
         )
-    if isinstance(error, StepEnforcementError | PrerequisiteError | ToolLoopError):
+    if isinstance(error, BudgetExhaustedError):
         return ProxyHTTPError(
             ErrorKind.GUARDRAIL,
-            f"the model kept breaking a tool-calling rule: {error}",
+            f"a guardrail budget ran out: {error}",
             code="guardrail_budget_exhausted",
             details={"error": type(error).__name__},
             retry=False,

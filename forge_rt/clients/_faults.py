@@ -17,22 +17,16 @@ from typing import Literal
 import httpx
 
 from forge_rt.errors import BackendError, FaultKind
+from forge_rt.wire import BODY_KEEP_CHARS
 
 __all__ = [
     "AUTO_RETRY_KINDS",
-    "BODY_KEEP_CHARS",
     "deadline_error",
-    "in_band_error",
-    "malformed_error",
     "status_error",
     "transport_error",
 ]
 
 AUTO_RETRY_KINDS = frozenset({FaultKind.RESET_BEFORE_FIRST_BYTE})
-
-# Response bodies are kept on the error for diagnosis, bounded so a huge HTML error page does
-# not end up held in memory by every retry record.
-BODY_KEEP_CHARS = 4000
 
 Phase = Literal["request", "body"]
 
@@ -146,42 +140,5 @@ def deadline_error(deadline: float, *, method: str, url: str, delivered: bool) -
         "raise the client's deadline or shorten the request (max_tokens, context)",
         kind=FaultKind.DEADLINE,
         retry_safe=not delivered,
-        url=url,
-    )
-
-
-def in_band_error(
-    what: str, *, url: str | None, body: str, retry_safe: bool, status: int | None = None
-) -> BackendError:
-    """An error the backend reported inside a reply or stream it answered with 2xx.
-
-    ``what`` says who reported what (each wire names its error differently); the error text
-    goes to ``BackendError.body`` only, like every other body. ``retry_safe`` is the caller's
-    to say: an error object in place of a reply is safe, one mid-stream is safe only if nothing
-    was delivered before it.
-    """
-    where = f"{url}: " if url else ""
-    return BackendError(
-        f"{where}{what}; the error text is on .body",
-        kind=FaultKind.SERVER_ERROR,
-        retry_safe=retry_safe,
-        status=status,
-        body=body,
-        url=url,
-    )
-
-
-def malformed_error(
-    detail: str, *, url: str | None, body: str | bytes, retry_safe: bool = True
-) -> BackendError:
-    """A body that arrived whole but is not the shape the protocol promises."""
-    text = body.decode(errors="replace") if isinstance(body, bytes) else body
-    where = f"{url}: " if url else ""
-    return BackendError(
-        f"{where}the backend's response is not a valid reply: {detail}; is the base URL "
-        "pointing at the right kind of server?",
-        kind=FaultKind.MALFORMED_RESPONSE,
-        retry_safe=retry_safe,
-        body=text[:BODY_KEEP_CHARS],
         url=url,
     )

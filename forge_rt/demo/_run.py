@@ -26,11 +26,9 @@ from forge_rt.demo._monitor import DemoMonitor, EventSink, ObservedClient
 from forge_rt.demo._report import AgentOutcome, DemoReport
 from forge_rt.demo._sim import demo_sim_config
 from forge_rt.errors import (
-    BackendError,
-    BackendStartError,
+    BackendFailureError,
     ConstraintUnsupportedError,
     ForgeError,
-    StreamError,
     WorkflowCancelledError,
 )
 from forge_rt.runtime import PreemptPolicy, Session
@@ -42,7 +40,7 @@ _log = structlog.get_logger(__name__)
 TickSink = Callable[[DemoMonitor], None]
 
 # Errors that mean the backend (or the set-up) is broken, not that the model failed its task.
-_FATAL = (BackendError, BackendStartError, StreamError, ConstraintUnsupportedError)
+_FATAL = (BackendFailureError, ConstraintUnsupportedError)
 
 
 @asynccontextmanager

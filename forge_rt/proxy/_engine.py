@@ -40,13 +40,7 @@ from forge_rt.core import (
     ToolCall,
     ToolSpec,
 )
-from forge_rt.errors import (
-    ForgeError,
-    PrerequisiteError,
-    StepEnforcementError,
-    ToolCallError,
-    ToolLoopError,
-)
+from forge_rt.errors import BudgetExhaustedError, ForgeError
 from forge_rt.guardrails import (
     Execute,
     Guardrails,
@@ -115,9 +109,6 @@ def apply_reasoning_replay(
 
 
 _Guard = Literal["none", "respond", "prose", "required"]
-
-# Replaced by the error tree's budget parent once it lands (issue 11, part 6).
-BUDGET_ERRORS = (ToolCallError, StepEnforcementError, PrerequisiteError, ToolLoopError)
 
 
 class InferenceEngine:
@@ -321,7 +312,7 @@ class InferenceEngine:
             accepted = await step.run(
                 prepare, self._call(plan, gate, sink, deadline_at), on_rejected
             )
-        except BUDGET_ERRORS as exc:
+        except BudgetExhaustedError as exc:
             self._metrics.guardrail_failures.labels(type(exc).__name__).inc()
             self._metrics.attempts.observe(stats.inferences)
             log.warning(

@@ -18,6 +18,7 @@ from actors import ActorSystem
 from forge_rt.clients import LlamaServerClient, OpenAICompatClient, VLLMClient, make_client
 from forge_rt.context import TokenEstimator
 from forge_rt.core import LLMClient
+from forge_rt.guardrails import choose_constraint, respond_spec
 from forge_rt.proxy._config import BackendConfig, ProxyConfig
 from forge_rt.proxy._engine import InferenceEngine
 from forge_rt.proxy._metrics import ProxyMetrics
@@ -191,6 +192,12 @@ async def open_runtime(
             backend = Backend(client=client, kind="custom", url=None, mode="external")
         else:
             backend = await stack.enter_async_context(open_backend(config.backend))
+        if config.constrain == "always":
+            # Refused at start, not on every request: choose_constraint raises for a backend
+            # that accepts neither a JSON schema nor a grammar.
+            choose_constraint(
+                "always", backend.client.capabilities, (respond_spec(),), backend=backend.kind
+            )
         sources = _sources(backend)
         for source in sources:
             if isinstance(source, LlamaServerSource | VLLMMetricsSource):

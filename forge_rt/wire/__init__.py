@@ -52,6 +52,7 @@ from forge_rt.wire._anthropic_schema import AnthropicCountTokens as AnthropicCou
 from forge_rt.wire._anthropic_schema import AnthropicRequest as AnthropicRequest
 from forge_rt.wire._anthropic_stream import AnthropicStreamDecoder as AnthropicStreamDecoder
 from forge_rt.wire._anthropic_stream import AnthropicStreamEncoder as AnthropicStreamEncoder
+from forge_rt.wire._faults import BODY_KEEP_CHARS as BODY_KEEP_CHARS
 from forge_rt.wire._faults import in_band_error as in_band_error
 from forge_rt.wire._faults import malformed_error as malformed_error
 from forge_rt.wire._ollama import OllamaStreamDecoder as OllamaStreamDecoder
@@ -83,6 +84,7 @@ from forge_rt.wire._think import ThinkSplitter as ThinkSplitter
 from forge_rt.wire._think import split_think as split_think
 
 __all__ = [
+    "BODY_KEEP_CHARS",
     "UNANSWERED_CALL_TEXT",
     "AnthropicCountTokens",
     "AnthropicRequest",

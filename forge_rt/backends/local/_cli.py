@@ -22,7 +22,7 @@ from forge_rt.backends.local._models import (
     default_cache_dir,
     prepare_model,
 )
-from forge_rt.errors import ModelIntegrityError, ModelPartsMissingError
+from forge_rt.errors import ModelPackageError
 
 __all__ = ["make_model_command", "model_command"]
 
@@ -100,7 +100,7 @@ def make_model_command(
             return
         try:
             path = _join_with_progress(console, choice, cache_dir)
-        except (ModelPartsMissingError, ModelIntegrityError) as exc:
+        except ModelPackageError as exc:
             raise click.ClickException(str(exc)) from exc
         console.print(f"{name}: {path} (sha256 {choice.sha256} verified)", markup=False)
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
 from forge_rt.core import ConstrainMode
+from forge_rt.guardrails import GuardrailOptions
 
 __all__ = ["ABLATIONS", "Ablation", "ablation"]
 
@@ -16,40 +15,34 @@ class Ablation(msgspec.Struct, frozen=True, kw_only=True):
 
     name: str
     description: str
-    guardrails: dict[str, Any] = msgspec.field(default_factory=dict)
+    guardrails: GuardrailOptions = msgspec.field(default_factory=GuardrailOptions)
     compact: bool = True
     constrain: ConstrainMode = "never"
 
-
-_OFF = {
-    "rescue": False,
-    "retry_nudges": False,
-    "steps": False,
-    "recovery": False,
-    "loop_repeats": None,
-}
 
 ABLATIONS: dict[str, Ablation] = {
     a.name: a
     for a in (
         Ablation(name="full", description="every guardrail on, free decoding"),
         Ablation(
-            name="no_rescue", description="native tool calls only", guardrails={"rescue": False}
+            name="no_rescue",
+            description="native tool calls only",
+            guardrails=GuardrailOptions(rescue=False),
         ),
         Ablation(
             name="no_nudge",
             description="bare text ends the run instead of a retry nudge",
-            guardrails={"retry_nudges": False},
+            guardrails=GuardrailOptions(retry_nudges=False),
         ),
         Ablation(
             name="no_steps",
             description="required steps and prerequisites not enforced",
-            guardrails={"steps": False},
+            guardrails=GuardrailOptions(steps=False),
         ),
         Ablation(
             name="no_recovery",
             description="the first tool failure ends the run",
-            guardrails={"recovery": False},
+            guardrails=GuardrailOptions(recovery=False),
         ),
         Ablation(name="no_compact", description="no context compaction", compact=False),
         Ablation(
@@ -60,7 +53,7 @@ ABLATIONS: dict[str, Ablation] = {
         Ablation(
             name="bare",
             description="everything off: the model's raw behaviour",
-            guardrails=_OFF,
+            guardrails=GuardrailOptions.off(),
             compact=False,
         ),
     )

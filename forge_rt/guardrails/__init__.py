@@ -7,6 +7,7 @@ testable and composable.
 
 # --- rescue parsing, respond tool, constrained decoding (exports) ---
 from forge_rt.guardrails._constrain import ConstraintDecision as ConstraintDecision
+from forge_rt.guardrails._constrain import NarrowedConstraint as NarrowedConstraint
 from forge_rt.guardrails._constrain import choose_constraint as choose_constraint
 from forge_rt.guardrails._constrain import tool_call_grammar as tool_call_grammar
 from forge_rt.guardrails._constrain import tool_call_schema as tool_call_schema
@@ -53,6 +54,7 @@ from forge_rt.guardrails._nudges import premature_terminal_nudge as premature_te
 from forge_rt.guardrails._nudges import prerequisite_nudge as prerequisite_nudge
 from forge_rt.guardrails._nudges import retry_nudge as retry_nudge
 from forge_rt.guardrails._nudges import unknown_tool_nudge as unknown_tool_nudge
+from forge_rt.guardrails._options import GuardrailOptions as GuardrailOptions
 from forge_rt.guardrails._steps import StepEnforcer as StepEnforcer
 from forge_rt.guardrails._validator import ResponseValidator as ResponseValidator
 from forge_rt.guardrails._validator import ValidationResult as ValidationResult
@@ -64,6 +66,7 @@ __all__: list[str] = [  # noqa: RUF022 -- grouped by owning block (see above), e
     # rescue block names
     "ConstraintDecision",
     "Dialect",
+    "NarrowedConstraint",
     "RescueResult",
     "choose_constraint",
     "coerce_args",
@@ -84,6 +87,7 @@ __all__: list[str] = [  # noqa: RUF022 -- grouped by owning block (see above), e
     "ErrorTracker",
     "Execute",
     "Fatal",
+    "GuardrailOptions",
     "Guardrails",
     "LoopGuard",
     "Nudge",

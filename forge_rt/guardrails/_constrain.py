@@ -31,7 +31,13 @@ from forge_rt.core._jsonschema import RecursiveRefError, RefExpansion, SchemaRef
 from forge_rt.errors import ConstraintUnsupportedError, ToolSchemaError, WorkflowDefinitionError
 from forge_rt.guardrails._rescue_args import schema_of
 
-__all__ = ["ConstraintDecision", "choose_constraint", "tool_call_grammar", "tool_call_schema"]
+__all__ = [
+    "ConstraintDecision",
+    "NarrowedConstraint",
+    "choose_constraint",
+    "tool_call_grammar",
+    "tool_call_schema",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -409,3 +415,31 @@ def choose_constraint(
         reason=reason,
     )
     return ConstraintDecision(constraint=constraint, reason=reason, mode=mode)
+
+
+class NarrowedConstraint:
+    """A workflow's constraint, narrowed each iteration to the tools callable now.
+
+    The tools offered in the prompt stay the same (so the backend's KV cache of the prompt stays
+    valid); only the output constraint shrinks. Each narrowing is built once and kept.
+    """
+
+    def __init__(self, constraint: OutputConstraint | None, tools: Sequence[ToolSpec]) -> None:
+        self._constraint = constraint
+        self._all = frozenset(t.name for t in tools)
+        self._narrowed: dict[frozenset[str], OutputConstraint] = {}
+
+    def to(self, allowed: Sequence[ToolSpec]) -> OutputConstraint | None:
+        """The constraint for a reply that may call only ``allowed`` (all of them: unchanged)."""
+        constraint = self._constraint
+        names = frozenset(spec.name for spec in allowed)
+        if constraint is None or not names or names == self._all:
+            return constraint
+        narrowed = self._narrowed.get(names)
+        if narrowed is None:
+            if isinstance(constraint, JsonSchemaConstraint):
+                narrowed = JsonSchemaConstraint(schema=tool_call_schema(allowed))
+            else:
+                narrowed = GrammarConstraint(gbnf=tool_call_grammar(allowed))
+            self._narrowed[names] = narrowed
+        return narrowed

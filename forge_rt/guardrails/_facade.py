@@ -10,7 +10,6 @@ whether a terminal tool finished the task. The runtime and the proxy use the sam
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import msgspec
 import structlog
@@ -53,6 +52,7 @@ from forge_rt.guardrails._nudges import (
     retry_nudge,
     tool_error_text,
 )
+from forge_rt.guardrails._options import GuardrailOptions
 from forge_rt.guardrails._respond import respond_spec
 from forge_rt.guardrails._steps import StepEnforcer
 from forge_rt.guardrails._validator import Reply, ResponseValidator, ValidationResult, call_key
@@ -118,16 +118,16 @@ class Budgets(msgspec.Struct, frozen=True, kw_only=True):
     completed_steps: tuple[str, ...]
 
 
+_DEFAULT_OPTIONS = GuardrailOptions()
+
+
 class Guardrails:
     """Validation, rescue, nudges, step and prerequisite enforcement, budgets and the loop guard.
 
-    Each guardrail can be switched off (the eval's ablations): ``rescue=False`` accepts native
-    calls only; ``retry_nudges=False`` ends the run with the text as the answer when a reply has
-    no call; ``steps=False`` ignores required steps and prerequisites; ``recovery=False`` makes
-    the first tool failure fatal; ``loop_repeats=None`` disables the loop guard.
-
-    ``respond_tool=True`` adds the synthetic ``respond`` tool; when no ``terminal_tools`` are
-    given it is the terminal tool. Pass ``tracker`` to resume with steps already done.
+    ``options`` says which guardrails are on and their budgets (see :class:`GuardrailOptions`;
+    the eval's ablations switch them off). ``respond_tool=True`` adds the synthetic ``respond``
+    tool; when no ``terminal_tools`` are given it is the terminal tool. Pass ``tracker`` to
+    resume with steps already done.
     """
 
     def __init__(
@@ -137,17 +137,9 @@ class Guardrails:
         required_steps: Sequence[str] = (),
         terminal_tools: Sequence[str] | frozenset[str] = (),
         prerequisites: Mapping[str, Sequence[Prerequisite | str]] | None = None,
-        rescue: bool = True,
-        retry_nudges: bool = True,
-        steps: bool = True,
-        recovery: bool = True,
-        max_retries: int = 3,
-        max_tool_errors: int = 2,
-        max_premature: int = 3,
-        max_prereq: int = 3,
-        loop_repeats: int | None = 3,
         respond_tool: bool = False,
         tracker: StepTracker | None = None,
+        options: GuardrailOptions = _DEFAULT_OPTIONS,
     ) -> None:
         specs = list(tools)
         terminal = frozenset(terminal_tools)
@@ -156,29 +148,42 @@ class Guardrails:
             terminal = terminal or frozenset({RESPOND_TOOL_NAME})
         prereqs = dict(prerequisites or {})
         _check_names(specs, required_steps, terminal, prereqs)
-        self._validator = ResponseValidator(specs, rescue=rescue)
-        self._errors = ErrorTracker(max_retries, max_tool_errors if recovery else 0)
+        self.options = options
+        self._validator = ResponseValidator(specs, rescue=options.rescue)
+        self._errors = ErrorTracker(
+            options.max_retries, options.max_tool_errors if options.recovery else 0
+        )
         self._tracker = tracker if tracker is not None else StepTracker()
         self._steps = StepEnforcer(
-            required_steps, terminal, prereqs, self._tracker, max_premature, max_prereq
+            required_steps,
+            terminal,
+            prereqs,
+            self._tracker,
+            options.max_premature,
+            options.max_prereq,
         )
+        loop_repeats = options.loop_repeats
         self._loop = LoopGuard(loop_repeats) if loop_repeats is not None else None
         self._succeeded: set[object] = set()  # call keys that ran successfully in this task
-        self._retry_nudges = retry_nudges
-        self._steps_on = steps
-        self._recovery = recovery
 
     @classmethod
-    def from_workflow(cls, workflow: Workflow, **overrides: Any) -> Guardrails:
+    def from_workflow(
+        cls,
+        workflow: Workflow,
+        *,
+        options: GuardrailOptions = _DEFAULT_OPTIONS,
+        tracker: StepTracker | None = None,
+    ) -> Guardrails:
         """Guardrails for ``workflow``: its tools (and respond tool), steps and prerequisites."""
-        options: dict[str, Any] = {
-            "required_steps": workflow.required_steps,
-            "terminal_tools": workflow.terminal_tools,
-            "prerequisites": {n: t.prerequisites for n, t in workflow.tools.items()},
-            "respond_tool": workflow.respond_tool,
-        }
-        options.update(overrides)
-        return cls([t.spec for t in workflow.tools.values()], **options)
+        return cls(
+            [t.spec for t in workflow.tools.values()],
+            required_steps=workflow.required_steps,
+            terminal_tools=workflow.terminal_tools,
+            prerequisites={n: t.prerequisites for n, t in workflow.tools.items()},
+            respond_tool=workflow.respond_tool,
+            tracker=tracker,
+            options=options,
+        )
 
     @property
     def tools(self) -> tuple[ToolSpec, ...]:
@@ -219,6 +224,30 @@ class Guardrails:
             completed_steps=self._tracker.completed_steps,
         )
 
+    def callable_now(self, avoid: frozenset[str] = frozenset()) -> tuple[ToolSpec, ...]:
+        """The tools a reply may call right now, for constraining the next one.
+
+        An enumerable choice belongs in the grammar, not in a nudge: while required steps are
+        pending the terminal tools are left out, so is every tool whose prerequisite tools have
+        not succeeded yet (a prerequisite that must match an argument is checked once the
+        call's arguments are known), and so is ``avoid`` (a tool the loop guard just blocked).
+        With step enforcement off, every tool.
+        """
+        if not self.options.steps:
+            return self.tools
+        pending = self._tracker.pending(self.required_steps)
+        allowed = []
+        for spec in self.tools:
+            if pending and spec.name in self.terminal_tools:
+                continue
+            if spec.name in avoid:
+                continue
+            prereqs = self._steps.prerequisites.get(spec.name, ())
+            if not all(self._tracker.is_done(p.tool) for p in prereqs):
+                continue
+            allowed.append(spec)
+        return tuple(allowed)
+
     def check(self, response: Reply) -> Action:
         """Decide what to do with one reply (an LLMResponse, native calls, or text).
 
@@ -245,7 +274,7 @@ class Guardrails:
                 text=result.text,
             )
         self._errors.reset_retries()
-        if self._steps_on:
+        if self.options.steps:
             blocked = self._steps.check(result.calls, text=result.text)
             if blocked is not None:
                 return blocked
@@ -262,7 +291,7 @@ class Guardrails:
         )
 
     def _retry(self, result: ValidationResult) -> Action:
-        if not self._retry_nudges:
+        if not self.options.retry_nudges:
             return TextAnswer(text=result.raw)
         assert result.cause is not None  # set by the validator whenever needs_retry is
         tier = self._errors.record_retry(result.raw, result.cause.value)
@@ -319,7 +348,7 @@ class Guardrails:
                 self._errors.reset_tool_errors()
                 if terminal is None and call.tool in self.terminal_tools:
                     terminal = result
-            elif isinstance(result.error, ToolResolutionError) and self._recovery:
+            elif isinstance(result.error, ToolResolutionError) and self.options.recovery:
                 messages.append(Message.tool_result(call, resolution_text(call.tool, result.error)))
             else:
                 messages.append(Message.tool_result(call, tool_error_text(call.tool, result.error)))

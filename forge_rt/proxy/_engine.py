@@ -43,6 +43,7 @@ from forge_rt.core import (
 from forge_rt.errors import BudgetExhaustedError, ForgeError
 from forge_rt.guardrails import (
     Execute,
+    GuardrailOptions,
     Guardrails,
     RetryReason,
     TextAnswer,
@@ -130,8 +131,10 @@ class InferenceEngine:
         self._slot = slot
         self._metrics = metrics
         self._capabilities = capabilities
-        self._rescue = rescue
-        self._max_retries = max_retries
+        # Per request, with no steps and no loop guard of its own: the client owns the loop.
+        self._options = GuardrailOptions(
+            rescue=rescue, max_retries=max_retries, steps=False, loop_repeats=None
+        )
         self._respond = respond_tool
         self._constrain = constrain
         self._deadline_s = deadline_s
@@ -262,14 +265,7 @@ class InferenceEngine:
                     param="tool_choice",
                 )
             tools = named
-        guard = Guardrails(
-            tools,
-            respond_tool=kind == "respond",
-            rescue=self._rescue,
-            max_retries=self._max_retries,
-            steps=False,
-            loop_repeats=None,
-        )
+        guard = Guardrails(tools, respond_tool=kind == "respond", options=self._options)
         mode = {
             "respond": GateMode.RESPOND,
             "prose": GateMode.PROSE,

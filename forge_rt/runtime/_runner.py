@@ -20,7 +20,12 @@ from actors import ActorRef, ActorSystem
 from forge_rt.context import ContextManager
 from forge_rt.core import LLMClient, Sampling, Workflow
 from forge_rt.errors import WorkflowCancelledError
-from forge_rt.guardrails import ConstraintDecision, choose_constraint, workflow_tool_specs
+from forge_rt.guardrails import (
+    ConstraintDecision,
+    GuardrailOptions,
+    choose_constraint,
+    workflow_tool_specs,
+)
 from forge_rt.runtime._budget import BudgetMonitor, BudgetSource
 from forge_rt.runtime._scheduling import PreemptPolicy
 from forge_rt.runtime._slot import SlotWorker
@@ -122,7 +127,7 @@ class _Defaults(msgspec.Struct, kw_only=True):
 
     max_iterations: int = 15
     sampling: Sampling = msgspec.field(default_factory=Sampling)
-    guardrails: dict[str, Any] = msgspec.field(default_factory=dict)
+    guardrails: GuardrailOptions = msgspec.field(default_factory=GuardrailOptions)
 
 
 class Session:
@@ -156,7 +161,7 @@ class Session:
         budget_interval: float | None = 5.0,
         max_iterations: int = 15,
         sampling: Sampling | None = None,
-        guardrails: Mapping[str, Any] | None = None,
+        guardrails: GuardrailOptions | None = None,
     ) -> AsyncIterator[Session]:
         """Start the actors; on exit every workflow, the slot and the monitor are cancelled."""
         async with ActorSystem.open(shutdown="cancel") as system:
@@ -176,7 +181,7 @@ class Session:
             defaults = _Defaults(
                 max_iterations=max_iterations,
                 sampling=sampling or Sampling(),
-                guardrails=dict(guardrails or {}),
+                guardrails=guardrails or GuardrailOptions(),
             )
             yield cls(system, client, slot, budget, defaults)
 
@@ -189,17 +194,18 @@ class Session:
         max_iterations: int | None = None,
         context: ContextManager | None = None,
         sampling: Sampling | None = None,
-        guardrails: Mapping[str, Any] | None = None,
+        guardrails: GuardrailOptions | None = None,
         resume_from: WorkflowCancelledError | None = None,
     ) -> WorkflowHandle:
         """Spawn a workflow actor; each ``send`` on the handle is one user turn.
 
-        ``guardrails`` overrides Guardrails options (e.g. ``{"rescue": False}`` for ablations).
+        ``guardrails`` replaces the session's guardrail options for this workflow (e.g.
+        ``GuardrailOptions(rescue=False)`` for an ablation).
         ``resume_from`` seeds the actor with a cancelled run's messages, steps and iteration.
         """
         actor_name = name or unique_actor_name(workflow.name)
         decision = _decide_constraint(workflow, self.client)
-        options = {**self._defaults.guardrails, **(guardrails or {})}
+        options = guardrails or self._defaults.guardrails
         seed: dict[str, Any] = {}
         if resume_from is not None:
             seed = {
@@ -225,26 +231,51 @@ class Session:
         )
         return WorkflowHandle(ref, actor_name, workflow, priority)
 
-    async def run(self, workflow: Workflow, user_message: str, **options: Any) -> WorkflowResult:
-        """Run one turn of ``workflow`` in a fresh actor, then stop it."""
-        start_keys = {"name", "priority", "max_iterations", "context", "sampling", "guardrails"}
-        start_opts = {k: options.pop(k) for k in list(options) if k in start_keys}
-        handle = await self.start(workflow, **start_opts)
+    async def run(
+        self,
+        workflow: Workflow,
+        user_message: str,
+        *,
+        name: str | None = None,
+        priority: int = 0,
+        max_iterations: int | None = None,
+        context: ContextManager | None = None,
+        sampling: Sampling | None = None,
+        guardrails: GuardrailOptions | None = None,
+        deadline: float | None = None,
+        inference_deadline: float | None = None,
+        on_chunk: ChunkSink | None = None,
+        on_message: MessageSink | None = None,
+        prompt_variables: Mapping[str, str] | None = None,
+    ) -> WorkflowResult:
+        """Run one turn of ``workflow`` in a fresh actor, then stop it (options as ``start``
+        and ``WorkflowHandle.send``)."""
+        handle = await self.start(
+            workflow,
+            name=name,
+            priority=priority,
+            max_iterations=max_iterations,
+            context=context,
+            sampling=sampling,
+            guardrails=guardrails,
+        )
         try:
-            return await handle.send(user_message, **options)
+            return await handle.send(
+                user_message,
+                deadline=deadline,
+                inference_deadline=inference_deadline,
+                on_chunk=on_chunk,
+                on_message=on_message,
+                prompt_variables=prompt_variables,
+            )
         finally:
             with trio.CancelScope(shield=True):  # stopping must finish even if we were cancelled
                 await self.system.stop(handle._ref, mode="cancel")
 
 
-async def run_on_slot(
-    slot: SlotWorker, workflow: Workflow, user_message: str, *, priority: int = 0, **options: Any
-) -> WorkflowResult:
-    """One workflow turn on an existing slot, in that slot's actor system (``SlotWorker.submit``)."""
-    start_keys = {"max_iterations", "context", "sampling", "guardrails"}
-    start_opts = {k: options.pop(k) for k in list(options) if k in start_keys}
-    session = Session(slot.system, slot.client, slot, None, _Defaults())
-    return await session.run(workflow, user_message, priority=priority, **start_opts, **options)
+def slot_session(slot: SlotWorker) -> Session:
+    """A session over an existing slot, in that slot's actor system (``SlotWorker.submit``)."""
+    return Session(slot.system, slot.client, slot, None, _Defaults())
 
 
 class WorkflowRunner:
@@ -257,13 +288,13 @@ class WorkflowRunner:
         max_iterations: int = 15,
         context: ContextManager | None = None,
         sampling: Sampling | None = None,
-        guardrails: Mapping[str, Any] | None = None,
+        guardrails: GuardrailOptions | None = None,
     ) -> None:
         self.client = client
         self._max_iterations = max_iterations
         self._context = context
         self._sampling = sampling
-        self._guardrails = dict(guardrails or {})
+        self._guardrails = guardrails
 
     async def run(
         self,

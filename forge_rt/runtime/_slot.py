@@ -547,16 +547,25 @@ class SlotWorker:
         return result
 
     async def submit(
-        self, workflow: Workflow, user_message: str, *, priority: int = 0, **options: Any
+        self,
+        workflow: Workflow,
+        user_message: str,
+        *,
+        priority: int = 0,
+        deadline: float | None = None,
+        on_chunk: ChunkSink | None = None,
     ) -> WorkflowResult:
         """Run a whole workflow turn on this slot (forge's SlotWorker convenience).
 
         Spawns a WorkflowActor in this slot's actor system; its inference calls are scheduled
-        on this slot one by one, interleaved with other workflows' calls.
+        on this slot one by one, interleaved with other workflows' calls. For every other
+        option (guardrails, sampling, context, budgets) open a ``Session``.
         """
-        from forge_rt.runtime._runner import run_on_slot
+        from forge_rt.runtime._runner import slot_session
 
-        return await run_on_slot(self, workflow, user_message, priority=priority, **options)
+        return await slot_session(self).run(
+            workflow, user_message, priority=priority, deadline=deadline, on_chunk=on_chunk
+        )
 
     async def recheck(self) -> None:
         """Tell the scheduler to try dispatching again (after a budget change)."""

@@ -26,9 +26,7 @@ from actors import Actor, ActorRef, handles
 from forge_rt.context import CompactEvent, ContextManager
 from forge_rt.core import (
     RESPOND_TOOL_NAME,
-    GrammarConstraint,
     InferenceRequest,
-    JsonSchemaConstraint,
     LLMResponse,
     Message,
     OutputConstraint,
@@ -42,13 +40,13 @@ from forge_rt.core import (
 )
 from forge_rt.errors import ForgeError, MaxIterationsError, WorkflowCancelledError
 from forge_rt.guardrails import (
+    GuardrailOptions,
     Guardrails,
+    NarrowedConstraint,
     RetryReason,
     StepBlocked,
     TextAnswer,
     ToolResult,
-    tool_call_grammar,
-    tool_call_schema,
 )
 from forge_rt.runtime._budget import GetBudget, ObservedUsage
 from forge_rt.runtime._slot import SlotWorker
@@ -129,7 +127,7 @@ class WorkflowActor(Actor):
         max_iterations: int,
         context: ContextManager | None,
         sampling: Sampling,
-        guardrail_options: Mapping[str, Any],
+        guardrail_options: GuardrailOptions,
         constraint: OutputConstraint | None,
         constraint_reason: str | None,
         budget: ActorRef[Any] | None,
@@ -143,14 +141,12 @@ class WorkflowActor(Actor):
         self._max_iterations = max_iterations
         self._context = context
         self._sampling = sampling
-        self._constraint = constraint
         self._constraint_reason = constraint_reason
         self._budget = budget
         self._guardrails = Guardrails.from_workflow(
-            workflow, tracker=StepTracker(completed_steps), **guardrail_options
+            workflow, options=guardrail_options, tracker=StepTracker(completed_steps)
         )
-        self._steps_enforced = guardrail_options.get("steps", True)
-        self._narrowed: dict[frozenset[str], OutputConstraint] = {}
+        self._narrowed = NarrowedConstraint(constraint, self._guardrails.tools)
         self._avoid: frozenset[str] = frozenset()  # tools a loop nudge just blocked
         self._history: list[Message] = list(seed_messages)
         self._iteration = iteration
@@ -296,42 +292,11 @@ class WorkflowActor(Actor):
             self._context.estimator.observe_usage(self._history, prompt)
 
     def _constraint_now(self) -> OutputConstraint | None:
-        """The output constraint for this iteration, narrowed to the calls that may run now.
-
-        An enumerable choice belongs in the grammar, not in a nudge: while required steps are
-        pending the terminal tools are left out, and so is every tool whose prerequisite tools
-        have not succeeded yet (argument-matched prerequisites are checked by the enforcer once
-        the call's arguments are known), and, for one iteration, a tool the loop guard just
-        blocked. The offered ``tools`` stay the same, so the prompt --
-        and the backend's KV cache of it -- does not change between iterations.
-        """
-        constraint = self._constraint
+        """This iteration's constraint: narrowed to the tools callable now (see
+        ``Guardrails.callable_now``), leaving out for one iteration a tool the loop guard just
+        blocked."""
         avoid, self._avoid = self._avoid, frozenset()
-        if constraint is None or not self._steps_enforced:
-            return constraint
-        tracker = self._guardrails.tracker
-        pending = tracker.pending(self._guardrails.required_steps)
-        allowed = []
-        for spec in self._guardrails.tools:
-            if pending and spec.name in self._guardrails.terminal_tools:
-                continue
-            if spec.name in avoid:  # just looped on it: the next call must be another tool
-                continue
-            tool = self._workflow.tools.get(spec.name)
-            if tool is not None and not all(tracker.is_done(p.tool) for p in tool.prerequisites):
-                continue
-            allowed.append(spec)
-        names = frozenset(spec.name for spec in allowed)
-        if not allowed or len(allowed) == len(self._guardrails.tools):
-            return constraint
-        narrowed = self._narrowed.get(names)
-        if narrowed is None:
-            if isinstance(constraint, JsonSchemaConstraint):
-                narrowed = JsonSchemaConstraint(schema=tool_call_schema(allowed))
-            else:
-                narrowed = GrammarConstraint(gbnf=tool_call_grammar(allowed))
-            self._narrowed[names] = narrowed
-        return narrowed
+        return self._narrowed.to(self._guardrails.callable_now(avoid))
 
     async def _execute(
         self, calls: list[ToolCall], options: TurnOptions, stats: RunStats

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -20,6 +21,7 @@ from forge_rt.core import (
     Workflow,
 )
 from forge_rt.errors import (
+    ConfigurationError,
     PrerequisiteError,
     StepEnforcementError,
     ToolCallError,
@@ -31,6 +33,7 @@ from forge_rt.errors import (
 from forge_rt.guardrails import (
     Execute,
     Fatal,
+    GuardrailOptions,
     Guardrails,
     RetryWithNudge,
     StepBlocked,
@@ -58,14 +61,18 @@ def _call(tool: str, call_id: str = "c1", **args: object) -> ToolCall:
     return ToolCall(tool=tool, args=dict(args), call_id=call_id)
 
 
-def _guard(**kw: object) -> Guardrails:
-    options: dict[str, object] = {
-        "required_steps": ["search"],
-        "terminal_tools": ["report"],
-        "rescue": False,
-    }
-    options.update(kw)
-    return Guardrails(TOOLS, **options)  # type: ignore[arg-type]
+_SHAPE = {"required_steps", "terminal_tools", "prerequisites", "respond_tool", "tracker"}
+
+
+def _guard(**kw: Any) -> Guardrails:
+    """Guardrails over TOOLS (search required, report terminal, no rescue); ``kw`` holds shape
+    arguments and GuardrailOptions fields."""
+    shape: dict[str, Any] = {"required_steps": ["search"], "terminal_tools": ["report"]}
+    shape.update({k: v for k, v in kw.items() if k in _SHAPE})
+    options = GuardrailOptions(
+        **{"rescue": False, **{k: v for k, v in kw.items() if k not in _SHAPE}}
+    )
+    return Guardrails(TOOLS, **shape, options=options)
 
 
 def test_valid_reply_executes_and_renders_the_tool_call_turn() -> None:
@@ -385,7 +392,7 @@ def test_from_workflow_takes_steps_terminals_and_prerequisites() -> None:
         terminal_tool="report",
         respond_tool=False,
     )
-    guard = Guardrails.from_workflow(workflow, rescue=False, max_prereq=5)
+    guard = Guardrails.from_workflow(workflow, options=GuardrailOptions(rescue=False, max_prereq=5))
     assert (guard.required_steps, guard.terminal_tools, guard.budgets.max_prereq) == (
         ("analyze",),
         frozenset({"report"}),
@@ -406,7 +413,7 @@ def test_public_surface() -> None:
 
 def test_respond_tool_is_added_and_terminal_when_no_other_is() -> None:
     """respond_tool=True offers `respond`; without other terminals, answering ends the run."""
-    guard = Guardrails(TOOLS, respond_tool=True, rescue=False)
+    guard = Guardrails(TOOLS, respond_tool=True, options=GuardrailOptions(rescue=False))
     assert ([t.name for t in guard.tools], guard.terminal_tools) == (
         ["search", "analyze", "report", "respond"],
         frozenset({"respond"}),
@@ -420,8 +427,39 @@ def test_respond_tool_is_added_and_terminal_when_no_other_is() -> None:
 def test_from_workflow_includes_the_respond_tool() -> None:
     """A workflow with the respond tool (and no terminal tool) gets `respond` as terminal."""
     workflow = Workflow(name="chat", tools=[ToolDef(spec=SEARCH, callable=lambda query: query)])
-    guard = Guardrails.from_workflow(workflow, rescue=False)
+    guard = Guardrails.from_workflow(workflow, options=GuardrailOptions(rescue=False))
     assert ([t.name for t in guard.tools], guard.terminal_tools) == (
         ["search", "respond"],
         frozenset({"respond"}),
     )
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"max_retries": -1}, r"^GuardrailOptions\.max_retries must be >= 0, got -1$"),
+        ({"loop_repeats": 1}, r"^GuardrailOptions\.loop_repeats must be >= 2 or None"),
+    ],
+    ids=["negative-budget", "loop-of-one"],
+)
+def test_options_that_cannot_work_are_refused_at_construction(
+    options: dict[str, int], message: str
+) -> None:
+    """A budget below zero or a loop guard of one repeat is a ConfigurationError, said plainly."""
+    with pytest.raises(ConfigurationError, match=message):
+        GuardrailOptions(**options)
+
+
+def test_callable_now_leaves_out_early_terminals_unmet_prerequisites_and_the_avoided() -> None:
+    """While a step is pending the terminal tool is out, and so is a tool whose prerequisite
+    has not succeeded; the tool to avoid is always out; with steps off, every tool is in."""
+    guard = _guard(prerequisites={"analyze": ["search"]})
+
+    def names(avoid: frozenset[str] = frozenset()) -> list[str]:
+        return [t.name for t in guard.callable_now(avoid)]
+
+    assert names() == ["search"]
+    guard.record([ToolResult(call=_call("search", query="q"), output="found")])
+    assert names() == ["search", "analyze", "report"]
+    assert names(frozenset({"analyze"})) == ["search", "report"]
+    assert [t.name for t in _guard(steps=False).callable_now()] == ["search", "analyze", "report"]

@@ -19,7 +19,7 @@ from forge_rt.core import (
     ToolSpec,
 )
 from forge_rt.errors import ForgeError, ToolLoopError, ToolResolutionError
-from forge_rt.guardrails import Execute, Fatal, Guardrails, TextAnswer, ToolResult
+from forge_rt.guardrails import Execute, Fatal, GuardrailOptions, Guardrails, TextAnswer, ToolResult
 
 
 class City(BaseModel):
@@ -116,14 +116,13 @@ def make_tools() -> dict[str, Callable[..., str]]:
     return {"get_weather": get_weather, "to_fahrenheit": to_fahrenheit, "report": report}
 
 
-def make_guard(**kw: Any) -> Guardrails:
+def make_guard(**options: Any) -> Guardrails:
     return Guardrails(
         [WEATHER, CONVERT, REPORT],
         required_steps=["get_weather", "to_fahrenheit"],
         terminal_tools=["report"],
         prerequisites={"to_fahrenheit": [Prerequisite(tool="get_weather", match_arg="city")]},
-        rescue=False,
-        **kw,
+        options=GuardrailOptions(rescue=False, **options),
     )
 
 

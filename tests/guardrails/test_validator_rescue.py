@@ -12,6 +12,7 @@ from forge_rt.core import MessageType, Role, TextResponse, ToolSpec
 from forge_rt.guardrails import (
     Execute,
     Fatal,
+    GuardrailOptions,
     Guardrails,
     ResponseValidator,
     RetryCause,
@@ -142,7 +143,7 @@ def test_every_real_reply_gets_a_well_formed_action() -> None:
     kinds: set[str] = set()
     for line in DATA.read_text().splitlines():
         content = json.loads(line)["content"]
-        action = Guardrails(tools, loop_repeats=None).check(content)
+        action = Guardrails(tools, options=GuardrailOptions(loop_repeats=None)).check(content)
         kinds.add(type(action).__name__)
         assert not isinstance(action, Fatal | TextAnswer | StepBlocked)
         messages = action.messages()

@@ -351,3 +351,18 @@ def test_an_outcome_for_a_caller_that_left_is_dropped() -> None:
             assert (job.finished, job.abandoned) == (True, True)
 
     trio.run(main)
+
+
+async def test_submit_runs_a_whole_workflow_turn_on_the_slot(
+    system: ActorSystem, autojump_clock: object
+) -> None:
+    """``submit`` runs a workflow turn through this slot and returns its result."""
+    from forge_rt.core import ToolCall, Workflow
+
+    respond = ToolCall(tool="respond", args={"message": "hello"}, call_id="r1")
+    client = ScriptedClient([[respond]])
+    slot = await SlotWorker.start(system, client)
+    workflow = Workflow(name="greet", description="Greet.", tools={}, system_prompt="Greet.")
+    result = await slot.submit(workflow, "hi", priority=3)
+    assert result.output == "hello"
+    assert (await slot.stats()).completed == 1

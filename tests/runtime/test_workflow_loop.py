@@ -15,6 +15,7 @@ from forge_rt.errors import (
     ToolExecutionError,
     WorkflowCancelledError,
 )
+from forge_rt.guardrails import GuardrailOptions
 from forge_rt.runtime import Session, WorkflowRunner
 from forge_rt.testing import ScriptedClient
 
@@ -105,7 +106,7 @@ async def test_tool_errors_count_but_resolution_errors_do_not(
     """A ToolResolutionError is fed back free; two real failures in a row end the run typed."""
     client = ScriptedClient([weather("Atlantis"), *[weather(f"Error{i}") for i in range(3)]])
     with pytest.raises(ToolExecutionError) as info:
-        await WorkflowRunner(client, guardrails={"max_tool_errors": 2}).run(
+        await WorkflowRunner(client, guardrails=GuardrailOptions(max_tool_errors=2)).run(
             tools.workflow(), "Weather?"
         )
     assert info.value.tool == "get_weather"

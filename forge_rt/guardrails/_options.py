@@ -1,0 +1,54 @@
+"""Which guardrails are on, and how much each may absorb: one typed struct for every front door.
+
+The runtime (``Session``, ``WorkflowRunner``), the eval's ablations and the middleware facade all
+take a :class:`GuardrailOptions`, so an option is spelled, defaulted and checked in one place.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from forge_rt.errors import ConfigurationError
+
+__all__ = ["GuardrailOptions"]
+
+
+class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """Switches and budgets of the :class:`~forge_rt.guardrails.Guardrails`.
+
+    Switches (the eval's ablations turn them off): ``rescue`` reads calls written as text (off:
+    native calls only); ``retry_nudges`` answers a reply without a call with a corrective nudge
+    (off: the text is the answer); ``steps`` enforces required steps and prerequisites;
+    ``recovery`` feeds tool failures back (off: the first failure ends the run); ``loop_repeats``
+    is how often the same call may repeat before the loop guard steps in (``None``: no guard).
+
+    Budgets, each counting rejected replies in a row before the run ends with its typed error:
+    ``max_retries`` (no usable call), ``max_tool_errors`` (failing tools), ``max_premature``
+    (terminal tool too early), ``max_prereq`` (prerequisite missing).
+    """
+
+    rescue: bool = True
+    retry_nudges: bool = True
+    steps: bool = True
+    recovery: bool = True
+    max_retries: int = 3
+    max_tool_errors: int = 2
+    max_premature: int = 3
+    max_prereq: int = 3
+    loop_repeats: int | None = 3
+
+    def __post_init__(self) -> None:
+        for name in ("max_retries", "max_tool_errors", "max_premature", "max_prereq"):
+            value = getattr(self, name)
+            if value < 0:
+                raise ConfigurationError(f"GuardrailOptions.{name} must be >= 0, got {value}")
+        if self.loop_repeats is not None and self.loop_repeats < 2:
+            raise ConfigurationError(
+                f"GuardrailOptions.loop_repeats must be >= 2 or None (no loop guard), got "
+                f"{self.loop_repeats}"
+            )
+
+    @classmethod
+    def off(cls) -> GuardrailOptions:
+        """Every guardrail off: the model's raw behaviour (the eval's ``bare`` arm)."""
+        return cls(rescue=False, retry_nudges=False, steps=False, recovery=False, loop_repeats=None)

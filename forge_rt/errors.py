@@ -19,7 +19,8 @@ budgets given; a :class:`BackendFailureError` is the backend's doing, not the mo
     │   ├── ClientOptionError          make_client got an option its kind does not take
     │   ├── ContextBudgetError         a context budget could not be discovered or is unusable
     │   ├── UnsupportedModelError      opt-in sampling defaults for a model we have none for
-    │   └── ConstraintUnsupportedError constrain="always" on a backend with no schema or grammar
+    │   ├── ConstraintUnsupportedError constrain="always" on a backend with no schema or grammar
+    │   └── UnsupportedRequestError    a request asks for what the backend's API cannot express
     ├── BudgetExhaustedError           a budget of the run ran out; the run ends with this error
     │   ├── ToolCallError              no valid tool call within the retry budget
     │   ├── StepEnforcementError       terminal tool called before the required steps, too often
@@ -78,6 +79,7 @@ __all__ = [
     "ToolResolutionError",
     "ToolSchemaError",
     "UnsupportedModelError",
+    "UnsupportedRequestError",
     "WorkflowCancelledError",
     "WorkflowDefinitionError",
 ]
@@ -483,3 +485,19 @@ class ConstraintUnsupportedError(ConfigurationError):
         super().__init__(message)
         self.mode = mode
         self.backend = backend
+
+
+class UnsupportedRequestError(ConfigurationError):
+    """A request asks for something the backend's API cannot express.
+
+    Raised by the wire codecs while building the backend's request body, before anything is
+    sent: a sampling field the API lacks, an output constraint of a kind it does not take, an
+    assistant prefill it cannot continue. ``feature`` names what was asked for and ``api`` the
+    wire format that cannot carry it. Check ``client.capabilities`` before asking, or leave the
+    field unset; the proxy answers a client's request that needs it with a 400.
+    """
+
+    def __init__(self, message: str, *, feature: str, api: str) -> None:
+        super().__init__(message)
+        self.feature = feature
+        self.api = api

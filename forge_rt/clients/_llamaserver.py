@@ -22,9 +22,9 @@ from typing import Any, Literal
 
 import httpx
 import msgspec
-from prometheus_client.parser import text_string_to_metric_families
 
 from forge_rt.clients._openai import OpenAICompatClient
+from forge_rt.clients._prometheus import metric_samples
 from forge_rt.core import ClientCapabilities, InferenceRequest, LLMResponse, TextResponse, Timings
 from forge_rt.wire import openai_request_to_wire, prompt_mode_messages
 
@@ -206,15 +206,11 @@ class LlamaServerClient(OpenAICompatClient):
         return await self._get_json("/slots", list[SlotState])
 
     async def metrics(self) -> dict[str, float]:
-        """``/metrics`` samples by name (``llamacpp:prompt_tokens_total`` ...; needs
-        ``--metrics``)."""
+        """``/metrics`` samples by name (``llamacpp:kv_cache_usage_ratio``,
+        ``llamacpp:prompt_tokens_total`` ...; needs ``--metrics``)."""
         with self._deadline_scope():
-            text = (await self._fetch("GET", "/metrics")).decode()
-            return {
-                sample.name: sample.value
-                for family in text_string_to_metric_families(text)
-                for sample in family.samples
-            }
+            raw = await self._fetch("GET", "/metrics")
+            return metric_samples(raw, url=self._url("/metrics"))
         raise self._deadline_expired("/metrics", method="GET", delivered=False)
 
     async def tokenize(self, text: str, *, add_special: bool = False) -> list[int]:

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 
 from forge_rt.clients._openai import OpenAICompatClient, _ModelEntry, _ModelList
+from forge_rt.clients._prometheus import metric_samples
 from forge_rt.core import ClientCapabilities, InferenceRequest
 from forge_rt.errors import BackendError, FaultKind
 
@@ -104,6 +105,15 @@ class VLLMClient(OpenAICompatClient):
         if request.priority is not None:
             body["priority"] = request.priority
         return body
+
+    async def metrics(self) -> dict[str, float]:
+        """``/metrics`` samples by name: ``vllm:kv_cache_usage_perc`` (``vllm:gpu_cache_usage_perc``
+        in older releases), ``vllm:num_requests_running``, ``vllm:num_requests_waiting`` ...
+        (vLLM labels them by model; a name repeated with other labels keeps its last value)."""
+        with self._deadline_scope():
+            raw = await self._fetch("GET", "/metrics")
+            return metric_samples(raw, url=self._url("/metrics"))
+        raise self._deadline_expired("/metrics", method="GET", delivered=False)
 
     async def context_length(self) -> int | None:
         """``max_model_len`` of the served model, or None if this vLLM does not report it."""

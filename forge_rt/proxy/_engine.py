@@ -186,14 +186,6 @@ class InferenceEngine:
             return await self._guarded(plan, kind, sink, deadline_at)
         except ForgeError as exc:
             raise from_forge_error(exc) from exc
-        except ValueError as exc:
-            # The backend adapter refuses a request it cannot express (a sampling field or an
-            # output format its API lacks): the client asked for it, so it is a 400.
-            raise ProxyHTTPError(
-                ErrorKind.BAD_REQUEST,
-                f"the backend cannot take this request: {exc}",
-                code="unsupported_by_backend",
-            ) from exc
 
     def _call(
         self, plan: RequestPlan, gate: StreamGate, sink: Sink | None, deadline_at: float | None

@@ -23,6 +23,7 @@ from forge_rt.errors import (
     SlotQueueFullError,
     StreamError,
     ToolCallError,
+    UnsupportedRequestError,
 )
 
 __all__ = [
@@ -171,7 +172,8 @@ def from_forge_error(error: ForgeError) -> ProxyHTTPError:
     rejection and the model's last raw reply. A full queue is 429, a missed deadline 504.
     Backend faults are 502 (a backend refusing the proxy's own credentials too: that is the
     operator's to fix), except a backend that rejected the request as malformed or too long,
-    which is the client's request: 400 with the backend's own message.
+    which is the client's request: 400 with the backend's own message. A request the
+    backend's API cannot express is 400 too.
     """
     if isinstance(error, ToolCallError):
         return ProxyHTTPError(
@@ -194,6 +196,13 @@ def from_forge_error(error: ForgeError) -> ProxyHTTPError:
             code="guardrail_budget_exhausted",
             details={"error": type(error).__name__},
             retry=False,
+        )
+    if isinstance(error, UnsupportedRequestError):
+        # The client asked for what the backend's API cannot express: the client's to change.
+        return ProxyHTTPError(
+            ErrorKind.BAD_REQUEST,
+            f"the backend cannot take this request: {error}",
+            code="unsupported_by_backend",
         )
     if isinstance(error, SlotQueueFullError):
         return ProxyHTTPError(

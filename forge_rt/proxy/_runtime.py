@@ -168,11 +168,15 @@ async def open_backend(config: BackendConfig) -> AsyncIterator[Backend]:
 
 
 def _sources(backend: Backend) -> list[BudgetSource]:
-    sources: list[BudgetSource] = [ClientContextSource(backend.client)]
-    if backend.url is not None and backend.kind == "llamaserver":
-        sources.append(LlamaServerSource(backend.url))
-    if backend.url is not None and backend.kind == "vllm":
-        sources.append(VLLMMetricsSource(backend.url))
+    """The BudgetActor's sources, all reading through the backend's one client (closed with it)."""
+    client = backend.client
+    sources: list[BudgetSource] = [ClientContextSource(client)]
+    # The client's type decides: open_backend builds these for kinds "llamaserver" and "vllm",
+    # and a client handed to open_runtime is read the same way.
+    if isinstance(client, LlamaServerClient):
+        sources.append(LlamaServerSource(client))
+    if isinstance(client, VLLMClient):
+        sources.append(VLLMMetricsSource(client))
     if backend.mode != "external":
         sources.append(NvmlSource())
     return sources
@@ -199,9 +203,6 @@ async def open_runtime(
                 "always", backend.client.capabilities, (respond_spec(),), backend=backend.kind
             )
         sources = _sources(backend)
-        for source in sources:
-            if isinstance(source, LlamaServerSource | VLLMMetricsSource):
-                stack.push_async_callback(source.aclose)
         # "cancel": by the time the runtime closes, the server has finished its requests; the
         # budget ticker's sleep must not hold the shutdown up.
         system = await stack.enter_async_context(ActorSystem.open(shutdown="cancel"))

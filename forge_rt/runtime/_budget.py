@@ -1,9 +1,11 @@
 """BudgetActor: tracks KV-cache and memory pressure from every source that exists, and publishes budgets.
 
 Sources are read on a timer (a ticker actor sends ``Refresh``) and on demand: NVML GPU memory,
-the backend's context and slot state (llama-server ``/props`` and ``/slots``, vLLM ``/metrics``),
-the client's honest ``context_length()``, and each workflow's observed token use. A source that
-cannot be read is reported as ``Unavailable`` with its reason -- never replaced by a default.
+the backend's context and slot state (llama-server ``/props``, ``/slots`` and ``/metrics``, vLLM
+``/metrics`` and ``/v1/models``, each read through the backend's client adapter, which types the
+replies and turns every fault into a ``BackendError``), the client's honest ``context_length()``,
+and each workflow's observed token use. A source that cannot be read is reported as
+``Unavailable`` with its reason -- never replaced by a default.
 Workflow actors ask for their budget before compacting; the SlotWorker asks the published
 ``BudgetBoard`` whether a call fits in the shared KV pool (``admit``).
 """
@@ -11,16 +13,15 @@ Workflow actors ask for their budget before compacting; the SlotWorker asks the 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-import httpx
 import msgspec
 import structlog
 import trio
 
 from actors import Actor, ActorRef, ActorSystem, handles
+from forge_rt.clients import LlamaServerClient, VLLMClient
 from forge_rt.context import GpuAvailable, NoGpu, NvmlUnavailable, probe_gpu
 from forge_rt.core import LLMClient
 from forge_rt.errors import BackendError
@@ -114,70 +115,56 @@ class ClientContextSource:
 
 
 class LlamaServerSource:
-    """llama-server's ``/props`` (n_ctx, total slots), ``/slots`` (busy) and ``/metrics`` (KV use)."""
+    """llama-server's ``/props`` (n_ctx, total slots), ``/slots`` (busy) and ``/metrics`` (KV use),
+    read through ``client`` -- the backend's own client, whose owner closes it."""
 
     name = "llama-server"
 
-    def __init__(self, base_url: str, *, timeout: float = 2.0) -> None:
-        self._http = httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=timeout)
+    def __init__(self, client: LlamaServerClient) -> None:
+        self._client = client
 
     async def read(self) -> Reading:
         try:
-            props = (await self._http.get("/props")).raise_for_status().json()
-            slots = (await self._http.get("/slots")).raise_for_status().json()
-            metrics = (await self._http.get("/metrics")).raise_for_status().text
-        except (httpx.HTTPError, ValueError) as exc:
-            return Unavailable(f"llama-server state unreadable: {type(exc).__name__}: {exc}")
-        n_ctx = props.get("default_generation_settings", {}).get("n_ctx")
-        total = props.get("total_slots") or len(slots) or None
-        per_slot = [int(s["n_ctx"]) for s in slots if isinstance(s, dict) and s.get("n_ctx")]
-        context = per_slot[0] if per_slot else n_ctx
-        pool = sum(per_slot) if per_slot else n_ctx
-        busy = sum(1 for s in slots if isinstance(s, dict) and s.get("is_processing"))
+            props = await self._client.props()
+            slots = await self._client.slots()
+            metrics = await self._client.metrics()
+        except BackendError as exc:  # a server not up, or without --slots/--metrics, is a reading
+            return Unavailable(f"llama-server state unreadable: {exc}")
+        n_ctx = props.n_ctx_per_slot
+        per_slot = [s.n_ctx for s in slots]
         return Available(
-            context_tokens=context,
-            pool_tokens=pool,
-            kv_used_ratio=_metric(metrics, "llamacpp:kv_cache_usage_ratio"),
-            slots_busy=busy,
-            slots_total=total,
+            context_tokens=per_slot[0] if per_slot else n_ctx,
+            pool_tokens=sum(per_slot) if per_slot else n_ctx,
+            kv_used_ratio=metrics.get("llamacpp:kv_cache_usage_ratio"),
+            slots_busy=sum(1 for s in slots if s.is_processing),
+            slots_total=props.total_slots or len(slots) or None,
             detail=f"n_ctx={n_ctx}",
         )
 
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
 
 class VLLMMetricsSource:
-    """vLLM's ``/metrics`` KV-cache usage and ``/v1/models`` max_model_len."""
+    """vLLM's ``/metrics`` KV-cache usage and the served model's ``max_model_len``, read through
+    ``client`` -- the backend's own client, whose owner closes it."""
 
     name = "vllm"
 
-    def __init__(self, base_url: str, *, timeout: float = 2.0) -> None:
-        self._http = httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=timeout)
+    def __init__(self, client: VLLMClient) -> None:
+        self._client = client
 
     async def read(self) -> Reading:
         try:
-            metrics = (await self._http.get("/metrics")).raise_for_status().text
-            models = (await self._http.get("/v1/models")).raise_for_status().json()
-        except (httpx.HTTPError, ValueError) as exc:
-            return Unavailable(f"vLLM state unreadable: {type(exc).__name__}: {exc}")
-        ratio = _metric(metrics, "vllm:gpu_cache_usage_perc")
-        if ratio is None:
-            ratio = _metric(metrics, "vllm:kv_cache_usage_perc")
-        data = models.get("data") or [{}]
+            metrics = await self._client.metrics()
+            model = await self._client.served_model()
+        except BackendError as exc:  # a server not up yet is a reading, not a crash
+            return Unavailable(f"vLLM state unreadable: {exc}")
+        ratio = metrics.get("vllm:gpu_cache_usage_perc")
+        if ratio is None:  # the name newer vLLM releases use
+            ratio = metrics.get("vllm:kv_cache_usage_perc")
         return Available(
-            context_tokens=data[0].get("max_model_len"),
+            context_tokens=model.max_model_len,
             kv_used_ratio=ratio,
-            detail=f"model {data[0].get('id')}",
+            detail=f"model {model.id}",
         )
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
-
-def _metric(text: str, name: str) -> float | None:
-    match = re.search(rf"^{re.escape(name)}(?:{{[^}}]*}})?\s+([0-9.eE+-]+)\s*$", text, re.M)
-    return float(match.group(1)) if match else None
 
 
 class BudgetReport(msgspec.Struct, kw_only=True):

@@ -40,7 +40,7 @@ from forge_rt.core import (
     ToolChoice,
     ToolSpec,
 )
-from forge_rt.errors import ForgeError
+from forge_rt.errors import ForgeError, UnsupportedRequestError
 from forge_rt.wire import _anthropic_schema as an
 from forge_rt.wire._faults import invalid, relocated, required
 from forge_rt.wire._request import (
@@ -198,8 +198,10 @@ def _sampling_to_wire(sampling: Sampling, default_max_tokens: int) -> dict[str, 
     }
     for name, value in unsupported.items():
         if value is not None:
-            raise ValueError(
-                f"the Anthropic Messages API has no {name} (got {value!r}); leave it unset"
+            raise UnsupportedRequestError(
+                f"the Anthropic Messages API has no {name} (got {value!r}); leave it unset",
+                feature=name,
+                api="anthropic",
             )
     out: dict[str, Any] = {
         "max_tokens": sampling.max_tokens if sampling.max_tokens is not None else default_max_tokens
@@ -218,16 +220,20 @@ def anthropic_request_to_wire(
 ) -> dict[str, Any]:
     """A complete ``/v1/messages`` body. ``max_tokens`` is required by the API: the request's
     value, else ``default_max_tokens``. Output constraints and prefill are not available here
-    and raise ``ValueError``."""
+    and raise :class:`~forge_rt.errors.UnsupportedRequestError`."""
     if request.constraint is not None:
-        raise ValueError(
+        raise UnsupportedRequestError(
             "the Anthropic Messages API takes no JSON-schema or grammar constraint; "
-            "check client.capabilities before asking for one"
+            "check client.capabilities before asking for one",
+            feature="constraint",
+            api="anthropic",
         )
     if request.assistant_prefill is not None:
-        raise ValueError(
+        raise UnsupportedRequestError(
             "AnthropicClient does not support assistant_prefill; check "
-            "client.capabilities.assistant_prefill first"
+            "client.capabilities.assistant_prefill first",
+            feature="assistant_prefill",
+            api="anthropic",
         )
     system, messages = anthropic_messages_to_wire(request.messages)
     body: dict[str, Any] = {"model": model, "messages": messages}

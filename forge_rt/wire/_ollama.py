@@ -28,7 +28,7 @@ from forge_rt.core import (
     ToolSpec,
     Usage,
 )
-from forge_rt.errors import BackendError
+from forge_rt.errors import BackendError, UnsupportedRequestError
 from forge_rt.wire._faults import in_band_error, malformed_error, stream_decode_error
 from forge_rt.wire._openai_request import openai_tools_to_wire
 from forge_rt.wire._reply import NO_TIMINGS, RawCall, ReplyAssembler, reply_result
@@ -101,17 +101,21 @@ def ollama_request_to_wire(
     """A complete ``/api/chat`` body.
 
     ``tool_choice`` has no Ollama equivalent and is not sent (the guardrails enforce it); a
-    grammar constraint or a prefill raises ``ValueError``.
+    grammar constraint or a prefill raises :class:`~forge_rt.errors.UnsupportedRequestError`.
     """
     if isinstance(request.constraint, GrammarConstraint):
-        raise ValueError(
+        raise UnsupportedRequestError(
             "Ollama takes no GBNF grammar, only a JSON-schema constraint (sent as `format`); "
-            "check client.capabilities.grammar first"
+            "check client.capabilities.grammar first",
+            feature="grammar",
+            api="ollama",
         )
     if request.assistant_prefill is not None:
-        raise ValueError(
+        raise UnsupportedRequestError(
             "OllamaClient does not support assistant_prefill; check "
-            "client.capabilities.assistant_prefill first"
+            "client.capabilities.assistant_prefill first",
+            feature="assistant_prefill",
+            api="ollama",
         )
     body: dict[str, Any] = {
         "model": model,

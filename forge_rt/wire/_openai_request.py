@@ -37,7 +37,7 @@ from forge_rt.core import (
     ToolChoice,
     ToolSpec,
 )
-from forge_rt.errors import ForgeError
+from forge_rt.errors import ForgeError, UnsupportedRequestError
 from forge_rt.wire import _openai_schema as oa
 from forge_rt.wire._faults import invalid, relocated, required
 from forge_rt.wire._reply import json_object_or_none
@@ -133,9 +133,11 @@ def _sampling_to_wire(sampling: Sampling, dialect: OpenAIDialect) -> dict[str, A
         if value is None:
             continue
         if dialect == "openai":
-            raise ValueError(
+            raise UnsupportedRequestError(
                 f"sampling field {name}={value!r} is not part of the OpenAI API; use a "
-                "llama.cpp or vLLM dialect client for this server, or leave the field unset"
+                "llama.cpp or vLLM dialect client for this server, or leave the field unset",
+                feature=name,
+                api="openai",
             )
         out[name] = value
     return out
@@ -150,9 +152,11 @@ def _constraint_to_wire(constraint: OutputConstraint, dialect: OpenAIDialect) ->
             }
         }
     if dialect != "llamacpp":
-        raise ValueError(
+        raise UnsupportedRequestError(
             "a GBNF grammar constraint needs llama-server (LlamaServerClient); this server "
-            "only takes JSON-schema constraints -- check client.capabilities.grammar first"
+            "only takes JSON-schema constraints -- check client.capabilities.grammar first",
+            feature="grammar",
+            api=f"openai ({dialect})",
         )
     return {"grammar": constraint.gbnf}
 
@@ -173,7 +177,7 @@ def openai_request_to_wire(
     ``messages`` replaces the serialised history (prompt-injected tool mode builds its own);
     ``send_tools=False`` keeps the tools off the wire for the same reason. An
     ``assistant_prefill`` is sent as a trailing assistant message, which only llama-server
-    continues -- other dialects raise ``ValueError``.
+    continues -- other dialects raise :class:`~forge_rt.errors.UnsupportedRequestError`.
     """
     body: dict[str, Any] = {}
     if model is not None:
@@ -185,9 +189,11 @@ def openai_request_to_wire(
     )
     if request.assistant_prefill is not None:
         if dialect != "llamacpp":
-            raise ValueError(
+            raise UnsupportedRequestError(
                 "assistant_prefill needs a backend that continues a partial assistant reply "
-                "(llama-server); check client.capabilities.assistant_prefill first"
+                "(llama-server); check client.capabilities.assistant_prefill first",
+                feature="assistant_prefill",
+                api=f"openai ({dialect})",
             )
         wire_messages = [
             *wire_messages,

@@ -25,7 +25,7 @@ from forge_rt.core import (
     ToolCallDeltaChunk,
     Usage,
 )
-from forge_rt.errors import BackendError, FaultKind
+from forge_rt.errors import BackendError, FaultKind, UnsupportedRequestError
 from forge_rt.wire import (
     UNANSWERED_CALL_TEXT,
     AnthropicStreamDecoder,
@@ -145,14 +145,16 @@ def test_request_to_wire_requires_max_tokens_and_refuses_what_the_api_lacks() ->
         body["temperature"],
     ) == (99, {"type": "any"}, ["x"], 0.3)
     assert "input_schema" in body["tools"][0]
-    with pytest.raises(ValueError, match=r"^the Anthropic Messages API has no min_p"):
+    with pytest.raises(UnsupportedRequestError, match=r"^the Anthropic Messages API has no min_p"):
         anthropic_request_to_wire(
             msgspec.structs.replace(request, sampling=Sampling(min_p=0.1)),
             model="c",
             stream=False,
             default_max_tokens=1,
         )
-    with pytest.raises(ValueError, match=r"takes no JSON-schema or grammar constraint"):
+    with pytest.raises(
+        UnsupportedRequestError, match=r"takes no JSON-schema or grammar constraint"
+    ):
         anthropic_request_to_wire(
             msgspec.structs.replace(request, constraint=JsonSchemaConstraint(schema={})),
             model="c",

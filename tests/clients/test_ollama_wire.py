@@ -18,7 +18,7 @@ from forge_rt.core import (
     ToolCall,
     Usage,
 )
-from forge_rt.errors import BackendError, FaultKind
+from forge_rt.errors import BackendError, FaultKind, UnsupportedRequestError
 from forge_rt.wire import (
     OllamaStreamDecoder,
     ollama_messages_to_wire,
@@ -70,7 +70,7 @@ def test_request_puts_sampling_and_num_ctx_in_options_and_schema_in_format() -> 
         "num_ctx": 8192,
     }
     assert (body["format"], body["think"], body["stream"]) == ({"type": "object"}, False, True)
-    with pytest.raises(ValueError, match=r"^Ollama takes no GBNF grammar"):
+    with pytest.raises(UnsupportedRequestError, match=r"^Ollama takes no GBNF grammar"):
         ollama_request_to_wire(
             msgspec.structs.replace(request, constraint=GrammarConstraint(gbnf="x")),
             model="m",

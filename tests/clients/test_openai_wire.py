@@ -25,7 +25,7 @@ from forge_rt.core import (
     ToolCallDeltaChunk,
     Usage,
 )
-from forge_rt.errors import BackendError, FaultKind, StreamError
+from forge_rt.errors import BackendError, FaultKind, StreamError, UnsupportedRequestError
 from forge_rt.wire import (
     OpenAIStreamDecoder,
     OpenAIStreamEncoder,
@@ -114,7 +114,9 @@ def test_request_to_wire_maps_sampling_per_dialect() -> None:
 def test_request_to_wire_refuses_fields_the_openai_api_lacks() -> None:
     """Strict OpenAI dialect: a top_k would be a 400 upstream, so it is refused here."""
     request = InferenceRequest(messages=HISTORY[:2], sampling=Sampling(top_k=20))
-    with pytest.raises(ValueError, match=r"^sampling field top_k=20 is not part of the OpenAI API"):
+    with pytest.raises(
+        UnsupportedRequestError, match=r"^sampling field top_k=20 is not part of the OpenAI API"
+    ):
         openai_request_to_wire(request, model="m", stream=False)
 
 
@@ -138,7 +140,7 @@ def test_request_to_wire_sends_constraints_tools_and_choice() -> None:
         openai_request_to_wire(grammar, model=None, stream=False, dialect="llamacpp")["grammar"]
         == 'root ::= "a"'
     )
-    with pytest.raises(ValueError, match=r"needs llama-server"):
+    with pytest.raises(UnsupportedRequestError, match=r"needs llama-server"):
         openai_request_to_wire(grammar, model=None, stream=False, dialect="vllm")
 
 
@@ -147,7 +149,7 @@ def test_request_to_wire_sends_prefill_only_to_llamacpp() -> None:
     request = InferenceRequest(messages=HISTORY[:2], assistant_prefill='{"name": "')
     body = openai_request_to_wire(request, model=None, stream=False, dialect="llamacpp")
     assert body["messages"][-1] == {"role": "assistant", "content": '{"name": "'}
-    with pytest.raises(ValueError, match=r"assistant_prefill needs a backend"):
+    with pytest.raises(UnsupportedRequestError, match=r"assistant_prefill needs a backend"):
         openai_request_to_wire(request, model=None, stream=False)
 
 

@@ -13,7 +13,7 @@ from scripted_server import Reply, scripted_server
 from forge_rt.backends.sim import Fault, SimBackend, SimConfig, SimReply, SimToolCall
 from forge_rt.clients import AnthropicClient, OllamaClient, OpenAICompatClient, VLLMClient
 from forge_rt.core import InferenceRequest, JsonSchemaConstraint, Message, Sampling, ToolCall
-from forge_rt.errors import BackendError, FaultKind
+from forge_rt.errors import BackendError, FaultKind, UnsupportedRequestError
 
 REQUEST = InferenceRequest(messages=(Message.user("Weather in Paris?"),), tools=(WEATHER,))
 COMPLETION = {
@@ -49,7 +49,9 @@ async def test_openai_sends_the_key_as_a_bearer_token_and_the_model() -> None:
 async def test_openai_refuses_a_non_openai_field_before_sending_anything() -> None:
     """The strict dialect raises on top_k locally; the server never sees the request."""
     async with scripted_server() as server, OpenAICompatClient(server.url) as client:
-        with pytest.raises(ValueError, match=r"top_k=20 is not part of the OpenAI API"):
+        with pytest.raises(
+            UnsupportedRequestError, match=r"top_k=20 is not part of the OpenAI API"
+        ):
             await client.send(msgspec.structs.replace(REQUEST, sampling=Sampling(top_k=20)))
     assert server.requests == []
 

@@ -15,7 +15,7 @@ import pytest
 import trio
 from click.testing import CliRunner
 from hypercorn.trio import serve
-from proxy_support import GatedClient, proxy_config
+from proxy_support import GatedClient, proxy_config, sim_proxy
 from pydantic import ValidationError
 
 import forge_rt.proxy
@@ -251,3 +251,25 @@ async def test_build_app_runs_its_own_runtime_under_an_asgi_server() -> None:
     assert response.json()["choices"][0]["message"]["content"] == "from the lifespan"
     with pytest.raises(RuntimeError, match="runtime is not running"):
         _ = app.runtime
+
+
+async def test_a_request_the_backend_api_cannot_express_is_a_400() -> None:
+    """A field the backend's API lacks (seed, behind an Anthropic backend) is the client's 400."""
+    config = SimConfig(script={"*": ["never sent"]}, api_key="sk-backend")
+    body = {"model": "m", "seed": 7, "messages": [{"role": "user", "content": "hi"}]}
+    with trio.fail_after(20):
+        async with (
+            sim_proxy(config, kind="anthropic", backend_api_key="sk-backend", model="m") as (
+                sim,
+                url,
+            ),
+            httpx.AsyncClient(base_url=url) as http,
+        ):
+            response = await http.post("/v1/chat/completions", json=body)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "unsupported_by_backend"
+    assert error["message"].startswith(
+        "the backend cannot take this request: the Anthropic Messages API has no seed (got 7)"
+    )
+    assert sim.stats.requests["/v1/messages"] == 0  # refused before anything was sent

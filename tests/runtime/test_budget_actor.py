@@ -1,15 +1,18 @@
 """BudgetActor: real sources, unavailable sources reported as such, budgets and pressure."""
 
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 import trio
 
 from actors import ActorSystem
 from forge_rt.backends.sim import SimBackend, SimConfig
+from forge_rt.clients import LlamaServerClient, VLLMClient
 from forge_rt.context import ContextManager, TieredCompact
-from forge_rt.core import ToolCall
+from forge_rt.core import InferenceRequest, Message, ToolCall
 from forge_rt.runtime import (
     Available,
     BudgetMonitor,
@@ -18,6 +21,7 @@ from forge_rt.runtime import (
     NvmlSource,
     Session,
     Unavailable,
+    VLLMMetricsSource,
 )
 from forge_rt.testing import ScriptedClient
 
@@ -47,31 +51,101 @@ async def test_nvml_without_gpu_is_unavailable_with_reason(system: ActorSystem) 
 
 
 async def test_llama_server_source_reads_the_sim(system: ActorSystem) -> None:
-    """/props, /slots and /metrics of a llama-server-like backend become a reading."""
-    async with SimBackend.serve(SimConfig(n_ctx=3000, n_slots=2)) as sim:
-        source = LlamaServerSource(sim.url)
-        try:
-            reading = await source.read()
-        finally:
-            await source.aclose()
-    assert isinstance(reading, Available)
-    assert reading.context_tokens == 3000
-    assert reading.slots_total == 2
-    assert reading.kv_used_ratio is not None
+    """/props, /slots and /metrics, read through the LlamaServerClient, become one reading."""
+    with trio.fail_after(10):
+        async with (
+            SimBackend.serve(SimConfig(n_ctx=3000, n_slots=2)) as sim,
+            LlamaServerClient(sim.url) as client,
+        ):
+            reading = await LlamaServerSource(client).read()
+    assert (
+        Available(
+            context_tokens=3000,
+            pool_tokens=6000,
+            kv_used_ratio=0.0,
+            slots_busy=0,
+            slots_total=2,
+            detail="n_ctx=3000",
+        )
+        == reading
+    )
 
 
-async def test_unreachable_backend_is_unavailable(system: ActorSystem) -> None:
-    """A backend that refuses connections is reported unavailable, with the error."""
+async def test_vllm_source_reads_kv_use_and_max_model_len_from_the_sim(
+    system: ActorSystem,
+) -> None:
+    """vLLM's KV-cache gauge from /metrics and max_model_len from /v1/models become a reading."""
+    with trio.fail_after(10):
+        async with (
+            SimBackend.serve(SimConfig(n_ctx=3000, n_slots=2, script={"*": ["ok"]})) as sim,
+            VLLMClient(sim.url) as client,
+        ):
+            await client.send(InferenceRequest(messages=(Message.user("hello " * 40),)))
+            reading = await VLLMMetricsSource(client).read()
+            cached = sum(slot.cache_tokens for slot in sim.stats.slots)
+    assert cached > 0
+    assert (
+        Available(context_tokens=3000, kv_used_ratio=cached / 6000, detail="model sim-model")
+        == reading
+    )
+
+
+async def test_vllm_source_reads_the_kv_gauge_under_its_newer_name(system: ActorSystem) -> None:
+    """A vLLM exporting only vllm:kv_cache_usage_perc still reports its KV use."""
+
+    def vllm(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/metrics":
+            return httpx.Response(200, text='vllm:kv_cache_usage_perc{model_name="m"} 0.25\n')
+        return httpx.Response(200, json={"data": [{"id": "m", "max_model_len": 8192}]})
+
+    async with VLLMClient("http://vllm.test", transport=httpx.MockTransport(vllm)) as client:
+        reading = await VLLMMetricsSource(client).read()
+    assert Available(context_tokens=8192, kv_used_ratio=0.25, detail="model m") == reading
+
+
+async def test_a_metrics_page_that_is_not_prometheus_text_is_unavailable(
+    system: ActorSystem,
+) -> None:
+    """A /metrics answered by something else (an HTML page) is an unreadable source, not a crash."""
+
+    def proxy_page(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, text="<html>Sign in to continue</html>")
+
+    async with VLLMClient("http://vllm.test", transport=httpx.MockTransport(proxy_page)) as client:
+        reading = await VLLMMetricsSource(client).read()
+    assert isinstance(reading, Unavailable)
+    assert re.fullmatch(
+        r"vLLM state unreadable: http://vllm\.test/metrics: the backend's response is not a "
+        r"valid reply: not Prometheus text \(.+\); is the base URL pointing at the right kind "
+        r"of server\?",
+        reading.reason,
+    )
+
+
+@pytest.mark.parametrize(
+    ("client_type", "source_type", "first_read"),
+    [
+        (LlamaServerClient, LlamaServerSource, "llama-server state unreadable: GET {url}/props"),
+        (VLLMClient, VLLMMetricsSource, "vLLM state unreadable: GET {url}/metrics"),
+    ],
+    ids=["llama-server", "vllm"],
+)
+async def test_unreachable_backend_is_unavailable(
+    system: ActorSystem, client_type: Any, source_type: Any, first_read: str
+) -> None:
+    """A backend that refuses connections is reported unavailable, with the client's error."""
     with trio.socket.socket() as sock:
         await sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    source = LlamaServerSource(f"http://127.0.0.1:{port}")
-    try:
-        reading = await source.read()
-    finally:
-        await source.aclose()
+    url = f"http://127.0.0.1:{port}"
+    async with client_type(url) as client:
+        reading = await source_type(client).read()
     assert isinstance(reading, Unavailable)
-    assert "ConnectError" in reading.reason
+    assert re.fullmatch(
+        re.escape(first_read.format(url=url))
+        + r": could not connect \(.+\); is the backend running and listening on that address\?",
+        reading.reason,
+    )
 
 
 async def test_budget_is_smallest_context_and_shrinks_under_pressure(
@@ -131,8 +205,6 @@ async def test_workflow_compacts_against_the_published_budget(autojump_clock: An
 
 async def test_client_source_of_a_dead_backend_is_unavailable(system: ActorSystem) -> None:
     """A client whose backend refuses connections is reported unavailable, not a crash."""
-    from forge_rt.clients import LlamaServerClient
-
     with trio.socket.socket() as sock:
         await sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]

@@ -23,10 +23,10 @@ from leak_support import (
 
 from actors import ActorSystem
 from forge_rt.backends.sim import SimBackend, SimConfig
-from forge_rt.clients import LlamaServerClient
+from forge_rt.clients import LlamaServerClient, VLLMClient
 from forge_rt.core import InferenceRequest, Message, TextResponse
 from forge_rt.errors import InferenceDeadlineError
-from forge_rt.runtime import Available, LlamaServerSource, SlotWorker
+from forge_rt.runtime import Available, LlamaServerSource, SlotWorker, VLLMMetricsSource
 
 BACKGROUND = InferenceRequest(messages=(Message.user("background"),))
 VOICE = InferenceRequest(messages=(Message.user("voice"),))
@@ -106,11 +106,19 @@ async def test_a_deadline_mid_stream_leaks_nothing(autojump_clock: trio.abc.Cloc
 async def test_a_budget_probe_cancelled_at_any_step_leaks_nothing() -> None:
     """The BudgetActor's llama-server probe (three GETs) cancelled at any step leaks nothing."""
     with nothing_left_behind("after the sweep"):
-        async with SimBackend.serve(SimConfig()) as sim:
-            source = LlamaServerSource(sim.url)
-            try:
-                replays = await cancel_at_every_step(source.read)
-                assert isinstance(await source.read(), Available)
-            finally:
-                await source.aclose()
+        async with SimBackend.serve(SimConfig()) as sim, LlamaServerClient(sim.url) as client:
+            source = LlamaServerSource(client)
+            replays = await cancel_at_every_step(source.read)
+            assert isinstance(await source.read(), Available)
     assert replays > 10  # all three requests were interrupted
+
+
+async def test_a_vllm_budget_probe_cancelled_at_any_step_leaks_nothing() -> None:
+    """The BudgetActor's vLLM probe (/metrics, then /v1/models) cancelled at any step leaks
+    nothing."""
+    with nothing_left_behind("after the sweep"):
+        async with SimBackend.serve(SimConfig()) as sim, VLLMClient(sim.url) as client:
+            source = VLLMMetricsSource(client)
+            replays = await cancel_at_every_step(source.read)
+            assert isinstance(await source.read(), Available)
+    assert replays > 5  # both requests were interrupted

@@ -11,6 +11,8 @@ from forge_rt.guardrails._constrain import NarrowedConstraint as NarrowedConstra
 from forge_rt.guardrails._constrain import choose_constraint as choose_constraint
 from forge_rt.guardrails._constrain import tool_call_grammar as tool_call_grammar
 from forge_rt.guardrails._constrain import tool_call_schema as tool_call_schema
+from forge_rt.guardrails._dialects import JSON_CALL_OPENERS as JSON_CALL_OPENERS
+from forge_rt.guardrails._dialects import TEXT_CALL_MARKERS as TEXT_CALL_MARKERS
 from forge_rt.guardrails._dialects import Dialect as Dialect
 from forge_rt.guardrails._dialects import render_call as render_call
 from forge_rt.guardrails._rescue import RescueResult as RescueResult
@@ -64,6 +66,8 @@ from forge_rt.guardrails._validator import collapse_calls as collapse_calls
 
 __all__: list[str] = [  # noqa: RUF022 -- grouped by owning block (see above), each group sorted
     # rescue block names
+    "JSON_CALL_OPENERS",
+    "TEXT_CALL_MARKERS",
     "ConstraintDecision",
     "Dialect",
     "NarrowedConstraint",

@@ -14,7 +14,50 @@ from typing import Any
 
 from forge_rt.core import ToolCall
 
-__all__ = ["Dialect", "render_call"]
+__all__ = [
+    "FENCE",
+    "HERMES_CLOSE",
+    "HERMES_OPEN",
+    "JSON_CALL_OPENERS",
+    "MISTRAL_TOKEN",
+    "PYTHON_TAG",
+    "TEXT_CALL_MARKERS",
+    "TOOLS_CLOSE",
+    "TOOLS_OPEN",
+    "Dialect",
+    "render_call",
+]
+
+# --- the markers of the dialects: rescue parsing, rendering and stream gating all read these ---
+
+FENCE = "```"
+HERMES_OPEN, HERMES_CLOSE = "<tool_call>", "</tool_call>"
+TOOLS_OPEN, TOOLS_CLOSE = "<tools>", "</tools>"
+PYTHON_TAG = "<|python_tag|>"
+MISTRAL_TOKEN = "[TOOL_CALLS]"
+
+TEXT_CALL_MARKERS: tuple[str, ...] = (
+    FENCE,
+    HERMES_OPEN[:-1],  # <tool_call ...> and <tool_calls>
+    "<function",  # Qwen-Coder <function=NAME> and XML <function name="...">
+    TOOLS_OPEN[:-1],
+    PYTHON_TAG,
+    MISTRAL_TOKEN[:-1],
+)
+"""Literal text that may begin a call written as text, besides a JSON object and ``name(``: a
+reply streamed as prose must be held from the first of these until it is checked."""
+
+JSON_CALL_OPENERS: tuple[tuple[str, ...], ...] = (
+    (),
+    (f"{FENCE}json",),
+    (FENCE,),
+    (HERMES_OPEN,),
+    (f"{FENCE}json", HERMES_OPEN),
+    (MISTRAL_TOKEN,),
+    (MISTRAL_TOKEN, "["),
+    ("[",),
+)
+"""What may stand before a JSON call object (whitespace aside) in the dialects rescue reads."""
 
 
 class Dialect(enum.StrEnum):
@@ -73,21 +116,21 @@ def render_call(call: ToolCall, dialect: Dialect) -> str:
     if dialect is Dialect.JSON_IN_PROSE:
         return f"I will call {name} now.\n{_json(plain)}\nThat should do it."
     if dialect is Dialect.FENCED_JSON:
-        return f"```json\n{_json(plain, indent=2)}\n```"
+        return f"{FENCE}json\n{_json(plain, indent=2)}\n{FENCE}"
     if dialect is Dialect.REPAIRED_JSON:
         # Doubled braces and a trailing comma: the two repairs the real 1.5B model needs most.
         return f'{{{{"name": {_json(name)}, "arguments": {_json(args)},}}}}'
     if dialect is Dialect.HERMES_XML:
-        return f"<tool_call>\n{_json(plain)}\n</tool_call>"
+        return f"{HERMES_OPEN}\n{_json(plain)}\n{HERMES_CLOSE}"
     if dialect is Dialect.QWEN_CODER_XML:
         params = "".join(
             f"<parameter={key}>\n{_xml_value(value)}\n</parameter>\n" for key, value in args.items()
         )
-        return f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>"
+        return f"{HERMES_OPEN}\n<function={name}>\n{params}</function>\n{HERMES_CLOSE}"
     if dialect is Dialect.MISTRAL:
-        return f"[TOOL_CALLS]{name}[ARGS]{_json(args)}"
+        return f"{MISTRAL_TOKEN}{name}[ARGS]{_json(args)}"
     if dialect is Dialect.LLAMA_PYTHON_TAG:
-        return f"<|python_tag|>{_json({'name': name, 'parameters': args})}"
+        return f"{PYTHON_TAG}{_json({'name': name, 'parameters': args})}"
     if dialect is Dialect.LLAMA_JSON:
         return _json({"type": "function", "name": name, "parameters": args})
     if dialect is Dialect.REHEARSAL:
@@ -100,10 +143,10 @@ def render_call(call: ToolCall, dialect: Dialect) -> str:
                 "identifiers; use another dialect"
             )
         kwargs = ", ".join(f"{key}={value!r}" for key, value in args.items())
-        return f"```python\n{name}({kwargs})\n```"
+        return f"{FENCE}python\n{name}({kwargs})\n{FENCE}"
     if dialect is Dialect.XML_ATTR:
         escaped = html.escape(_json(args), quote=True)
-        return f"<tools>\n<function name=\"{html.escape(name)}\" arguments='{escaped}'/>\n</tools>"
+        return f"{TOOLS_OPEN}\n<function name=\"{html.escape(name)}\" arguments='{escaped}'/>\n{TOOLS_CLOSE}"
     if dialect is Dialect.XML_TAGS:
         return f"<function-name>{name}</function-name>\n<arguments>\n{_json(args)}\n</arguments>"
     raise ValueError(f"unknown dialect {dialect!r}")

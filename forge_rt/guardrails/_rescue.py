@@ -26,7 +26,14 @@ import structlog
 
 from forge_rt.core import ToolCall, ToolSpec
 from forge_rt.core._jsonschema import ARGUMENT_KEYS, NAME_KEYS
-from forge_rt.guardrails._dialects import Dialect
+from forge_rt.guardrails._dialects import (
+    FENCE,
+    HERMES_CLOSE,
+    MISTRAL_TOKEN,
+    PYTHON_TAG,
+    TOOLS_CLOSE,
+    Dialect,
+)
 from forge_rt.guardrails._json_repair import (
     BraceIndex,
     JsonRepairError,
@@ -291,11 +298,11 @@ _JSON_DIALECT = {
     _PYTAG: Dialect.LLAMA_PYTHON_TAG,
     _MISTRAL: Dialect.MISTRAL,
 }
-_CLOSERS = {_FENCE: "```", _HERMES: "</tool_call>", _TOOLS: "</tools>", _PYTAG: "<|eom_id|>"}
+_CLOSERS = {_FENCE: FENCE, _HERMES: HERMES_CLOSE, _TOOLS: TOOLS_CLOSE, _PYTAG: "<|eom_id|>"}
 
 _STRUCT = re.compile(
-    r"(```)"
-    r"|(<\|python_tag\|>|<\|eom_id\|>|<\|eot_id\|>|\[TOOL_CALLS\])"
+    rf"({re.escape(FENCE)})"
+    rf"|({re.escape(PYTHON_TAG)}|<\|eom_id\|>|<\|eot_id\|>|{re.escape(MISTRAL_TOKEN)})"
     r"|(</?[A-Za-z_][\w\-]*(?:=|(?=[\s/>])))"
     r"|(\{|\[(?=\s*\{))"
 )
@@ -480,9 +487,9 @@ class _Scanner:
                 pos = self.fence(m.end(), hi)
             elif m.group(2) is not None:
                 token = m.group(2)
-                if token == "[TOOL_CALLS]":
+                if token == MISTRAL_TOKEN:
                     pos = self.mistral(m.end(), hi)
-                elif token == "<|python_tag|>":
+                elif token == PYTHON_TAG:
                     pos = m.end() if ctx == _PYTAG else self.region(m.end(), hi, _PYTAG)
                 elif ctx == _PYTAG:
                     return m.end()
@@ -641,8 +648,8 @@ class _Scanner:
         while pos < hi:
             space = _SPACE.match(text, pos, hi)
             pos = space.end() if space is not None else pos
-            if text.startswith("[TOOL_CALLS]", pos):
-                pos += len("[TOOL_CALLS]")
+            if text.startswith(MISTRAL_TOKEN, pos):
+                pos += len(MISTRAL_TOKEN)
                 continue
             if pos < hi and text[pos] in "[{":
                 read = self.read_json(pos, hi, _MISTRAL)

@@ -38,6 +38,7 @@ from forge_rt.core import (
     TextDeltaChunk,
     ToolCallDeltaChunk,
 )
+from forge_rt.guardrails import JSON_CALL_OPENERS, TEXT_CALL_MARKERS
 
 __all__ = ["GateMode", "JsonStringDecoder", "StreamGate", "match_respond_prefix"]
 
@@ -48,18 +49,10 @@ _PARTIAL = -1
 _RESPOND_BODY = ("{", '"name"', ":", f'"{RESPOND_TOOL_NAME}"', ",")
 _ARG_KEYS = ('"arguments"', '"parameters"')
 _MESSAGE_OPEN = ("{", '"message"', ":", '"')
-_OPENERS: tuple[tuple[str, ...], ...] = (
-    (),
-    ("```json",),
-    ("```",),
-    ("<tool_call>",),
-    ("```json", "<tool_call>"),
-    ("[TOOL_CALLS]",),
-    ("[TOOL_CALLS]", "["),
-    ("[",),
-)
 _TEXT_PATTERNS: tuple[tuple[str, ...], ...] = tuple(
-    (*opener, *_RESPOND_BODY, key, ":", *_MESSAGE_OPEN) for opener in _OPENERS for key in _ARG_KEYS
+    (*opener, *_RESPOND_BODY, key, ":", *_MESSAGE_OPEN)
+    for opener in JSON_CALL_OPENERS
+    for key in _ARG_KEYS
 )
 # Past this many characters without a match the text is not a respond call opening.
 _MAX_PREFIX = 512
@@ -182,8 +175,8 @@ def _hex(digits: str) -> int | None:
     return int(digits, 16)
 
 
-# Text that may start a call written as text, for PROSE mode.
-_PROSE_LITERALS = ("```", "<tool_call", "<function", "<tools", "<|python_tag|>", "[TOOL_CALLS")
+# Text that may start a call written as text, for PROSE mode: the rescue parser's dialects.
+_PROSE_LITERALS = TEXT_CALL_MARKERS
 _WORD_TAIL = re.compile(r"(?<![\w.\-])([A-Za-z_][\w.\-]*)(\s*)$")
 
 

@@ -35,7 +35,8 @@ FORGE_RT = Path(sys.executable).with_name("forge-rt")  # the installed console s
 # body generator unfinished; trio warns when it is garbage-collected. The fault is in the client
 # layer (forge_rt/clients/_http.py sends bytes bodies as httpx.ByteStream, an async generator);
 # until it sends a body that is not an async generator, only that exact warning is tolerated.
-FAST = {"backend": "sim", "sim_speed": 20.0, "tool_seconds": 0.05}
+# Free decoding, so the sim writes calls in its text dialects and the rescues show.
+FAST = {"backend": "sim", "sim_speed": 20.0, "tool_seconds": 0.05, "constrain": "never"}
 
 
 def _agent(name: str):  # type: ignore[no-untyped-def]
@@ -327,7 +328,16 @@ async def _forge_rt(*args: str, limit: float) -> subprocess.CompletedProcess[byt
 async def test_demo_command_on_the_sim_prints_progress_and_the_summary() -> None:
     """`forge-rt demo --backend sim` (not a TTY) prints event lines, then the summary; exit 0."""
     proc = await _forge_rt(
-        "demo", "--backend", "sim", "--sim-speed", "20", "--tool-seconds", "0.05", limit=90
+        "demo",
+        "--backend",
+        "sim",
+        "--sim-speed",
+        "20",
+        "--tool-seconds",
+        "0.05",
+        "--constrain",
+        "never",
+        limit=90,
     )
     out = proc.stdout.decode()
     assert proc.returncode == 0, proc.stderr.decode()

@@ -70,7 +70,7 @@ class AgentSpec(msgspec.Struct, frozen=True, kw_only=True):
         *,
         tool_seconds: float = 0.0,
         on_tool: ToolHook | None = None,
-        constrain: ConstrainMode = "never",
+        constrain: ConstrainMode = "auto",
     ) -> Workflow:
         """The agent's workflow; each tool takes ``tool_seconds`` (its simulated I/O time).
 

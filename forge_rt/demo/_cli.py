@@ -104,7 +104,8 @@ def _default(name: str) -> Any:
     type=click.Choice(["never", "auto", "always"]),
     default=_default("constrain"),
     show_default=True,
-    help="Constrained decoding of tool calls; 'never' shows the guardrails' rescues.",
+    help="Constrained decoding of tool calls (auto: where the backend can); 'never' shows the "
+    "guardrails' rescues.",
 )
 @click.option(
     "--sim-speed",

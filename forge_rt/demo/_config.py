@@ -35,8 +35,9 @@ class DemoConfig(BaseModel):
     inference has finished, so the request lands mid-generation.
     ``agent_deadline``: seconds each agent may take before it counts as failed.
     ``tool_seconds``: the I/O time of every tool call (the slot serves other agents meanwhile).
-    ``constrain``: the agents' constrained-decoding mode; ``never`` (the default) lets the model
-    write calls its own way, so the guardrails' rescues show.
+    ``constrain``: the agents' constrained-decoding mode; ``auto`` (the default) constrains where
+    the backend can, the measured best on small models; ``never`` lets the model write calls its
+    own way, so the guardrails' rescues show.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -53,7 +54,7 @@ class DemoConfig(BaseModel):
     tool_seconds: float = Field(default=0.3, ge=0)
     temperature: float = Field(default=0.2, ge=0)
     max_tokens: int = Field(default=256, ge=16)
-    constrain: Literal["never", "auto", "always"] = "never"
+    constrain: Literal["never", "auto", "always"] = "auto"
     sim_speed: float = Field(default=1.0, gt=0)
     seed: int = 0
 

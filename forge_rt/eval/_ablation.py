@@ -17,13 +17,21 @@ class Ablation(msgspec.Struct, frozen=True, kw_only=True):
     description: str
     guardrails: GuardrailOptions = msgspec.field(default_factory=GuardrailOptions)
     compact: bool = True
-    constrain: ConstrainMode = "never"
+    constrain: ConstrainMode = "never"  # the single-guardrail ablations decode freely
 
 
 ABLATIONS: dict[str, Ablation] = {
     a.name: a
     for a in (
-        Ablation(name="full", description="every guardrail on, free decoding"),
+        Ablation(
+            name="full",
+            description="the default: every guardrail on, output constrained where the backend can",
+            constrain="auto",
+        ),
+        Ablation(
+            name="unconstrained",
+            description="every guardrail on, free decoding (rescue parsing reads the reply)",
+        ),
         Ablation(
             name="no_rescue",
             description="native tool calls only",

@@ -206,9 +206,10 @@ async def _serve(config: ProxyConfig, console: Console) -> None:
 @click.option(
     "--constrain",
     type=click.Choice(["never", "auto", "always"]),
-    default="never",
+    default="auto",
     show_default=True,
-    help="Constrain replies to the tool-call schema where the backend can.",
+    help="Constrain replies to the tool-call schema: auto where the backend can, always (fail "
+    "at start if it cannot), never (rescue parsing only).",
 )
 @click.option(
     "--reasoning-replay",

@@ -224,7 +224,7 @@ class ProxyConfig(BaseModel):
     rescue: bool = True
     max_retries: int = Field(default=3, ge=0)
     respond_tool: bool = True
-    constrain: ConstrainMode = "never"
+    constrain: ConstrainMode = "auto"
     reasoning_replay: ReasoningReplay = ReasoningReplay.NONE
     served_model: str | None = None
     graceful_timeout_s: float = Field(default=5.0, ge=0)

@@ -234,7 +234,7 @@ NEITHER = ClientCapabilities()
     [
         ("auto", BOTH, "json_schema"),
         ("auto", SCHEMA_ONLY, "json_schema"),
-        ("auto", GRAMMAR_ONLY, None),
+        ("auto", GRAMMAR_ONLY, "grammar"),
         ("auto", NEITHER, None),
         ("always", BOTH, "json_schema"),
         ("always", SCHEMA_ONLY, "json_schema"),

@@ -1,4 +1,8 @@
-"""Every tool-call dialect the simulated backend writes reaches the client as a structured call."""
+"""Every tool-call dialect the simulated backend writes reaches the client as a structured call.
+
+The proxy decodes freely here (``constrain="never"``), so the sim writes each dialect and rescue
+parsing, not the constraint, is what is tested.
+"""
 
 from __future__ import annotations
 
@@ -38,7 +42,7 @@ def _config(dialect: Dialect) -> SimConfig:
 async def test_openai_client_gets_structured_call(dialect: Dialect, stream: bool) -> None:
     """Whatever shape the model wrote the call in, the client gets tool_calls with its args."""
     with trio.fail_after(20):
-        async with sim_proxy(_config(dialect)) as (sim, url):
+        async with sim_proxy(_config(dialect), constrain="never") as (sim, url):
             with openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0) as sdk:
 
                 def run() -> tuple[str, dict[str, Any], str | None, str]:
@@ -77,7 +81,7 @@ async def test_openai_client_gets_structured_call(dialect: Dialect, stream: bool
 async def test_anthropic_client_gets_tool_use(dialect: Dialect) -> None:
     """The same dialects reach an Anthropic client as tool_use blocks."""
     with trio.fail_after(20):
-        async with sim_proxy(_config(dialect)) as (_sim, url):
+        async with sim_proxy(_config(dialect), constrain="never") as (_sim, url):
             with anthropic.Anthropic(base_url=url, api_key="x", max_retries=0) as sdk:
                 reply = await in_thread(
                     lambda: sdk.messages.create(

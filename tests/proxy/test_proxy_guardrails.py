@@ -43,7 +43,7 @@ async def test_bare_text_is_retried_with_a_nudge_the_client_never_sees() -> None
     )
     with trio.fail_after(20):
         async with (
-            sim_proxy(SimConfig(oracle=oracle)) as (_sim, url),
+            sim_proxy(SimConfig(oracle=oracle), constrain="never") as (_sim, url),
             httpx.AsyncClient(base_url=url) as http,
         ):
             response = await http.post(CHAT, json=_body())
@@ -68,7 +68,7 @@ async def test_unknown_tool_is_corrected_on_the_tool_channel() -> None:
     )
     with trio.fail_after(20):
         async with (
-            sim_proxy(SimConfig(oracle=oracle)) as (_sim, url),
+            sim_proxy(SimConfig(oracle=oracle), constrain="never") as (_sim, url),
             httpx.AsyncClient(base_url=url) as http,
         ):
             response = await http.post(CHAT, json=_body())
@@ -83,7 +83,7 @@ async def test_required_tool_choice_offers_no_respond_and_demands_a_call() -> No
     oracle = Recorder("Sunny.", SimToolCall(name="get_weather", arguments={"city": "Paris"}))
     with trio.fail_after(20):
         async with (
-            sim_proxy(SimConfig(oracle=oracle)) as (_sim, url),
+            sim_proxy(SimConfig(oracle=oracle), constrain="never") as (_sim, url),
             httpx.AsyncClient(base_url=url) as http,
         ):
             response = await http.post(CHAT, json=_body(tool_choice="required"))
@@ -234,7 +234,10 @@ async def test_metrics_count_retries_rescues_and_requests() -> None:
         rates=FailureRates(bare_json=1.0),
     )
     with trio.fail_after(20):
-        async with sim_proxy(config) as (_sim, url), httpx.AsyncClient(base_url=url) as http:
+        async with (
+            sim_proxy(config, constrain="never") as (_sim, url),
+            httpx.AsyncClient(base_url=url) as http,
+        ):
             await http.post(CHAT, json=_body())
             metrics = (await http.get("/metrics")).text
     assert 'forge_proxy_retries_total{reason="no_call"} 1.0' in metrics

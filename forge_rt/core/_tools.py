@@ -76,9 +76,12 @@ def _describe(error: Any) -> str:
 class ToolSpec(BaseModel):
     """What the model is told about a tool.
 
-    ``parameters`` is a pydantic model class or an object JSON schema. Arguments not named by the
-    schema are rejected (small models paste schema keys like ``"title"`` into calls) unless the
-    model or schema explicitly allows extra keys.
+    ``parameters`` is a pydantic model class or an object JSON schema. A top-level argument the
+    schema does not name is dropped, not refused: small models add a guessed argument
+    (``patient_id``) or paste schema keys (``"title"``, ``"type"``) beside the right ones, and
+    refusing the whole call for it threw good calls away. :meth:`unknown_args` names what is
+    dropped, so the caller can tell the model. A schema or model that allows extra keys keeps
+    them; a pydantic model with ``extra="forbid"`` keeps refusing them (its author forbade them).
     """
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
@@ -104,8 +107,15 @@ class ToolSpec(BaseModel):
         return self.parameters
 
     @functools.cached_property
-    def _extra_allowed(self) -> bool:
-        return self._validator.model_config.get("extra") == "allow"
+    def _known_args(self) -> frozenset[str] | None:
+        """The top-level argument names, or ``None`` when unknown ones are not dropped: the
+        schema allows extra keys, or a user's model forbids them itself."""
+        model = self._validator
+        extra = model.model_config.get("extra")
+        if extra == "allow" or (extra == "forbid" and not isinstance(self.parameters, dict)):
+            return None
+        fields = model.model_fields
+        return frozenset({f.alias or n for n, f in fields.items()} | set(fields))
 
     def json_schema(self) -> dict[str, Any]:
         """The parameters as a JSON schema (what is sent to the backend)."""
@@ -118,25 +128,26 @@ class ToolSpec(BaseModel):
         props = self.json_schema().get("properties", {})
         return tuple(props)
 
+    def unknown_args(self, args: dict[str, Any]) -> tuple[str, ...]:
+        """The names in ``args`` that :meth:`validate_args` drops, in the order given."""
+        known = self._known_args
+        if known is None:
+            return ()
+        return tuple(k for k in args if k not in known)
+
     def validate_args(self, args: dict[str, Any]) -> dict[str, Any]:
-        """Validated, type-coerced arguments, or :class:`ToolArgumentError` naming each problem."""
-        model = self._validator
-        errors: list[ArgumentError] = []
-        if not self._extra_allowed and model.model_config.get("extra") != "forbid":
-            # A user model that ignores extras would silently drop polluted keys: reject them.
-            known = {f.alias or n for n, f in model.model_fields.items()} | set(model.model_fields)
-            errors.extend(
-                ArgumentError(f"$.{k}", "Unexpected argument (not in the schema)")
-                for k in args
-                if k not in known
-            )
+        """Validated, type-coerced arguments, or :class:`ToolArgumentError` naming each problem.
+
+        Top-level arguments the schema does not name are dropped first (see
+        :meth:`unknown_args`); nested objects are validated as their schema says.
+        """
+        unknown = self.unknown_args(args)
+        kept = {k: v for k, v in args.items() if k not in unknown} if unknown else args
         try:
-            validated = model.model_validate(args)
+            validated = self._validator.model_validate(kept)
         except pydantic.ValidationError as exc:
-            errors.extend(ArgumentError(_path(e["loc"]), _describe(e)) for e in exc.errors())
+            errors = [ArgumentError(_path(e["loc"]), _describe(e)) for e in exc.errors()]
             raise ToolArgumentError(self.name, errors) from exc
-        if errors:
-            raise ToolArgumentError(self.name, errors)
         if isinstance(self.parameters, dict):
             return validated.model_dump(by_alias=True, exclude_unset=True)
         return validated.model_dump()

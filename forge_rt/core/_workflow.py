@@ -21,12 +21,16 @@ class Workflow(BaseModel):
     """A tool-calling task definition, checked for consistency when built.
 
     ``terminal_tool`` names the tool (or tools) whose success ends the run. With ``None`` the
-    synthetic ``respond`` tool is terminal: the run ends when the model answers the user. Every
-    name in ``required_steps``, ``terminal_tool`` and the tools' prerequisites must be a tool of
-    this workflow, or construction raises :class:`WorkflowDefinitionError`.
+    ``respond`` tool is terminal: the run ends when the model answers the user. With
+    ``respond_tool`` the model is offered a synthetic ``respond`` tool -- unless the workflow has
+    a tool of that name itself, which is then the one offered and run (see
+    :attr:`synthetic_respond`). Every name in ``required_steps``, ``terminal_tool`` and the
+    tools' prerequisites must be a tool of this workflow, or construction raises
+    :class:`WorkflowDefinitionError`.
     """
 
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    # A misspelt field (``terminal_tools=``) is an error, not silently ignored.
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, extra="forbid")
 
     name: str
     description: str = ""
@@ -67,11 +71,6 @@ class Workflow(BaseModel):
                     f"workflow {self.name!r}: tools key {key!r} does not match tool name "
                     f"{tool.name!r}"
                 )
-        if self.respond_tool and RESPOND_TOOL_NAME in names:
-            raise WorkflowDefinitionError(
-                f"workflow {self.name!r}: a tool named {RESPOND_TOOL_NAME!r} clashes with the "
-                "synthetic respond tool; rename it or set respond_tool=False"
-            )
         callable_names = names | ({RESPOND_TOOL_NAME} if self.respond_tool else set())
         for step in self.required_steps:
             if step not in names:
@@ -106,6 +105,12 @@ class Workflow(BaseModel):
                     )
         self.template_variables()  # a malformed template fails here, not mid-run
         return self
+
+    @property
+    def synthetic_respond(self) -> bool:
+        """Whether the model is offered the synthetic ``respond`` tool: ``respond_tool`` is on
+        and no tool of the workflow is named ``respond`` (a tool of its own wins)."""
+        return self.respond_tool and RESPOND_TOOL_NAME not in self.tools
 
     @property
     def terminal_tools(self) -> frozenset[str]:

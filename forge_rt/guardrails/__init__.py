@@ -33,6 +33,7 @@ from forge_rt.guardrails._actions import Action as Action
 from forge_rt.guardrails._actions import BlockReason as BlockReason
 from forge_rt.guardrails._actions import Execute as Execute
 from forge_rt.guardrails._actions import Fatal as Fatal
+from forge_rt.guardrails._actions import Refusal as Refusal
 from forge_rt.guardrails._actions import Rejection as Rejection
 from forge_rt.guardrails._actions import RetryReason as RetryReason
 from forge_rt.guardrails._actions import RetryWithNudge as RetryWithNudge
@@ -49,8 +50,10 @@ from forge_rt.guardrails._loop_guard import LoopGuard as LoopGuard
 from forge_rt.guardrails._nudges import Nudge as Nudge
 from forge_rt.guardrails._nudges import RetryCause as RetryCause
 from forge_rt.guardrails._nudges import bad_args_nudge as bad_args_nudge
+from forge_rt.guardrails._nudges import describe_field as describe_field
 from forge_rt.guardrails._nudges import example_call as example_call
 from forge_rt.guardrails._nudges import held_back_nudge as held_back_nudge
+from forge_rt.guardrails._nudges import ignored_args_note as ignored_args_note
 from forge_rt.guardrails._nudges import loop_nudge as loop_nudge
 from forge_rt.guardrails._nudges import premature_terminal_nudge as premature_terminal_nudge
 from forge_rt.guardrails._nudges import prerequisite_nudge as prerequisite_nudge
@@ -63,6 +66,31 @@ from forge_rt.guardrails._validator import ValidationResult as ValidationResult
 from forge_rt.guardrails._validator import collapse_calls as collapse_calls
 
 # --- end validation block ---
+
+# isort: split
+# --- reply bounds: budgets, constraint bounds, the repetition stop (exports) ---
+from forge_rt.guardrails._bounds import DEFAULT_MAX_CALLS as DEFAULT_MAX_CALLS
+from forge_rt.guardrails._bounds import DEFAULT_MAX_ITEMS as DEFAULT_MAX_ITEMS
+from forge_rt.guardrails._bounds import DEFAULT_MAX_LENGTH as DEFAULT_MAX_LENGTH
+from forge_rt.guardrails._bounds import FREE_CALL_MIN_TOKENS as FREE_CALL_MIN_TOKENS
+from forge_rt.guardrails._bounds import INTEGER_TOKENS as INTEGER_TOKENS
+from forge_rt.guardrails._bounds import MAX_REPLY_TOKENS as MAX_REPLY_TOKENS
+from forge_rt.guardrails._bounds import NUMBER_TOKENS as NUMBER_TOKENS
+from forge_rt.guardrails._bounds import PLAIN_REPLY_TOKENS as PLAIN_REPLY_TOKENS
+from forge_rt.guardrails._bounds import STRING_CHARS_PER_TOKEN as STRING_CHARS_PER_TOKEN
+from forge_rt.guardrails._bounds import bounded as bounded
+from forge_rt.guardrails._bounds import call_tokens as call_tokens
+from forge_rt.guardrails._bounds import calls_tokens as calls_tokens
+from forge_rt.guardrails._bounds import instance_tokens as instance_tokens
+from forge_rt.guardrails._constrain import reply_token_budget as reply_token_budget
+from forge_rt.guardrails._repetition import CALL_REPEATS as CALL_REPEATS
+from forge_rt.guardrails._repetition import LINE_MIN_CHARS as LINE_MIN_CHARS
+from forge_rt.guardrails._repetition import LINE_REPEATS as LINE_REPEATS
+from forge_rt.guardrails._repetition import REPETITION_FINISH_REASON as REPETITION_FINISH_REASON
+from forge_rt.guardrails._repetition import Repetition as Repetition
+from forge_rt.guardrails._repetition import RepetitionDetector as RepetitionDetector
+
+# --- end reply bounds block ---
 
 __all__: list[str] = [  # noqa: RUF022 -- grouped by owning block (see above), each group sorted
     # rescue block names
@@ -96,6 +124,7 @@ __all__: list[str] = [  # noqa: RUF022 -- grouped by owning block (see above), e
     "LoopGuard",
     "Nudge",
     "RecordOutcome",
+    "Refusal",
     "Rejection",
     "ResponseValidator",
     "RetryCause",
@@ -109,12 +138,35 @@ __all__: list[str] = [  # noqa: RUF022 -- grouped by owning block (see above), e
     "ValidationResult",
     "bad_args_nudge",
     "collapse_calls",
+    "describe_field",
     "example_call",
     "held_back_nudge",
+    "ignored_args_note",
     "loop_nudge",
     "premature_terminal_nudge",
     "prerequisite_nudge",
     "retry_nudge",
     "retry_reason",
     "unknown_tool_nudge",
+    # reply bounds block names
+    "CALL_REPEATS",
+    "DEFAULT_MAX_CALLS",
+    "DEFAULT_MAX_ITEMS",
+    "DEFAULT_MAX_LENGTH",
+    "FREE_CALL_MIN_TOKENS",
+    "INTEGER_TOKENS",
+    "LINE_MIN_CHARS",
+    "LINE_REPEATS",
+    "MAX_REPLY_TOKENS",
+    "NUMBER_TOKENS",
+    "PLAIN_REPLY_TOKENS",
+    "REPETITION_FINISH_REASON",
+    "STRING_CHARS_PER_TOKEN",
+    "Repetition",
+    "RepetitionDetector",
+    "bounded",
+    "call_tokens",
+    "calls_tokens",
+    "instance_tokens",
+    "reply_token_budget",
 ]

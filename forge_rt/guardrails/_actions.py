@@ -5,10 +5,16 @@ Every action renders the exact messages the loop appends to its history
 themselves. Rejected replies and their corrections are ``transient``: a long-running session
 keeps them out of its persisted history, and compaction drops them first.
 
-A reply is accepted or rejected as a whole. When one call of a batch is rejected, the valid
-calls beside it are not run either (each gets a ``[NotExecuted]`` note); the model re-sends the
-batch once it is fixed. Running half a batch would leave the model reasoning about results of
-calls whose siblings never happened, and small models re-send the full batch anyway.
+Two rules decide what runs when one call of a reply cannot:
+
+- A call that may not run *yet* -- a terminal call while required steps are pending, a call whose
+  prerequisite has not succeeded -- is refused on its own: the other calls of the reply run
+  (:class:`Execute` with ``refused``), since running them is exactly what the refused call is
+  waiting for. Only a reply with nothing left to run is :class:`StepBlocked`.
+- A call that is *invalid* (an unknown tool, arguments the schema rejects) holds its valid
+  siblings back (:class:`ToolErrors`, each sibling with a ``[NotExecuted]`` note). Its fix is a
+  re-sent batch, and small models re-send the whole batch: siblings run now would run twice,
+  which for a tool with side effects (a booking, a message) is a second booking.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ __all__ = [
     "BlockReason",
     "Execute",
     "Fatal",
+    "Refusal",
     "Rejection",
     "RetryReason",
     "RetryWithNudge",
@@ -54,27 +61,59 @@ def _rejected_batch(calls: list[ToolCall], nudges: list[Nudge], content: str) ->
     return out
 
 
+class Refusal(msgspec.Struct, frozen=True, kw_only=True):
+    """One call of an accepted reply that may not run yet, and the tool-channel nudge that
+    answers it (``nudge.call_id`` is ``call.call_id``); ``reason`` is the rule that refused it."""
+
+    call: ToolCall
+    nudge: Nudge
+    reason: Literal["premature_terminal", "prerequisite"]
+
+    def __post_init__(self) -> None:
+        if self.nudge.call_id != self.call.call_id:
+            raise ValueError(
+                f"refusal of call {self.call.call_id} carries the nudge of {self.nudge.call_id}"
+            )
+
+
 class Execute(msgspec.Struct, frozen=True, kw_only=True):
     """Run ``calls`` (arguments already validated and coerced), then report with ``record()``.
 
-    ``collapsed`` counts identical calls dropped from the reply; ``rescued_dialects`` names the
-    text formats the calls were rescued from (empty for native calls).
+    ``refused`` holds the calls of the same reply that may not run yet, each answered by its
+    nudge (they are rendered by :meth:`messages`; do not run them). ``ignored`` maps a call id
+    to the arguments dropped from it because its schema does not have them (``record()`` tells
+    the model). ``collapsed`` counts identical calls dropped from the reply;
+    ``rescued_dialects`` names the text formats the calls were rescued from (empty for native
+    calls).
     """
 
     calls: list[ToolCall]
+    refused: list[Refusal] = msgspec.field(default_factory=list)
+    ignored: dict[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
     collapsed: int = 0
     rescued_dialects: tuple[Dialect, ...] = ()
     reasoning: str | None = None
     text: str = ""
 
-    def messages(self, raw_text: str | None = None) -> list[Message]:
-        """The reasoning (if any) and the assistant tool-call turn.
+    def __post_init__(self) -> None:
+        if not self.calls:
+            raise ValueError("Execute needs at least one call to run; refuse a whole reply instead")
 
-        The calls are rendered structurally; their content is ``raw_text`` when given, else the
-        prose that came with native calls (empty for rescued calls, so the history shows the
-        model the canonical call shape rather than its malformed text).
+    def messages(self, raw_text: str | None = None) -> list[Message]:
+        """The refused calls with their nudges, the reasoning (if any), the assistant turn.
+
+        Refused calls come first, as a transient assistant turn of their own answered by their
+        transient nudges: every tool call of the history gets exactly one tool message, and once
+        transients are dropped the kept turn and its results still pair up. The calls that run
+        are rendered structurally; their content is ``raw_text`` when given, else the prose
+        that came with native calls (empty for rescued calls, so the history shows the model
+        the canonical call shape rather than its malformed text).
         """
         out: list[Message] = []
+        if self.refused:
+            refused = [r.call for r in self.refused]
+            out.append(Message.assistant_calls(_strip_reasoning(refused), transient=True))
+            out.extend(r.nudge.message() for r in self.refused)
         if self.reasoning:
             out.append(
                 Message(role=Role.ASSISTANT, content=self.reasoning, type=MessageType.REASONING)

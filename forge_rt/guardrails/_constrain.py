@@ -2,11 +2,15 @@
 
 An enumerable choice belongs in a grammar, not only in a prompt. From the tool specs (plus the
 synthetic ``respond``) :func:`tool_call_schema` builds a JSON schema -- ``anyOf`` one object per
-tool with its name as a ``const`` and its parameter schema as ``arguments`` -- that backends
-constrain sampling with (llama-server ``json_schema``, vLLM structured output, Ollama ``format``).
-:func:`tool_call_grammar` writes the same language as GBNF for backends that take a grammar.
-:func:`choose_constraint` decides, per workflow mode and backend capability, what to send, and
-logs the decision with its reason: a backend that cannot constrain is never switched silently.
+tool with its name as a ``const`` and its parameter schema as ``arguments``, and, where parallel
+calls are allowed, a JSON array of 1 to :data:`~forge_rt.guardrails.DEFAULT_MAX_CALLS` such
+calls -- that backends constrain sampling with (llama-server ``json_schema``, vLLM structured
+output, Ollama ``format``). :func:`tool_call_grammar` writes the same language as GBNF for
+backends that take a grammar. Both are bounded (see :mod:`forge_rt.guardrails._bounds`): no
+string, list or whitespace run can grow without end, and :func:`reply_token_budget` is the
+``max_tokens`` that follows. :func:`choose_constraint` decides, per workflow mode and backend
+capability, what to send, and logs the decision with its reason: a backend that cannot
+constrain is never switched silently.
 """
 
 from __future__ import annotations
@@ -23,18 +27,32 @@ from forge_rt.core import (
     ClientCapabilities,
     ConstrainMode,
     GrammarConstraint,
+    InferenceRequest,
     JsonSchemaConstraint,
     OutputConstraint,
     ToolSpec,
 )
 from forge_rt.core._jsonschema import RecursiveRefError, RefExpansion, SchemaRefError
 from forge_rt.errors import ConstraintUnsupportedError, ToolSchemaError, WorkflowDefinitionError
+from forge_rt.guardrails._bounds import (
+    DEFAULT_MAX_CALLS,
+    DEFAULT_MAX_ITEMS,
+    DEFAULT_MAX_LENGTH,
+    FREE_CALL_MIN_TOKENS,
+    MAX_REPLY_TOKENS,
+    PLAIN_REPLY_TOKENS,
+    bounded,
+    call_tokens,
+    calls_tokens,
+    instance_tokens,
+)
 from forge_rt.guardrails._rescue_args import schema_of
 
 __all__ = [
     "ConstraintDecision",
     "NarrowedConstraint",
     "choose_constraint",
+    "reply_token_budget",
     "tool_call_grammar",
     "tool_call_schema",
 ]
@@ -81,9 +99,10 @@ class _Inliner:
                 out[key] = value
             else:
                 out[key] = self.copy(value, close_objects=close_objects)
-        if close_objects and isinstance(out.get("properties"), dict) and out["properties"]:
+        if close_objects and isinstance(out.get("properties"), dict):
             # The validator rejects undeclared arguments unless the schema allows them; the
-            # constraint must not produce what validation then refuses.
+            # constraint must not produce what validation then refuses. An object that declares
+            # no properties at all (a tool without parameters) takes none: ``{}``.
             out.setdefault("additionalProperties", False)
         return out
 
@@ -94,7 +113,8 @@ def _arguments_schema(spec: ToolSpec) -> dict[str, Any]:
     if not isinstance(inlined, dict):
         raise ToolSchemaError(f"{spec.name}: parameters must be a JSON-schema object")
     inlined.setdefault("type", "object")
-    return inlined
+    result: dict[str, Any] = bounded(inlined)
+    return result
 
 
 def _check_tools(tools: Sequence[ToolSpec]) -> None:
@@ -108,47 +128,68 @@ def _check_tools(tools: Sequence[ToolSpec]) -> None:
         raise WorkflowDefinitionError(f"tool names must be unique, got duplicates {duplicates}")
 
 
-def tool_call_schema(tools: Sequence[ToolSpec]) -> dict[str, Any]:
-    """A JSON schema whose instances are exactly the calls ``{"name", "arguments"}`` of ``tools``.
+def tool_call_schema(tools: Sequence[ToolSpec], *, parallel: bool = True) -> dict[str, Any]:
+    """A JSON schema whose instances are exactly the replies calling ``tools``.
 
-    ``anyOf`` one closed object per tool: ``name`` is a ``const``, ``arguments`` the tool's
-    parameter schema with ``$ref`` inlined and ``$defs`` dropped (llama.cpp's converter does not
-    follow references), objects closed where the validator would reject extra keys.
+    ``anyOf`` one closed object ``{"name", "arguments"}`` per tool: ``name`` is a ``const``,
+    ``arguments`` the tool's parameter schema with ``$ref`` inlined and ``$defs`` dropped
+    (llama.cpp's converter does not follow references), objects closed where the validator
+    would reject extra keys, strings and arrays bounded (:func:`~forge_rt.guardrails.bounded`).
+
+    With ``parallel`` (the default: the runtime runs a reply's calls as one batch) a JSON array
+    of 1 to :data:`~forge_rt.guardrails.DEFAULT_MAX_CALLS` such calls is a further branch, so a
+    request that needs two calls at once can be answered in one reply; rescue parsing reads a
+    bare array of calls like any other. A single call stays a bare object, the shape small
+    models write by themselves and the one the proxy streams a ``respond`` message from.
     """
     _check_tools(tools)
-    return {
-        "anyOf": [
-            {
-                "type": "object",
-                "properties": {
-                    "name": {"const": spec.name},
-                    "arguments": _arguments_schema(spec),
-                },
-                "required": ["name", "arguments"],
-                "additionalProperties": False,
-            }
-            for spec in tools
-        ]
+    calls: list[dict[str, Any]] = [
+        {
+            "type": "object",
+            "properties": {
+                "name": {"const": spec.name},
+                "arguments": _arguments_schema(spec),
+            },
+            "required": ["name", "arguments"],
+            "additionalProperties": False,
+        }
+        for spec in tools
+    ]
+    if not parallel:
+        return {"anyOf": calls}
+    batch = {
+        "type": "array",
+        "items": {"anyOf": calls},
+        "minItems": 1,
+        "maxItems": DEFAULT_MAX_CALLS,
     }
+    return {"anyOf": [*calls, batch]}
 
 
 # --- GBNF --------------------------------------------------------------------------------------
 
+_MORE_ITEMS = f"{{0,{DEFAULT_MAX_ITEMS - 1}}}"  # after the first item of an unbounded container
+
 _BASE_RULES = {
-    "ws": r"[ \t\n]{0,8}",
+    # Twelve characters: a newline and two-space indentation five levels deep (an object inside
+    # the arguments of a call in an array of calls), and no longer run between two tokens.
+    "ws": r"[ \t\n]{0,12}",
     # One character of a JSON string; a \u escape is a BMP character or a whole surrogate pair,
     # so lengths count as Python counts them and no lone surrogate is ever produced.
     "char": r'[^"\\\x00-\x1F] | "\\" (["\\/bfnrt] | "u" bmp | "u" [dD] [89abAB] hex hex "\\u" [dD] [c-fC-F] hex hex)',
     "bmp": "[0-9a-cA-CefEF] hex hex hex | [dD] [0-7] hex hex",
     "hex": "[0-9a-fA-F]",
-    "string": r'"\"" char* "\""',
+    # A value of any type (a parameter without a schema) is bounded like a declared one.
+    "string": f'"\\"" char{{0,{DEFAULT_MAX_LENGTH}}} "\\""',
     "integer": r'"-"? ([0-9] | [1-9] [0-9]{1,15})',
-    "number": r'"-"? ([0-9] | [1-9] [0-9]{1,15}) ("." [0-9]{1,24})? ([eE] [-+]? [0-9]{1,2})?',
+    "number": r'"-"? ([0-9] | [1-9] [0-9]{1,15}) ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,2})?',
     "boolean": r'"true" | "false"',
     "null": r'"null"',
     "value": "object | array | string | number | boolean | null",
-    "object": r'"{" ws ( string ws ":" ws value ( ws "," ws string ws ":" ws value )* )? ws "}"',
-    "array": r'"[" ws ( value ( ws "," ws value )* )? ws "]"',
+    "object": '"{" ws ( string ws ":" ws value ( ws "," ws string ws ":" ws value )'
+    + _MORE_ITEMS
+    + ' )? ws "}"',
+    "array": '"[" ws ( value ( ws "," ws value )' + _MORE_ITEMS + ' )? ws "]"',
 }
 
 
@@ -248,6 +289,8 @@ class _Grammar:
         high = schema.get("maxLength")
         if low is None and high is None:
             return "string"
+        if not low and high == DEFAULT_MAX_LENGTH:
+            return "string"  # the base rule already has the default bound
         low = int(low or 0)
         bounds = f"{{{low},{'' if high is None else int(high)}}}"
         return self.define(hint, f'"\\"" char{bounds} "\\""')
@@ -277,7 +320,9 @@ class _Grammar:
             # A mapping whose values all follow one schema (dict[str, X]).
             value = self.expr(extra, f"{hint}-value")
             member = f'string ws ":" ws {value}'
-            return self.define(hint, f'"{{" ws ( {member} ( ws "," ws {member} )* )? ws "}}"')
+            return self.define(
+                hint, f'"{{" ws ( {member} ( ws "," ws {member} ){_MORE_ITEMS} )? ws "}}"'
+            )
         required = set(schema.get("required", []))
         items = [
             (
@@ -314,14 +359,17 @@ class _Grammar:
         return self.define(hint, f'"{{" ws {members} ws "}}"')
 
 
-def tool_call_grammar(tools: Sequence[ToolSpec]) -> str:
-    """A GBNF grammar for the same calls :func:`tool_call_schema` describes.
+def tool_call_grammar(tools: Sequence[ToolSpec], *, parallel: bool = True) -> str:
+    """A GBNF grammar for the same replies :func:`tool_call_schema` describes.
 
     Types, required and optional properties, enums, consts, string and array lengths are
     enforced; numeric bounds, ``pattern`` and ``format`` are not (validation still checks them).
-    Keys come in schema order, whitespace between tokens is at most 8 characters and numbers
-    have at most 16 integer digits and a two-digit exponent, so sampling cannot run away inside
-    a value or produce a number that does not fit a double.
+    Keys come in schema order, whitespace between tokens is at most 12 characters, strings and
+    arrays are bounded (:func:`~forge_rt.guardrails.bounded`; a value of any type too), and
+    numbers have at most 16 integer digits, 16 decimals and a two-digit exponent, so sampling
+    cannot run away inside a value or produce a number that does not fit a double. With
+    ``parallel``, a reply may also be a JSON array of 1 to
+    :data:`~forge_rt.guardrails.DEFAULT_MAX_CALLS` calls.
     """
     _check_tools(tools)
     grammar = _Grammar()
@@ -336,7 +384,13 @@ def tool_call_grammar(tools: Sequence[ToolSpec]) -> str:
                 f'"\\"arguments\\"" ws ":" ws {args} ws "}}"',
             )
         )
-    lines = [f"root ::= {' | '.join(alternatives)}"]
+    if parallel:
+        call = grammar.define("call", " | ".join(alternatives))
+        more = f"{{0,{DEFAULT_MAX_CALLS - 1}}}"
+        root = f'{call} | "[" ws {call} ( ws "," ws {call} ){more} ws "]"'
+    else:
+        root = " | ".join(alternatives)
+    lines = [f"root ::= {root}"]
     lines += [f"{name} ::= {body}" for name, body in grammar.rules.items()]
     lines += [f"{name} ::= {body}" for name, body in _BASE_RULES.items()]
     return "\n".join(lines) + "\n"
@@ -365,6 +419,7 @@ def choose_constraint(
     tools: Sequence[ToolSpec],
     *,
     backend: str | None = None,
+    parallel: bool = True,
 ) -> ConstraintDecision:
     """Decide whether (and how) to constrain the model's output to calls of ``tools``.
 
@@ -377,6 +432,7 @@ def choose_constraint(
       :class:`~forge_rt.errors.ConstraintUnsupportedError`.
 
     Pass the tools the model is offered, ``respond`` included, so it can still answer in text.
+    ``parallel`` says whether one reply may hold several calls (see :func:`tool_call_schema`).
     The decision is logged (``guardrails.constraint``) with its reason.
     """
     if mode not in ("auto", "always", "never"):
@@ -387,12 +443,12 @@ def choose_constraint(
     elif not tools:
         reason = "no tools are offered, so there is no call to constrain to"
     elif capabilities.json_schema:
-        constraint = JsonSchemaConstraint(schema=tool_call_schema(tools))
+        constraint = JsonSchemaConstraint(schema=tool_call_schema(tools, parallel=parallel))
         reason = (
             f"the backend accepts a JSON schema: every reply is a call of one of {len(tools)} tools"
         )
     elif capabilities.grammar:
-        constraint = GrammarConstraint(gbnf=tool_call_grammar(tools))
+        constraint = GrammarConstraint(gbnf=tool_call_grammar(tools, parallel=parallel))
         reason = f"the backend accepts a GBNF grammar: every reply is a call of one of {len(tools)} tools"
     elif mode == "always":
         raise ConstraintUnsupportedError(
@@ -419,12 +475,20 @@ class NarrowedConstraint:
     """A workflow's constraint, narrowed each iteration to the tools callable now.
 
     The tools offered in the prompt stay the same (so the backend's KV cache of the prompt stays
-    valid); only the output constraint shrinks. Each narrowing is built once and kept.
+    valid); only the output constraint shrinks. Each narrowing is built once and kept, with
+    parallel calls allowed or not as ``parallel`` says (pass what ``constraint`` was built with).
     """
 
-    def __init__(self, constraint: OutputConstraint | None, tools: Sequence[ToolSpec]) -> None:
+    def __init__(
+        self,
+        constraint: OutputConstraint | None,
+        tools: Sequence[ToolSpec],
+        *,
+        parallel: bool = True,
+    ) -> None:
         self._constraint = constraint
         self._all = frozenset(t.name for t in tools)
+        self._parallel = parallel
         self._narrowed: dict[frozenset[str], OutputConstraint] = {}
 
     def to(self, allowed: Sequence[ToolSpec]) -> OutputConstraint | None:
@@ -436,8 +500,49 @@ class NarrowedConstraint:
         narrowed = self._narrowed.get(names)
         if narrowed is None:
             if isinstance(constraint, JsonSchemaConstraint):
-                narrowed = JsonSchemaConstraint(schema=tool_call_schema(allowed))
+                narrowed = JsonSchemaConstraint(
+                    schema=tool_call_schema(allowed, parallel=self._parallel)
+                )
             else:
-                narrowed = GrammarConstraint(gbnf=tool_call_grammar(allowed))
+                narrowed = GrammarConstraint(
+                    gbnf=tool_call_grammar(allowed, parallel=self._parallel)
+                )
             self._narrowed[names] = narrowed
         return narrowed
+
+
+# --- the token budget ----------------------------------------------------------------------
+
+
+def reply_token_budget(request: InferenceRequest) -> int:
+    """The ``max_tokens`` a reply to ``request`` needs: what it may contain, and no more.
+
+    - A JSON-schema constraint: the most tokens an instance of it can take
+      (:func:`~forge_rt.guardrails.instance_tokens`), so the cap never cuts a reply the
+      constraint admits; :func:`tool_call_schema` bounds every value, so this is finite.
+    - A grammar, built by :func:`tool_call_grammar` from the request's tools: the same for an
+      array of up to :data:`~forge_rt.guardrails.DEFAULT_MAX_CALLS` of their calls (the widest
+      grammar they can have); a grammar without tools is someone else's, and gets
+      :data:`~forge_rt.guardrails.MAX_REPLY_TOKENS`.
+    - Tools but no constraint (free decoding): one call of the widest tool, since rescue runs
+      every complete call before a cut; at least :data:`~forge_rt.guardrails.FREE_CALL_MIN_TOKENS`,
+      the room real models take to reach their call.
+    - No tools: :data:`~forge_rt.guardrails.PLAIN_REPLY_TOKENS`.
+
+    Never more than :data:`~forge_rt.guardrails.MAX_REPLY_TOKENS`. Any tool schema has a
+    budget: one that cannot be inlined for a constraint (a broken or recursive ``$ref``) is
+    priced from what resolves. The guarded step applies this where the caller set no
+    ``max_tokens``; a caller's own value always wins.
+    """
+    constraint, tools = request.constraint, request.tools
+    if isinstance(constraint, JsonSchemaConstraint):
+        budget = instance_tokens(constraint.schema)
+    elif not tools:
+        return MAX_REPLY_TOKENS if constraint is not None else PLAIN_REPLY_TOKENS
+    else:
+        each = [call_tokens(spec.name, schema_of(spec)) for spec in tools]
+        if constraint is not None:
+            budget = calls_tokens(each, max_calls=DEFAULT_MAX_CALLS)
+        else:
+            budget = max(FREE_CALL_MIN_TOKENS, *each)
+    return min(budget, MAX_REPLY_TOKENS)

@@ -1,10 +1,14 @@
 """The Guardrails facade: forge_rt's reliability stack for a loop you own.
 
-Two calls per turn. ``check(reply)`` returns the :data:`Action` to take -- run these calls,
-retry with this nudge, feed back these tool errors, the batch is blocked, or stop (a budget is
-exhausted) -- with the messages to append. After running the calls, ``record(results)`` feeds
-the results (successes and failures) back: it tracks steps and the tool-error budget and says
-whether a terminal tool finished the task. The runtime and the proxy use the same object.
+Two calls per turn. ``check(reply)`` returns the :data:`Action` to take -- run these calls
+(refusing those that may not run yet), retry with this nudge, feed back these tool errors, the
+batch is blocked, or stop (a budget is exhausted) -- with the messages to append. After running
+the calls, ``record(results)`` feeds the results (successes and failures) back: it tracks steps
+and the tool-error budget, tells the model about arguments that were ignored, and says whether a
+terminal tool finished the task. The runtime and the proxy use the same object.
+
+The facade remembers what it told the model (its nudges and notes) so that a later argument
+copied from one is caught as the echo it is.
 """
 
 from __future__ import annotations
@@ -36,7 +40,9 @@ from forge_rt.guardrails._actions import (
     Action,
     Execute,
     Fatal,
+    Refusal,
     RetryWithNudge,
+    StepBlocked,
     TextAnswer,
     ToolErrors,
 )
@@ -45,7 +51,9 @@ from forge_rt.guardrails._loop_guard import LoopGuard
 from forge_rt.guardrails._nudges import (
     MAX_TIER,
     Nudge,
+    example_call,
     held_back,
+    ignored_args_note,
     next_step_text,
     repeat_note,
     resolution_text,
@@ -53,6 +61,8 @@ from forge_rt.guardrails._nudges import (
     tool_error_text,
 )
 from forge_rt.guardrails._options import GuardrailOptions
+from forge_rt.guardrails._placeholders import EchoCorpus
+from forge_rt.guardrails._rescue_args import hinted_args
 from forge_rt.guardrails._respond import respond_spec
 from forge_rt.guardrails._steps import StepEnforcer
 from forge_rt.guardrails._validator import Reply, ResponseValidator, ValidationResult, call_key
@@ -126,8 +136,9 @@ class Guardrails:
 
     ``options`` says which guardrails are on and their budgets (see :class:`GuardrailOptions`;
     the eval's ablations switch them off). ``respond_tool=True`` adds the synthetic ``respond``
-    tool; when no ``terminal_tools`` are given it is the terminal tool. Pass ``tracker`` to
-    resume with steps already done.
+    tool -- unless ``tools`` has a tool of that name, which stays the caller's own tool (ask
+    :meth:`is_synthetic_respond` which one a call is); when no ``terminal_tools`` are given,
+    ``respond`` is the terminal tool. Pass ``tracker`` to resume with steps already done.
     """
 
     def __init__(
@@ -143,8 +154,10 @@ class Guardrails:
     ) -> None:
         specs = list(tools)
         terminal = frozenset(terminal_tools)
-        if respond_tool:
+        self._synthetic_respond = respond_tool and all(t.name != RESPOND_TOOL_NAME for t in specs)
+        if self._synthetic_respond:
             specs.append(respond_spec())
+        if respond_tool:
             terminal = terminal or frozenset({RESPOND_TOOL_NAME})
         prereqs = dict(prerequisites or {})
         _check_names(specs, required_steps, terminal, prereqs)
@@ -165,6 +178,9 @@ class Guardrails:
         loop_repeats = options.loop_repeats
         self._loop = LoopGuard(loop_repeats) if loop_repeats is not None else None
         self._succeeded: set[object] = set()  # call keys that ran successfully in this task
+        self._specs = {spec.name: spec for spec in self._validator.tools}
+        self._echoes = EchoCorpus()  # what the model was told, to catch it copied back
+        self._ignored: dict[str, tuple[str, ...]] = {}  # arguments dropped from the calls to run
 
     @classmethod
     def from_workflow(
@@ -184,6 +200,12 @@ class Guardrails:
             tracker=tracker,
             options=options,
         )
+
+    def is_synthetic_respond(self, call: ToolCall) -> bool:
+        """Whether ``call`` is of the synthetic ``respond`` tool, which the loop answers itself
+        (its ``message`` is the answer). A caller's own tool named ``respond`` is not: it runs
+        like any other tool."""
+        return self._synthetic_respond and call.tool == RESPOND_TOOL_NAME
 
     @property
     def tools(self) -> tuple[ToolSpec, ...]:
@@ -252,16 +274,21 @@ class Guardrails:
         """Decide what to do with one reply (an LLMResponse, native calls, or text).
 
         Order: rescue and validation (no call → retry nudge; unknown tool or bad arguments →
-        tool errors), then premature terminal calls, prerequisites, and the loop guard. An
-        exhausted budget comes back as :class:`Fatal`, never raised.
+        tool errors), then premature terminal calls and prerequisites (those calls are refused,
+        the rest of the reply runs), and the loop guard. An exhausted budget comes back as
+        :class:`Fatal`, never raised.
         """
         try:
-            return self._check(response)
+            action = self._check(response)
         except BudgetExhaustedError as exc:
             return Fatal(error=exc)
+        for text in _shown(action):
+            self._echoes.add(text)
+        return action
 
     def _check(self, response: Reply) -> Action:
-        result = self._validator.validate(response)
+        self._ignored = {}
+        result = self._validator.validate(response, echoes=self._echoes)
         if result.needs_retry:
             return self._retry(result)
         if result.errors:
@@ -274,16 +301,23 @@ class Guardrails:
                 text=result.text,
             )
         self._errors.reset_retries()
+        refused: list[Refusal] = []
         if self.options.steps:
-            blocked = self._steps.check(result.calls, text=result.text)
-            if blocked is not None:
-                return blocked
+            verdict = self._steps.check(result.calls, text=result.text)
+            if isinstance(verdict, StepBlocked):
+                return verdict
+            refused = verdict or []
+        refused_ids = {r.call.call_id for r in refused}
+        runnable = [c for c in result.calls if c.call_id not in refused_ids]
         if self._loop is not None:
-            looping = self._loop.observe(result.calls, text=result.text, next_step=self.next_step)
+            looping = self._loop.observe(runnable, text=result.text, next_step=self.next_step)
             if looping is not None:
-                return looping
+                return _with_refusals(looping, result.calls, refused)
+        self._ignored = {k: v for k, v in result.ignored.items() if k not in refused_ids}
         return Execute(
-            calls=result.calls,
+            calls=runnable,
+            refused=refused,
+            ignored=dict(self._ignored),
             collapsed=result.collapsed,
             rescued_dialects=result.dialects,
             reasoning=result.reasoning,
@@ -322,9 +356,10 @@ class Guardrails:
 
         Successes are recorded as steps (before anything else, so control state is right even
         when a budget runs out) and break the tool-error and blocked-reply rows. A
-        ToolResolutionError is fed back without counting and is not a step; any other error is
-        fed back and counted. Returns the tool-result messages to append and whether the task
-        is done.
+        ToolResolutionError is fed back without counting and is not a step, with the corrected
+        call when its message hints at the right value; any other error is fed back and
+        counted. A call that ran without arguments its schema lacks gets a ``[Note]`` naming
+        them. Returns the tool-result messages to append and whether the task is done.
         """
         repeated = set()
         for result in results:
@@ -337,21 +372,28 @@ class Guardrails:
         messages: list[Message] = []
         terminal: ToolResult | None = None
         fatal: ForgeError | None = None
+        ignored, self._ignored = self._ignored, {}
         for result in results:
             call = result.call
+            note = self._ignored_note(call, ignored.get(call.call_id, ()))
             if result.error is None:
                 output = result.output or ""
-                if call.call_id in repeated and call.tool not in self.terminal_tools:
+                ends = call.tool in self.terminal_tools
+                if call.call_id in repeated and not ends:
                     # The same call already succeeded: say so, and point at the next step.
-                    output += repeat_note(call.tool, self.next_step(avoid=call.tool))
-                messages.append(Message.tool_result(call, output))
+                    output += self._told(repeat_note(call.tool, self.next_step(avoid=call.tool)))
+                messages.append(Message.tool_result(call, output + ("" if ends else note)))
                 self._errors.reset_tool_errors()
-                if terminal is None and call.tool in self.terminal_tools:
+                if terminal is None and ends:
                     terminal = result
             elif isinstance(result.error, ToolResolutionError) and self.options.recovery:
-                messages.append(Message.tool_result(call, resolution_text(call.tool, result.error)))
+                text = resolution_text(
+                    call.tool, result.error, corrected=self._hinted_call(call, result.error)
+                )
+                messages.append(Message.tool_result(call, text + note))
             else:
-                messages.append(Message.tool_result(call, tool_error_text(call.tool, result.error)))
+                text = tool_error_text(call.tool, result.error)
+                messages.append(Message.tool_result(call, text + note))
                 if fatal is None:
                     try:
                         self._errors.record_tool_error(call.tool, result.error)
@@ -372,6 +414,54 @@ class Guardrails:
             messages=messages, fatal=fatal, succeeded=len(results) - failed, failed=failed
         )
 
+    def _told(self, text: str) -> str:
+        """``text``, remembered as said to the model (a later argument must not copy it)."""
+        self._echoes.add(text)
+        return text
+
+    def _ignored_note(self, call: ToolCall, ignored: Sequence[str]) -> str:
+        if not ignored:
+            return ""
+        return self._told(ignored_args_note(self._specs[call.tool], ignored))
+
+    def _hinted_call(self, call: ToolCall, error: BaseException) -> str | None:
+        """The call with the value ``error``'s message suggests, ready to send, if it has one."""
+        spec = self._specs.get(call.tool)
+        if spec is None:
+            return None
+        args = hinted_args(spec, call.args, str(error), tools=self._specs)
+        return example_call(spec, args) if args is not None else None
+
+
+def _with_refusals(
+    looping: StepBlocked, calls: list[ToolCall], refused: list[Refusal]
+) -> StepBlocked:
+    """A loop block of the runnable calls, widened to the whole reply: refused calls keep the
+    nudge that says why they may not run, every other call the loop's note."""
+    if not refused:
+        return looping
+    errors = [*looping.errors, *(r.nudge for r in refused)]
+    return StepBlocked(
+        calls=calls,
+        errors=errors,
+        reason=looping.reason,
+        held_back=held_back(calls, errors, kind=MessageType.STEP_NUDGE, tier=3),
+        text=looping.text,
+    )
+
+
+def _shown(action: Action) -> list[str]:
+    """The texts of ``action`` that the model will read as corrections."""
+    match action:
+        case RetryWithNudge():
+            return [action.nudge.content]
+        case ToolErrors() | StepBlocked():
+            return [n.content for n in (*action.errors, *action.held_back)]
+        case Execute():
+            return [r.nudge.content for r in action.refused]
+        case _:
+            return []
+
 
 def _last_raw(result: ValidationResult) -> str:
     """The reply as sent: its text, or its native calls as JSON when it had no text."""
@@ -381,8 +471,17 @@ def _last_raw(result: ValidationResult) -> str:
     return msgspec.json.encode(calls).decode()
 
 
+_SUMMARY_CHARS = 600
+
+
 def _summary(errors: Sequence[Nudge]) -> str:
-    return "; ".join(e.content.splitlines()[0] for e in errors)
+    """The corrections of a rejected reply on one line, for the error a run ends with: each
+    whole (what was wrong, expected against got, the call to send), not just its first line."""
+    parts = []
+    for error in errors:
+        text = " ".join(error.content.split())
+        parts.append(text if len(text) <= _SUMMARY_CHARS else text[:_SUMMARY_CHARS] + "...")
+    return "; ".join(parts)
 
 
 def _check_names(

@@ -1,7 +1,11 @@
 """Corrective messages sent to the model, and the :class:`Nudge` that carries one.
 
 Small local models repeat a rejected format unchanged when told only *that* it was wrong, so every
-correction here says what was wrong, where, and shows a concrete valid call to copy. Nudges that
+correction here says what was wrong, where, and shows a concrete valid call to copy -- built from
+the model's own arguments, its valid values kept and its wrong ones corrected; a field no value
+can be inferred for is described in words, never shown as a placeholder (``<city>``) the model
+would copy back. No text here is empty or ends in a bare colon: the first line of each is also
+what an exception or a log says about it. Nudges that
 repeat (retries, premature terminal calls, unmet prerequisites) escalate in tiers: 1 is polite,
 2 direct, 3 insistent. The builders return plain text; the validator and the step enforcer wrap it
 in a :class:`Nudge` that knows its channel and the call it answers.
@@ -12,6 +16,7 @@ from __future__ import annotations
 import difflib
 import enum
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,15 +32,19 @@ from forge_rt.core import (
     ToolCall,
     ToolSpec,
 )
+from forge_rt.core._jsonschema import deref
+from forge_rt.guardrails._rescue_args import SCHEMA_KEYWORDS, repair_args, schema_of
 
 __all__ = [
     "MAX_TIER",
     "Nudge",
     "RetryCause",
     "bad_args_nudge",
+    "describe_field",
     "example_call",
     "held_back",
     "held_back_nudge",
+    "ignored_args_note",
     "loop_nudge",
     "premature_terminal_nudge",
     "prerequisite_nudge",
@@ -152,8 +161,9 @@ def retry_nudge(
     example = example_call(_example_tool(tools))
     names = _names([t.name for t in tools])
     hint = f"{_CAUSE_HINT[cause]} " if cause is not None else ""
-    if fragment is not None:
-        quoted = fragment if len(fragment) <= _MAX_QUOTE else fragment[:_MAX_QUOTE] + "..."
+    piece = " ".join(fragment.split()) if fragment is not None else ""
+    if piece:
+        quoted = piece if len(piece) <= _MAX_QUOTE else piece[:_MAX_QUOTE] + "..."
         hint += f"This part could not be read: {quoted} "
     respond = (
         f" To answer the user, call `{RESPOND_TOOL_NAME}` with your message."
@@ -178,6 +188,8 @@ def retry_nudge(
 
 def unknown_tool_nudge(name: str, tools: Sequence[ToolSpec]) -> str:
     """The tool-channel error for a call of a tool that does not exist, listing the real ones."""
+    if not tools:
+        raise ValueError("unknown_tool_nudge needs the real tools to list")
     names = [t.name for t in tools]
     close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
     guess = f" Did you mean `{close[0]}`?" if close else ""
@@ -187,24 +199,196 @@ def unknown_tool_nudge(name: str, tools: Sequence[ToolSpec]) -> str:
     )
 
 
-def bad_args_nudge(spec: ToolSpec, errors: Sequence[ArgumentError]) -> str:
-    """The tool-channel error for arguments that fail ``spec``'s schema, with a valid example."""
+def _field_of(error: ArgumentError) -> str:
+    """The argument an error is about: ``year`` at ``$.year``, the field a "missing required
+    field `x`" error names at ``$``."""
+    if error.path.startswith("$."):
+        return error.path[2:]
+    named = re.search(r"`([^`]+)`", error.message)
+    return named.group(1) if named else "arguments"
+
+
+_KINDS = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "array": "a list",
+    "object": "an object",
+    "null": "null",
+}
+
+
+def _kind(schema: Mapping[str, Any], root: Mapping[str, Any]) -> str:
+    """What a value of ``schema`` is, in words: "an integer", "one of "c", "f"", ..."""
+    schema = deref(schema, root)
+    if not isinstance(schema, Mapping):
+        return "any value"
+    if "const" in schema:
+        return f"exactly {_json(schema['const'])}"
+    if schema.get("enum"):
+        return "one of " + ", ".join(_json(v) for v in schema["enum"])
+    for key in ("anyOf", "oneOf"):
+        if schema.get(key):
+            return " or ".join(dict.fromkeys(_kind(o, root) for o in schema[key]))
+    if isinstance(schema.get("allOf"), list) and len(schema["allOf"]) == 1:
+        return _kind(schema["allOf"][0], root)
+    kind = schema.get("type", "object" if "properties" in schema else None)
+    if isinstance(kind, list):
+        return " or ".join(_KINDS.get(k, str(k)) for k in kind)
+    if kind is None:
+        return "any value"
+    words = [_KINDS.get(kind, str(kind))]
+    low, high = schema.get("minimum"), schema.get("maximum")
+    if low is not None and high is not None:
+        words.append(f"from {low} to {high}")
+    elif low is not None:
+        words.append(f">= {low}")
+    elif high is not None:
+        words.append(f"<= {high}")
+    if "exclusiveMinimum" in schema:
+        words.append(f"> {schema['exclusiveMinimum']}")
+    if "exclusiveMaximum" in schema:
+        words.append(f"< {schema['exclusiveMaximum']}")
+    unit = "characters" if kind == "string" else "items"
+    low, high = (
+        (schema.get("minLength"), schema.get("maxLength"))
+        if kind == "string"
+        else (schema.get("minItems"), schema.get("maxItems"))
+    )
+    if low is not None:
+        words.append(f"of at least {low} {unit}")
+    if high is not None:
+        words.append(f"of at most {high} {unit}")
+    if "pattern" in schema:
+        words.append(f"matching the regex {schema['pattern']!r}")
+    return " ".join(words)
+
+
+def describe_field(spec: ToolSpec, name: str) -> str:
+    """``name`` of ``spec`` in words: its type and limits, then its description.
+
+    "an integer >= 2000 (Four-digit year)". Shown for a field the model must fill with a value
+    from the task, instead of an example value it would copy.
+    """
+    schema = schema_of(spec)
+    props: Mapping[str, Any] = schema.get("properties") or {}
+    if name not in props:
+        return "an argument the schema does not list"
+    sub = deref(props[name], schema)
+    kind = _kind(sub, schema)
+    about = sub.get("description") if isinstance(sub, Mapping) else None
+    said = " ".join(str(about).split()).rstrip(".:") if about else ""
+    return f"{kind} ({said})" if said else kind
+
+
+def _ignored_line(spec: ToolSpec, name: str, renamed: Mapping[str, str]) -> str:
+    as_field = next((f for f, n in renamed.items() if n == name), None)
+    if name in SCHEMA_KEYWORDS and name not in spec.property_names():
+        what = "a JSON-schema keyword copied from the tool definition, not an argument"
+    else:
+        what = f"not an argument of `{spec.name}`"
+    tail = f"read as `{as_field}`" if as_field else "ignored"
+    return f"`{name}` is {what} - at `$.{name}` ({tail})"
+
+
+def bad_args_nudge(
+    spec: ToolSpec,
+    errors: Sequence[ArgumentError],
+    *,
+    args: Mapping[str, Any] | None = None,
+    unusable: Sequence[str] = (),
+    ignored: Mapping[str, Any] | None = None,
+) -> str:
+    """The tool-channel error for arguments that fail ``spec``'s schema, with the fixed call.
+
+    ``args`` are the arguments as the model sent them (schema-known ones), ``unusable`` the
+    fields whose value is a placeholder or an echo, ``ignored`` the arguments dropped as not in
+    the schema (by name, with their values: one may be a required field under another name).
+    Every error is listed, expected against got; the call to send is built from ``args`` by
+    :func:`~forge_rt.guardrails._rescue_args.repair_args`, and each field it could not fill is
+    described.
+    """
     if not errors:
         raise ValueError("bad_args_nudge needs at least one argument error to report")
-    lines = "\n".join(f"- {e.render()}" for e in errors)
+    dropped = dict(ignored or {})
+    repair = repair_args(spec, dict(args or {}), unusable=unusable, unknown=dropped)
+    fields = list(dict.fromkeys(_field_of(e) for e in errors))
+    lines = [f"[ArgumentError] `{spec.name}` was not run: fix {_names(fields)}."]
+    lines += [f"- {e.render()}" for e in errors]
+    lines += [f"- {_ignored_line(spec, name, repair.renamed)}" for name in dropped]
+    sent = dict(args or {})
+    lines += [
+        f"- `{field}`: {_json(sent[field])} is read as {_json(repair.args[field])}"
+        for field in repair.corrected
+        if field in sent
+    ]
+    lines += [
+        f"- `{field}` needs a real value: {describe_field(spec, field)}."
+        for field in repair.missing
+    ]
+    example = example_call(spec, repair.args)
+    if repair.missing:
+        lines.append(
+            f"Send the call again with a real value for {_names(repair.missing)}, the rest as "
+            f"shown: {example}"
+        )
+    else:
+        lines.append(f"Send this corrected call: {example}")
+    return "\n".join(lines)
+
+
+def ignored_args_note(spec: ToolSpec, ignored: Sequence[str]) -> str:
+    """Appended to the result of a call that ran without arguments its schema does not have."""
+    if not ignored:
+        raise ValueError("ignored_args_note needs the ignored argument names")
+    keywords = [n for n in ignored if n in SCHEMA_KEYWORDS]
+    others = [n for n in ignored if n not in SCHEMA_KEYWORDS]
+    parts = []
+    if others:
+        verb = "is not an argument" if len(others) == 1 else "are not arguments"
+        parts.append(f"{_names(others)} {verb} of `{spec.name}`")
+    if keywords:
+        verb = "is a JSON-schema keyword" if len(keywords) == 1 else "are JSON-schema keywords"
+        parts.append(f"{_names(keywords)} {verb} copied from the tool definition")
+    takes = spec.property_names()
+    known = f"Its arguments are {_names(takes)}." if takes else "It takes no arguments."
     return (
-        f"[ArgumentError] Invalid arguments for `{spec.name}`:\n{lines}\n"
-        f"Send argument values only, in this shape: {example_call(spec)}"
+        f"\n[Note] {'; '.join(parts)}: ignored, and the call ran without "
+        f"{'it' if len(ignored) == 1 else 'them'}. {known}"
     )
 
 
-def premature_terminal_nudge(tier: int, terminal: str, pending: Sequence[str]) -> str:
-    """The tool-channel error for a terminal tool called before the required steps are done."""
+def _running(running: Sequence[str]) -> str:
+    names = list(dict.fromkeys(running))
+    verb = "runs" if len(names) == 1 else "run"
+    return f"{_names(names)} from the same reply {verb} now (results follow)"
+
+
+def premature_terminal_nudge(
+    tier: int, terminal: str, pending: Sequence[str], *, running: Sequence[str] = ()
+) -> str:
+    """The tool-channel error for a terminal tool called before the required steps are done.
+
+    ``running`` names the tools of the same reply that run anyway: the nudge says so and names
+    what is left after them, so the model calls the terminal tool once, at the end.
+    """
     if not pending:
         raise ValueError("premature_terminal_nudge needs the pending steps to name")
     level = _tier(tier)
     steps = _names(pending)
     first = pending[0]
+    if running:
+        after = [p for p in pending if p not in running]
+        then = (
+            f"then call {_names(after)}, and `{terminal}` last"
+            if after
+            else f"call `{terminal}` again once their results are in"
+        )
+        return (
+            f"[StepEnforcementError] `{terminal}` cannot run yet, so it was not run: these "
+            f"steps are not done: {steps}. {_running(running)}; {then}."
+        )
     if level == 1:
         return (
             f"[StepEnforcementError] `{terminal}` cannot run yet: these steps are not done: "
@@ -235,11 +419,14 @@ def prerequisite_nudge(
     missing: Sequence[Prerequisite],
     *,
     args: Mapping[str, Any] | None = None,
+    running: Sequence[str] = (),
 ) -> str:
     """The tool-channel error for a call whose prerequisite tool has not succeeded yet.
 
     With ``args`` (the blocked call's arguments) an argument-matched prerequisite is shown with
-    the concrete value it needs.
+    the concrete value it needs. ``running`` names the tools of the same reply that run anyway;
+    when a missing prerequisite is among them, the model is told to call ``tool`` again once it
+    succeeded.
     """
     if not missing:
         raise ValueError("prerequisite_nudge needs the missing prerequisites to name")
@@ -247,6 +434,16 @@ def prerequisite_nudge(
     call_args = args or {}
     needs = ", ".join(_describe_prerequisite(p, call_args) for p in missing)
     first = _describe_prerequisite(missing[0], call_args)
+    if running:
+        then = (
+            f"call `{tool}` again once {first} succeeded"
+            if any(p.tool in running for p in missing)
+            else f"call {first} on its own, then `{tool}`"
+        )
+        return (
+            f"[PrereqError] `{tool}` was not run: it needs {needs} to succeed first. "
+            f"{_running(running)}; {then}."
+        )
     if level == 1:
         return (
             f"[PrereqError] `{tool}` needs {needs} to succeed first. Please call {first} on "
@@ -299,8 +496,11 @@ def next_step_text(spec: ToolSpec, *, finish: bool) -> str:
 def held_back_nudge(tool: str, blocked: Sequence[str]) -> str:
     """The tool-channel note for a valid call not run because another call in its reply failed.
 
-    A reply is accepted or rejected as a whole, so the model re-sends the batch once it is fixed.
+    The model re-sends the batch once it is fixed, so the valid calls are held back rather than
+    run twice.
     """
+    if not blocked:
+        raise ValueError("held_back_nudge needs the rejected call(s) to name")
     return (
         f"[NotExecuted] `{tool}` was not run because the call to {_names(blocked)} in the same "
         f"reply was rejected (see its error). Send `{tool}` again, without the rejected call or "
@@ -328,15 +528,31 @@ def held_back(
     ]
 
 
+def _detail(error: BaseException) -> str:
+    """A tool's error message on one line, without the punctuation our sentence adds."""
+    return " ".join(str(error).split()).rstrip(".:;, ")
+
+
 def tool_error_text(tool: str, error: BaseException) -> str:
     """The tool result fed back when ``tool`` raised ``error`` while executing."""
-    detail = str(error).rstrip(".") or "(no message)"
+    detail = _detail(error) or "(no message)"
     return (
         f"[ToolError] `{tool}` failed: {type(error).__name__}: {detail}. Check the arguments "
         "or try a different approach."
     )
 
 
-def resolution_text(tool: str, error: BaseException) -> str:
-    """The tool result fed back when ``tool`` raised ToolResolutionError ("called wrong")."""
-    return f"[ToolResolutionError] `{tool}`: {error}"
+def resolution_text(tool: str, error: BaseException, *, corrected: str | None = None) -> str:
+    """The tool result fed back when ``tool`` raised ToolResolutionError ("called wrong").
+
+    ``corrected`` is the call with the value the message hints at put in (see
+    :func:`~forge_rt.guardrails._rescue_args.hinted_args`), shown ready to send.
+    """
+    detail = _detail(error)
+    text = (
+        f"[ToolResolutionError] `{tool}`: {detail}"
+        if detail
+        else f"[ToolResolutionError] `{tool}` was called wrong (it gave no reason); check the "
+        "arguments against its schema."
+    )
+    return f"{text}\nCorrected call: {corrected}" if corrected is not None else text

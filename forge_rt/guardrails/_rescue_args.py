@@ -4,20 +4,38 @@ XML dialects deliver every value as a string and small models quote numbers, so 
 integer parameter is common. :func:`coerce_args` converts only where the schema leaves exactly one
 reading; anything ambiguous (a parameter that also accepts strings, a value that parses as two
 types) is left as written so validation can report it to the model.
+
+When a call is rejected anyway, the correction shows the call as it should have been, built from
+the model's own arguments: :func:`repair_args` keeps the valid values and corrects the wrong ones
+where the value says what was meant, and :func:`hinted_args` puts in the value a tool's own error
+message suggests ("no such order; use ORD-0042"). Small models copy a concrete call far more
+reliably than they follow a description of one.
 """
 
 from __future__ import annotations
 
+import difflib
+import json
 import re
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from forge_rt.core import ToolSpec
+import msgspec
+
+from forge_rt.core import ToolArgumentError, ToolSpec
 from forge_rt.core._jsonschema import deref
 from forge_rt.guardrails._json_repair import JsonRepairError, loads_lenient
 
-__all__ = ["coerce_args", "schema_of"]
+__all__ = [
+    "SCHEMA_KEYWORDS",
+    "ArgRepair",
+    "coerce_args",
+    "hinted_args",
+    "repair_args",
+    "schema_of",
+    "top_field",
+]
 
 _MAX_NUMBER = 400
 _INTEGER = re.compile(r"[+-]?\d+")
@@ -192,3 +210,264 @@ def _strings_kept(spec: ToolSpec, schema: Mapping[str, Any]) -> frozenset[str]:
     if len(_KEPT) > _SCHEMA_CACHE_SIZE:
         _KEPT.popitem(last=False)
     return kept
+
+
+# --- repairs shown in corrections ---------------------------------------------------------------
+
+
+class ArgRepair(msgspec.Struct, frozen=True, kw_only=True):
+    """A rejected call's arguments as they should have been, built from the model's own.
+
+    ``args`` keeps every valid value, with wrong ones corrected where the model's value says
+    what it meant (``"Q4"`` for an integer quarter is 4, ``"celcius"`` for an enum is
+    ``"celsius"``, a misnamed argument is renamed); ``corrected`` names the fields changed.
+    ``missing`` names the fields no rule could fill: they are left out of ``args`` (never filled
+    with a placeholder the model could copy) and must be described to the model instead. With
+    ``missing`` empty, ``args`` passes the schema. ``renamed`` maps a field filled from an
+    unknown argument to the name the model sent it under.
+    """
+
+    args: dict[str, Any]
+    corrected: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+    renamed: dict[str, str] = msgspec.field(default_factory=dict)  # field -> name the model used
+
+
+def repair_args(
+    spec: ToolSpec,
+    args: Mapping[str, Any],
+    *,
+    unusable: Iterable[str] = (),
+    unknown: Mapping[str, Any] | None = None,
+) -> ArgRepair:
+    """The closest valid arguments to ``args`` (unknown names already taken out).
+
+    ``unusable`` names top-level fields whose value is no value at all (a placeholder, an
+    echo); ``unknown`` holds the arguments the schema does not have, which may be a required
+    field under another name (``medication`` for ``medication_name``).
+    """
+    schema = schema_of(spec)
+    props: Mapping[str, Any] = schema.get("properties") or {}
+    required = [r for r in schema.get("required", []) if r in props]
+    bad = set(unusable)
+    candidate = {k: v for k, v in args.items() if k not in bad}
+    corrected: list[str] = []
+    missing: list[str] = [k for k in args if k in bad]
+    renamed = _renames(required, candidate, unknown or {})
+    for field, name in renamed.items():
+        candidate[field] = (unknown or {})[name]
+        corrected.append(field)
+    coercer = _Coercer(schema)
+    for _ in range(len(props) + 1):
+        wrong = _wrong_fields(spec, candidate)
+        if not wrong:
+            break
+        for field in wrong:
+            if field not in props and field in candidate:
+                del candidate[field]  # a key the schema forbids (a model with extra="forbid")
+                continue
+            if field not in candidate:
+                if field not in missing:
+                    missing.append(field)
+                continue
+            fixed = _fix(spec, candidate, field, props.get(field, {}), coercer)
+            if fixed is _NOTHING:
+                del candidate[field]
+                if field not in missing:
+                    missing.append(field)
+            else:
+                candidate[field] = fixed
+                if field not in corrected:
+                    corrected.append(field)
+    return ArgRepair(
+        args=candidate,
+        corrected=tuple(f for f in corrected if f in candidate),
+        missing=tuple(missing),
+        renamed={f: n for f, n in renamed.items() if f in candidate},
+    )
+
+
+_NOTHING: Any = object()
+
+
+def _fold(name: str) -> str:
+    return re.sub(r"[\W_]+", "", name.lower())
+
+
+def _renames(
+    required: list[str], candidate: Mapping[str, Any], unknown: Mapping[str, Any]
+) -> dict[str, str]:
+    """Missing required fields the model sent under another name: field -> the name it used.
+
+    A name matches when it is the same word in another case or spelling (``patientId``), a
+    close spelling, or one contains the other (``medication`` / ``medication_name``); when
+    exactly one field is missing and exactly one argument is unknown, that argument is it.
+    """
+    absent = [r for r in required if r not in candidate]
+    free = [name for name in unknown if name not in SCHEMA_KEYWORDS]
+    found: dict[str, str] = {}
+    for field in absent:
+        match = next((name for name in free if _same_name(name, field)), None)
+        if match is None:
+            close = difflib.get_close_matches(field, free, n=1, cutoff=0.75)
+            match = close[0] if close else None
+        if match is not None:
+            found[field] = match
+            free.remove(match)
+    rest = [r for r in absent if r not in found]
+    if len(rest) == 1 and len(free) == 1:
+        found[rest[0]] = free[0]
+    return found
+
+
+# Keys of a JSON schema a model pastes in as arguments: never a misnamed argument.
+SCHEMA_KEYWORDS = frozenset(
+    {
+        "$defs",
+        "$schema",
+        "additionalProperties",
+        "definitions",
+        "properties",
+        "required",
+        "title",
+        "type",
+    }
+)
+
+
+def _same_name(name: str, field: str) -> bool:
+    a, b = _fold(name), _fold(field)
+    return a == b or (min(len(a), len(b)) >= 4 and (a in b or b in a))
+
+
+def top_field(path: str) -> str:
+    """``year`` of ``$.year``, ``items`` of ``$.items[0].x``; ``""`` for the object itself."""
+    rest = path[2:] if path.startswith("$.") else ""
+    return re.split(r"[.\[]", rest, maxsplit=1)[0]
+
+
+def _wrong_fields(spec: ToolSpec, args: dict[str, Any]) -> list[str]:
+    """The top-level fields the schema rejects in ``args``, in error order."""
+    try:
+        spec.validate_args(args)
+    except ToolArgumentError as exc:
+        return list(dict.fromkeys(f for e in exc.errors if (f := top_field(e.path))))
+    return []
+
+
+def _fix(spec: ToolSpec, args: dict[str, Any], field: str, schema: Any, coercer: _Coercer) -> Any:
+    """The first correction of ``args[field]`` the schema accepts, else ``_NOTHING``."""
+    for candidate in _corrections(args[field], coercer.resolve(schema), coercer):
+        if field not in _wrong_fields(spec, {**args, field: candidate}):
+            return candidate
+    return _NOTHING
+
+
+_ANY_NUMBER = re.compile(r"[+-]?\d+(?:\.\d+)?")
+_YES = frozenset({"yes", "y", "on", "1"})
+_NO = frozenset({"no", "n", "off", "0"})
+
+
+def _corrections(value: Any, schema: Mapping[str, Any], coercer: _Coercer) -> Iterator[Any]:
+    """Values the model may have meant by ``value``, most literal first."""
+    yield coercer.value(value, schema)
+    options = schema.get("enum") or ([schema["const"]] if "const" in schema else [])
+    if options and isinstance(value, str | int | float):
+        text = str(value).strip().lower()
+        labels = {str(o).lower(): o for o in options}
+        if text in labels:
+            yield labels[text]
+        close = difflib.get_close_matches(text, list(labels), n=1, cutoff=0.75)
+        if close:
+            yield labels[close[0]]
+    kinds = coercer.types(schema) or set()
+    if isinstance(value, str):
+        text = value.strip()
+        numbers = _ANY_NUMBER.findall(text)
+        if kinds & {"integer", "number"} and len(numbers) == 1:
+            number = float(numbers[0])
+            yield int(number) if number.is_integer() else number
+        if "boolean" in kinds and text.lower() in _YES | _NO:
+            yield text.lower() in _YES
+        if "string" in kinds:
+            yield text
+            yield text.upper()
+            yield text.lower()
+            yield re.sub(r"[\s\-]+", "", text)
+            if text.isdigit():
+                yield from (text.zfill(width) for width in range(len(text) + 1, 11))
+    elif isinstance(value, bool | int | float) and "string" in kinds:
+        text = json.dumps(value) if isinstance(value, bool) else str(value)
+        yield text
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            yield from (text.zfill(width) for width in range(len(text) + 1, 11))
+    if "array" in kinds and not isinstance(value, list):
+        yield [value]
+
+
+# --- hints in a tool's own error ---------------------------------------------------------------
+
+# "use ORD-0042", "did you mean 'Paris'?", "try 2024", "instead: X"
+_CUE = re.compile(
+    r"\b(?:use|try|did you mean|you meant|perhaps|maybe|instead(?: use)?)"
+    r"\s*:?\s*[`'\"]?([A-Za-z0-9][\w.\-/@:+]*)",
+    re.IGNORECASE,
+)
+# Words a cue is followed by that are not a value ("try again", "use a different one").
+_NOT_VALUES = frozenset(
+    {"a", "again", "an", "another", "any", "it", "one", "only", "other", "some", "that", "the"}
+    | {"them", "this", "instead"}
+)
+_QUOTED = re.compile(r"[`'\"]([^`'\"\s][^`'\"]{0,80})[`'\"]")
+
+
+def hinted_args(
+    spec: ToolSpec, args: Mapping[str, Any], message: str, *, tools: Iterable[str] = ()
+) -> dict[str, Any] | None:
+    """``args`` with the value a tool's error message suggests put in, or ``None``.
+
+    A tool that raises ToolResolutionError("no such order; use ORD-0042") says what to send;
+    the corrected call shows it in place. The value goes into the argument the message names,
+    else the string argument it most resembles (``ORD-42`` for ``ORD-0042``). Candidates that
+    name a tool (``use list_files``) are not argument values and are skipped; so is a hint that
+    leaves the arguments invalid or unchanged.
+    """
+    names = set(tools)
+    candidates = [m.rstrip(".:,;") for m in _CUE.findall(message)]
+    candidates += [m.strip() for m in _QUOTED.findall(message)]
+    schema = schema_of(spec)
+    coercer = _Coercer(schema)
+    props: Mapping[str, Any] = schema.get("properties") or {}
+    usable = (c for c in candidates if c and c not in names and c.lower() not in _NOT_VALUES)
+    for hint in dict.fromkeys(usable):
+        field = _target_field(hint, args, props, message)
+        if field is None or args.get(field) == hint:
+            continue
+        fixed = {**args, field: coercer.value(hint, props.get(field, {}))}
+        if fixed == dict(args):
+            continue
+        try:
+            return spec.validate_args(fixed)
+        except ToolArgumentError:
+            continue
+    return None
+
+
+def _target_field(
+    hint: str, args: Mapping[str, Any], props: Mapping[str, Any], message: str
+) -> str | None:
+    """The argument a hinted value is for: the one the message names, else the most alike."""
+    named = [p for p in props if re.search(rf"\b{re.escape(p)}\b", message)]
+    if len(named) == 1:
+        return named[0]
+    scored = [
+        (difflib.SequenceMatcher(None, str(v).lower(), hint.lower()).ratio(), k)
+        for k, v in args.items()
+        if k in props and isinstance(v, str | int | float) and not isinstance(v, bool)
+    ]
+    if not scored:
+        return None
+    if len(scored) == 1:
+        return scored[0][1]
+    score, field = max(scored)
+    return field if score >= 0.3 else None

@@ -4,7 +4,8 @@ Small models offered tools must choose between calling one and writing text, and
 badly. With ``respond(message)`` among the tools every turn is a tool call -- a structured choice
 ("which tool?") instead of an open one ("tool or text?") -- and conversational turns cost no
 retries. The caller never sees the tool: :func:`split_respond` turns the call back into text.
-A workflow opts out with ``Workflow(respond_tool=False)``.
+A workflow opts out with ``Workflow(respond_tool=False)``. A caller with a tool of its own named
+``respond`` keeps it: the synthetic one is not added, and calls of that name are the caller's.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import functools
 from collections.abc import Sequence
 
 from forge_rt.core import RESPOND_TOOL_NAME, ToolCall, ToolSpec, Workflow
-from forge_rt.errors import WorkflowDefinitionError
 
 __all__ = ["respond_spec", "split_respond", "with_respond", "workflow_tool_specs"]
 
@@ -47,16 +47,11 @@ def respond_spec() -> ToolSpec:
 def with_respond(tools: Sequence[ToolSpec], *, enabled: bool = True) -> tuple[ToolSpec, ...]:
     """``tools`` plus ``respond`` when there are tools and ``enabled``; else ``tools`` unchanged.
 
-    A request without tools is plain chat and gets no respond tool. Raises
-    :class:`~forge_rt.errors.WorkflowDefinitionError` if a tool is already called ``respond``.
+    A request without tools is plain chat and gets no respond tool; tools that already hold one
+    named ``respond`` keep it, and nothing is added.
     """
-    if not enabled or not tools:
+    if not enabled or not tools or any(spec.name == RESPOND_TOOL_NAME for spec in tools):
         return tuple(tools)
-    if any(spec.name == RESPOND_TOOL_NAME for spec in tools):
-        raise WorkflowDefinitionError(
-            f"a tool named {RESPOND_TOOL_NAME!r} clashes with the synthetic respond tool; "
-            "rename it or turn the respond tool off (respond_tool=False / --no-respond)"
-        )
     return (*tools, respond_spec())
 
 

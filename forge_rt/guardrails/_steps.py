@@ -1,9 +1,11 @@
 """Step and prerequisite enforcement: required steps before a terminal tool, tools before tools.
 
 What has run is read from the :class:`~forge_rt.core.StepTracker`, never from the message
-history, so compaction cannot make a done step look pending (or the reverse). A violation blocks
-the whole reply with tool-channel corrections; each rule has its own budget of consecutive
-blocked replies, and a successful execution resets both.
+history, so compaction cannot make a done step look pending (or the reverse). A call that breaks
+a rule is refused with a tool-channel correction, and only that call: the rest of its reply runs
+(a reply holding the pending step *and* the premature terminal call runs the step). A reply with
+nothing left to run is blocked. Each rule has its own budget of consecutive replies with a
+refusal, and a successful execution resets both.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import structlog
 
 from forge_rt.core import MessageType, Prerequisite, Role, StepTracker, ToolCall
 from forge_rt.errors import PrerequisiteError, StepEnforcementError
-from forge_rt.guardrails._actions import BlockReason, StepBlocked
+from forge_rt.guardrails._actions import BlockReason, Refusal, StepBlocked
 from forge_rt.guardrails._nudges import (
     MAX_TIER,
     Nudge,
@@ -118,22 +120,43 @@ class StepEnforcer:
             if not self.tracker.satisfies(p, call.args)
         ]
 
-    def check(self, calls: Sequence[ToolCall], *, text: str = "") -> StepBlocked | None:
-        """Premature terminal calls first, then prerequisites; ``None`` when the batch may run.
+    def check(
+        self, calls: Sequence[ToolCall], *, text: str = ""
+    ) -> StepBlocked | list[Refusal] | None:
+        """Which calls of a reply may not run yet: premature terminal calls, then unmet
+        prerequisites.
 
-        Raises the rule's typed error when its budget is exhausted.
+        ``None`` when every call may run; the :class:`Refusal` of each call that may not when
+        others may (run those); :class:`StepBlocked` when no call may run. Raises the rule's
+        typed error when its budget is exhausted.
         """
-        blocked = self.check_premature(calls, text=text)
-        if blocked is not None:
-            return blocked
-        return self.check_prerequisites(calls, text=text)
-
-    def check_premature(self, calls: Sequence[ToolCall], *, text: str = "") -> StepBlocked | None:
-        """Block the batch if it calls a terminal tool while required steps are pending."""
         pending = self.pending
         early = [c for c in calls if c.tool in self.terminal_tools] if pending else []
-        if not early:
+        early_ids = {c.call_id for c in early}
+        waiting = [
+            (c, m)
+            for c in calls
+            if c.call_id not in early_ids and (m := self.missing_prerequisites(c))
+        ]
+        refused_ids = early_ids | {c.call_id for c, _ in waiting}
+        if not refused_ids:
             return None
+        running = [c.tool for c in calls if c.call_id not in refused_ids]
+        refusals = self._premature_refusals(early, pending, running) if early else []
+        if waiting:
+            refusals += self._prerequisite_refusals(waiting, running)
+        order = {c.call_id: i for i, c in enumerate(calls)}
+        refusals.sort(key=lambda r: order[r.call.call_id])
+        if running:
+            return refusals
+        reason: BlockReason = "premature_terminal" if early else "prerequisite"
+        return StepBlocked(
+            calls=list(calls), errors=[r.nudge for r in refusals], reason=reason, text=text
+        )
+
+    def _premature_refusals(
+        self, early: list[ToolCall], pending: list[str], running: list[str]
+    ) -> list[Refusal]:
         self._premature += 1
         if self._premature > self.max_premature:
             log.warning("guardrails.premature_exhausted", tool=early[0].tool, pending=pending)
@@ -146,35 +169,40 @@ class StepEnforcer:
                 attempts=self._premature,
             )
         tier = min(self._premature, MAX_TIER)
-        errors = [
-            Nudge(
-                kind=MessageType.STEP_NUDGE,
-                role=Role.TOOL,
-                content=premature_terminal_nudge(tier, c.tool, pending),
-                call_id=c.call_id,
-                tool=c.tool,
-                tier=tier,
+        log.info(
+            "guardrails.premature_terminal",
+            tool=early[0].tool,
+            pending=pending,
+            tier=tier,
+            running=running,
+        )
+        return [
+            Refusal(
+                call=c,
+                nudge=Nudge(
+                    kind=MessageType.STEP_NUDGE,
+                    role=Role.TOOL,
+                    content=premature_terminal_nudge(tier, c.tool, pending, running=running),
+                    call_id=c.call_id,
+                    tool=c.tool,
+                    tier=tier,
+                ),
+                reason="premature_terminal",
             )
             for c in early
         ]
-        log.info("guardrails.premature_terminal", tool=early[0].tool, pending=pending, tier=tier)
-        return blocked_batch(
-            calls, errors, "premature_terminal", kind=MessageType.STEP_NUDGE, tier=tier, text=text
-        )
 
-    def check_prerequisites(
-        self, calls: Sequence[ToolCall], *, text: str = ""
-    ) -> StepBlocked | None:
-        """Block the batch if any call's prerequisites have not succeeded yet.
+    def _prerequisite_refusals(
+        self, waiting: list[tuple[ToolCall, list[Prerequisite]]], running: list[str]
+    ) -> list[Refusal]:
+        """Refuse each call whose prerequisites have not succeeded yet.
 
         Only calls that already succeeded count: a prerequisite in the same reply has not run
-        yet, and may fail, so the model is told to call it on its own first.
+        yet, and may fail, so the call waits while the prerequisite runs, and the model is told
+        to send it again once that succeeded.
         """
-        blocked = [(c, m) for c in calls if (m := self.missing_prerequisites(c))]
-        if not blocked:
-            return None
         self._prereq += 1
-        call, missing = blocked[0]
+        call, missing = waiting[0]
         if self._prereq > self.max_prereq:
             log.warning("guardrails.prereq_exhausted", tool=call.tool, missing=missing[0].tool)
             raise PrerequisiteError(
@@ -186,21 +214,28 @@ class StepEnforcer:
                 attempts=self._prereq,
             )
         tier = min(self._prereq, MAX_TIER)
-        errors = [
-            Nudge(
-                kind=MessageType.PREREQUISITE_NUDGE,
-                role=Role.TOOL,
-                content=prerequisite_nudge(tier, c.tool, m, args=c.args),
-                call_id=c.call_id,
-                tool=c.tool,
-                tier=tier,
-            )
-            for c, m in blocked
-        ]
-        log.info("guardrails.prerequisite", tool=call.tool, missing=missing[0].tool, tier=tier)
-        return blocked_batch(
-            calls, errors, "prerequisite", kind=MessageType.PREREQUISITE_NUDGE, tier=tier, text=text
+        log.info(
+            "guardrails.prerequisite",
+            tool=call.tool,
+            missing=missing[0].tool,
+            tier=tier,
+            running=running,
         )
+        return [
+            Refusal(
+                call=c,
+                nudge=Nudge(
+                    kind=MessageType.PREREQUISITE_NUDGE,
+                    role=Role.TOOL,
+                    content=prerequisite_nudge(tier, c.tool, m, args=c.args, running=running),
+                    call_id=c.call_id,
+                    tool=c.tool,
+                    tier=tier,
+                ),
+                reason="prerequisite",
+            )
+            for c, m in waiting
+        ]
 
     def record(self, call: ToolCall) -> None:
         """``call`` succeeded: mark the step done and break both blocked-reply rows."""

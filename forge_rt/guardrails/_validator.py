@@ -3,6 +3,10 @@
 The validator is stateless: it rescues calls written as text, collapses identical calls repeated
 inside one reply, and checks each call's tool name and arguments against the tools' schemas.
 Budgets and escalation live elsewhere (:mod:`._errors_budget`, :mod:`._facade`).
+
+An argument the schema does not have is dropped, and the call runs without it (``ignored`` says
+which, so the result can tell the model); a value that is a placeholder or an echo of a
+correction is refused like a wrong type (see :mod:`._placeholders`).
 """
 
 from __future__ import annotations
@@ -27,7 +31,14 @@ from forge_rt.core import (
 )
 from forge_rt.guardrails._dialects import Dialect
 from forge_rt.guardrails._nudges import Nudge, RetryCause, bad_args_nudge, unknown_tool_nudge
+from forge_rt.guardrails._placeholders import (
+    ECHO_MARKUP,
+    EchoCorpus,
+    normalise,
+    placeholder_errors,
+)
 from forge_rt.guardrails._rescue import rescue
+from forge_rt.guardrails._rescue_args import schema_of, top_field
 
 __all__ = [
     "ResponseValidator",
@@ -41,22 +52,6 @@ log = structlog.get_logger(__name__)
 
 Reply = LLMResponse | list[ToolCall] | TextResponse | str
 
-# Keys of a JSON schema that small models paste into a call's arguments.
-_SCHEMA_KEYS = frozenset(
-    {
-        "$defs",
-        "$schema",
-        "additionalProperties",
-        "definitions",
-        "properties",
-        "required",
-        "title",
-        "type",
-    }
-)
-# Chat-template markup a model echoes into argument values instead of real content.
-_ECHO_MARKUP = ("<tool_response", "</tool_response>", "<tool_call>", "</tool_call>")
-_PLACEHOLDER = re.compile(r"^<([A-Za-z_][\w\- ]*)>$")
 # Text that echoes our own corrections back (see the phrasing in _nudges).
 _NUDGE_ECHO = re.compile(
     r"\[(ToolError|ArgumentError|StepEnforcementError|PrereqError|LoopError|NotExecuted)\]"
@@ -76,12 +71,14 @@ class ValidationResult(msgspec.Struct, frozen=True, kw_only=True):
     all; ``cause`` then says why and ``malformed`` quotes a call-like fragment that could not
     be read, if rescue found one. ``text`` is the reply's prose that accompanies native calls
     (empty for rescued calls, which are re-rendered structurally), ``raw`` the reply's text as
-    received.
+    received. ``ignored`` maps the id of a call that may run to the arguments dropped from it
+    because its schema does not have them.
     """
 
     calls: list[ToolCall]
     errors: list[Nudge]
     needs_retry: bool
+    ignored: dict[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
     dialects: tuple[Dialect, ...] = ()
     collapsed: int = 0
     cause: RetryCause | None = None
@@ -205,51 +202,35 @@ def _msgspec_style(error: Mapping[str, Any]) -> ArgumentError:
 def argument_errors(exc: ToolArgumentError) -> list[ArgumentError]:
     """The errors of ``exc`` in msgspec wording ("Expected `int`, got `str`" - at `$.year`).
 
-    ``ToolSpec.validate_args`` lists its own unknown-key errors first, then one per pydantic
-    error (kept as ``__cause__``); the pydantic ones are re-worded from their structured form.
+    ``ToolSpec.validate_args`` keeps the pydantic error as ``__cause__``; its errors are
+    re-worded from their structured form.
     """
     cause = exc.__cause__
     if not isinstance(cause, pydantic.ValidationError):
         return list(exc.errors)
-    details = cause.errors()
-    own = list(exc.errors[: len(exc.errors) - len(details)])
-    return own + [_msgspec_style(e) for e in details]
-
-
-def _pollution(spec: ToolSpec, args: Mapping[str, Any]) -> list[ArgumentError]:
-    """Schema keywords pasted in as arguments, and placeholder or echoed markup as values."""
-    props = set(spec.property_names())
-    found = [
-        ArgumentError(
-            f"$.{key}",
-            f"`{key}` is a JSON-schema keyword copied from the tool definition, not an argument",
-        )
-        for key in args
-        if key in _SCHEMA_KEYS and props and key not in props
-    ]
-    found.extend(_placeholders(args, "$"))
-    return found
-
-
-def _placeholders(value: Any, path: str, key: str | None = None) -> list[ArgumentError]:
-    if isinstance(value, dict):
-        return [e for k, v in value.items() for e in _placeholders(v, f"{path}.{k}", str(k))]
-    if isinstance(value, list):
-        return [e for i, v in enumerate(value) for e in _placeholders(v, f"{path}[{i}]", key)]
-    if not isinstance(value, str):
-        return []
-    if any(mark in value for mark in _ECHO_MARKUP):
-        return [ArgumentError(path, "Expected real content, got echoed <tool_response> markup")]
-    match = _PLACEHOLDER.match(value.strip())
-    if match is not None and key is not None and match.group(1) == key:
-        return [ArgumentError(path, f"Expected a real value, got the placeholder {value!r}")]
-    return []
+    return [_msgspec_style(e) for e in cause.errors()]
 
 
 def _merge(first: list[ArgumentError], second: list[ArgumentError]) -> list[ArgumentError]:
     """``first`` plus the errors of ``second`` at paths ``first`` does not already explain."""
     covered = {e.path for e in first}
     return first + [e for e in second if e.path not in covered]
+
+
+def _descriptions(spec: ToolSpec) -> tuple[str, ...]:
+    """The tool's description and every description in its schema, normalised for matching."""
+    found = [spec.description]
+    stack: list[Any] = [schema_of(spec)]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            text = node.get("description")
+            if isinstance(text, str):
+                found.append(text)
+            stack.extend(node.values())  # a property may itself be called "description"
+        elif isinstance(node, list):
+            stack.extend(node)
+    return tuple(dict.fromkeys(f for t in found if (f := normalise(t))))
 
 
 class ResponseValidator:
@@ -270,6 +251,8 @@ class ResponseValidator:
         self._tools = by_name
         self._specs = tuple(by_name.values())
         self._rescue = rescue
+        self._descriptions = {name: _descriptions(spec) for name, spec in by_name.items()}
+        self._names = frozenset(n for spec in self._specs for n in spec.property_names())
 
     @property
     def tools(self) -> tuple[ToolSpec, ...]:
@@ -280,20 +263,32 @@ class ResponseValidator:
     def rescue_enabled(self) -> bool:
         return self._rescue
 
-    def validate(self, response: Reply) -> ValidationResult:
-        """Validate one reply: native calls, a text reply, or an LLMResponse holding either."""
+    def validate(self, response: Reply, *, echoes: EchoCorpus | None = None) -> ValidationResult:
+        """Validate one reply: native calls, a text reply, or an LLMResponse holding either.
+
+        ``echoes`` holds the corrections the model was shown; an argument copied from one is
+        refused.
+        """
         raw, reasoning, native = _unpack(response)
         # A reply cut off at the token limit: small models repeat a call until they hit it.
         truncated = isinstance(response, LLMResponse) and response.finish_reason == "length"
         if native:
             return self._check(
-                native, raw=raw, text=raw, reasoning=reasoning, dialects=(), rescued=False
+                native,
+                raw=raw,
+                text=raw,
+                reasoning=reasoning,
+                dialects=(),
+                rescued=False,
+                echoes=echoes,
             )
         if self._rescue:
-            return self._rescued(raw, reasoning, truncated=truncated)
+            return self._rescued(raw, reasoning, truncated=truncated, echoes=echoes)
         return self._retry(raw, reasoning, truncated=truncated)
 
-    def _rescued(self, raw: str, reasoning: str | None, *, truncated: bool) -> ValidationResult:
+    def _rescued(
+        self, raw: str, reasoning: str | None, *, truncated: bool, echoes: EchoCorpus | None
+    ) -> ValidationResult:
         found = rescue(raw, self.tools)
         calls = [*found.calls, *found.unknown_calls]
         thought = reasoning if reasoning is not None else found.reasoning
@@ -309,6 +304,7 @@ class ResponseValidator:
             reasoning=thought,
             dialects=tuple(found.dialects),
             rescued=True,
+            echoes=echoes,
         )
 
     def _retry(
@@ -348,28 +344,55 @@ class ResponseValidator:
         reasoning: str | None,
         dialects: tuple[Dialect, ...],
         rescued: bool,
+        echoes: EchoCorpus | None,
     ) -> ValidationResult:
         kept, collapsed = collapse_calls(calls)
         if collapsed:
             log.info("guardrails.collapsed", collapsed=collapsed, kept=len(kept))
         checked: list[ToolCall] = []
         errors: list[Nudge] = []
+        ignored: dict[str, tuple[str, ...]] = {}
+        ran: set[tuple[str, bytes]] = set()
         for call in kept:
             spec = self._tools.get(call.tool)
             if spec is None:
                 errors.append(_tool_error(call, unknown_tool_nudge(call.tool, self.tools)))
                 checked.append(call)
                 continue
-            valid, problems = _validate_args(spec, call.args)
-            if problems:
-                errors.append(_tool_error(call, bad_args_nudge(spec, problems)))
-                checked.append(call)
+            unknown = spec.unknown_args(call.args)
+            dropped = {k: call.args[k] for k in unknown}
+            args = {k: v for k, v in call.args.items() if k not in dropped}
+            placeholders = placeholder_errors(
+                args, descriptions=self._descriptions[spec.name], names=self._names, echoes=echoes
+            )
+            try:
+                valid = spec.validate_args(args)
+            except ToolArgumentError as exc:
+                problems = _merge(placeholders, argument_errors(exc))
             else:
-                checked.append(msgspec.structs.replace(call, args=valid))
+                problems = placeholders
+            if problems:
+                unusable = list(dict.fromkeys(top_field(e.path) for e in placeholders))
+                nudge = bad_args_nudge(
+                    spec, problems, args=args, unusable=unusable, ignored=dropped
+                )
+                errors.append(_tool_error(call, nudge))
+                checked.append(call)
+                continue
+            runnable = msgspec.structs.replace(call, args=valid)
+            if call_key(runnable) in ran:
+                collapsed += 1  # the same call once its ignored arguments are gone
+                continue
+            ran.add(call_key(runnable))
+            if unknown:
+                log.info("guardrails.ignored_args", tool=call.tool, ignored=list(unknown))
+                ignored[call.call_id] = unknown
+            checked.append(runnable)
         return ValidationResult(
             calls=checked,
             errors=errors,
             needs_retry=False,
+            ignored=ignored,
             dialects=dialects,
             collapsed=collapsed,
             raw=raw,
@@ -377,17 +400,6 @@ class ResponseValidator:
             reasoning=reasoning,
             rescued=rescued,
         )
-
-
-def _validate_args(
-    spec: ToolSpec, args: dict[str, Any]
-) -> tuple[dict[str, Any], list[ArgumentError]]:
-    polluted = _pollution(spec, args)
-    try:
-        valid = spec.validate_args(args)
-    except ToolArgumentError as exc:
-        return args, _merge(polluted, argument_errors(exc))
-    return valid, polluted
 
 
 def _tool_error(call: ToolCall, content: str) -> Nudge:
@@ -423,7 +435,7 @@ def _retry_cause(raw: str) -> RetryCause:
     text = raw.strip()
     if not text:
         return RetryCause.EMPTY
-    if any(mark in text for mark in _ECHO_MARKUP) or _NUDGE_ECHO.search(text):
+    if any(mark in text for mark in ECHO_MARKUP) or _NUDGE_ECHO.search(text):
         return RetryCause.ECHO
     if _CALL_LIKE.search(text):
         return RetryCause.BROKEN_CALL

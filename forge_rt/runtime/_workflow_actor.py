@@ -25,7 +25,6 @@ import trio
 from actors import Actor, ActorRef, handles
 from forge_rt.context import CompactEvent, ContextManager
 from forge_rt.core import (
-    RESPOND_TOOL_NAME,
     InferenceRequest,
     LLMResponse,
     Message,
@@ -215,7 +214,11 @@ class WorkflowActor(Actor):
     # --- the loop ------------------------------------------------------------------------------
 
     async def _loop(self, options: TurnOptions, stats: RunStats) -> WorkflowResult:
-        step = GuardedStep(self._slot, self._guardrails, stats, on_response=self._observe)
+        # Escalation acts only on an unconstrained request: a run that decodes freely by
+        # choice (constrain="never") gets a constrained retry after a rejected reply.
+        step = GuardedStep(
+            self._slot, self._guardrails, stats, on_response=self._observe, escalate=True
+        )
         call = SlotCall(
             priority=options.priority,
             deadline=options.inference_deadline,
@@ -316,7 +319,7 @@ class WorkflowActor(Actor):
         return None
 
     async def _run_tool(self, call: ToolCall) -> ToolResult:
-        if call.tool == RESPOND_TOOL_NAME:
+        if self._guardrails.is_synthetic_respond(call):
             return ToolResult(call=call, output=str(call.args.get("message", "")))
         tool = self._workflow.tools[call.tool]
         try:

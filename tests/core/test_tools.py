@@ -3,10 +3,10 @@
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from forge_rt.core import Prerequisite, ToolArgumentError, ToolDef, ToolSpec
-from forge_rt.errors import ToolSchemaError, WorkflowDefinitionError
+from forge_rt.errors import WorkflowDefinitionError
 
 
 class WeatherParams(BaseModel):
@@ -26,16 +26,58 @@ def test_model_and_schema_render_the_same() -> None:
 
 
 @pytest.mark.parametrize("source", ["model", "schema"])
-def test_validation_coerces_and_rejects_alike(source: str) -> None:
-    """Both parameter forms coerce "3" to 3 and reject a polluted schema key."""
+def test_validation_coerces_and_drops_unknown_arguments_alike(source: str) -> None:
+    """Both parameter forms coerce "3" to 3 and drop (and name) a polluted schema key."""
     params = WeatherParams if source == "model" else WeatherParams.model_json_schema()
     spec = ToolSpec(name="w", parameters=params)
     assert spec.validate_args({"city": "Paris", "days": "3"})["days"] == 3
+    polluted = {"city": "Paris", "title": "WeatherParams", "patient_id": "p1"}
+    assert spec.unknown_args(polluted) == ("title", "patient_id")
+    assert spec.validate_args(polluted)["city"] == "Paris"
+    assert "title" not in spec.validate_args(polluted)
+
+
+def test_unknown_argument_beside_a_wrong_one_reports_only_the_wrong_one() -> None:
+    """Dropping unknown arguments leaves the real problems to report."""
+    spec = ToolSpec(name="w", parameters=WeatherParams.model_json_schema())
     with pytest.raises(ToolArgumentError) as info:
-        spec.validate_args({"city": "Paris", "title": "WeatherParams"})
+        spec.validate_args({"city": "Paris", "days": "soon", "colour": "red"})
+    assert [e.path for e in info.value.errors] == ["$.days"]
+
+
+def test_a_model_that_forbids_extra_arguments_keeps_refusing_them() -> None:
+    """A user's pydantic model with extra="forbid" forbids explicitly; forge_rt does not override."""
+
+    class Strict(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        city: str
+
+    spec = ToolSpec(name="w", parameters=Strict)
+    assert spec.unknown_args({"city": "Oslo", "x": 1}) == ()
+    with pytest.raises(ToolArgumentError) as info:
+        spec.validate_args({"city": "Oslo", "x": 1})
     assert [(e.path, e.message) for e in info.value.errors] == [
-        ("$.title", "Unexpected argument (not in the schema)")
+        ("$.x", "Unexpected argument (not in the schema)")
     ]
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "additionalProperties": True,
+        },
+        {"type": "object", "properties": {}},
+    ],
+    ids=["additional-properties", "free-form"],
+)
+def test_a_schema_that_allows_extra_arguments_keeps_them(params: dict[str, Any]) -> None:
+    """Extra keys a schema allows are arguments, not pollution: nothing is dropped."""
+    spec = ToolSpec(name="w", parameters=params)
+    assert spec.unknown_args({"city": "Oslo", "x": 1}) == ()
+    assert spec.validate_args({"city": "Oslo", "x": 1}) == {"city": "Oslo", "x": 1}
 
 
 def test_validation_error_locates_field() -> None:
@@ -87,13 +129,6 @@ def test_optional_arguments_stay_unset() -> None:
     """An omitted optional argument is not invented as None."""
     spec = ToolSpec(name="w", parameters=WeatherParams.model_json_schema())
     assert spec.validate_args({"city": "Oslo"}) == {"city": "Oslo"}
-
-
-def test_unsupported_schema_keyword_fails_at_construction() -> None:
-    """A validation keyword forge_rt cannot honour is an error, not silently ignored."""
-    schema = {"type": "object", "properties": {"x": {"type": "string", "not": {"const": "a"}}}}
-    with pytest.raises(ToolSchemaError, match=r"unsupported JSON-schema keyword\(s\) \['not'\]"):
-        ToolSpec(name="t", parameters=schema)
 
 
 def test_ref_into_defs_resolves() -> None:

@@ -44,18 +44,25 @@ def test_tools_list_becomes_mapping() -> None:
         ({"tools": [_tool("read", ["ghost"]), _tool("report")]}, "prerequisite 'ghost'"),
         ({"terminal_tool": "read"}, "'read' is both terminal and a required step"),
         ({"tools": [_tool("a"), _tool("a")]}, "tool 'a' is defined twice"),
-        (
-            {"tools": [_tool("respond"), _tool("read"), _tool("report")]},
-            "clashes with the synthetic respond tool",
-        ),
         ({"terminal_tool": None, "respond_tool": False}, "a terminal_tool is required"),
     ],
-    ids=["step", "terminal", "prereq", "terminal-is-step", "duplicate", "respond", "no-terminal"],
+    ids=["step", "terminal", "prereq", "terminal-is-step", "duplicate", "no-terminal"],
 )
 def test_construction_rejects_inconsistency(overrides: dict[str, Any], message: str) -> None:
     """Unknown or contradictory names fail when the workflow is built, with a clear message."""
     with pytest.raises(WorkflowDefinitionError, match=message):
         _workflow(**overrides)
+
+
+def test_a_tool_named_respond_is_the_workflows_own() -> None:
+    """A workflow tool named ``respond`` replaces the synthetic one and is the default terminal."""
+    wf = _workflow(
+        tools=[_tool("respond"), _tool("read"), _tool("report")],
+        terminal_tool=None,
+        required_steps=[],
+    )
+    assert (wf.synthetic_respond, wf.terminal_tools) == (False, frozenset({"respond"}))
+    assert _workflow(terminal_tool=None, required_steps=[]).synthetic_respond
 
 
 def test_respond_is_default_terminal() -> None:
@@ -96,3 +103,13 @@ def test_step_tracker_orders_and_matches_arguments() -> None:
     assert not tracker.satisfies(same_path, {"path": "/c"})
     assert not tracker.satisfies(same_path, {})
     assert tracker.satisfies(Prerequisite(tool="open"), {})
+
+
+def test_a_misspelt_field_is_refused_not_ignored() -> None:
+    """``terminal_tools=`` (the field is ``terminal_tool``) fails loudly instead of being dropped."""
+    import pydantic
+
+    with pytest.raises(
+        pydantic.ValidationError, match=r"terminal_tools\n  Extra inputs are not permitted"
+    ):
+        Workflow(name="w", tools=[], terminal_tools=["x"])

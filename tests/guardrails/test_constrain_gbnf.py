@@ -261,14 +261,21 @@ def test_schema_valid_calls_are_in_the_grammar(
     A grammar fixes the order of keys (the model writes them in that order); the schema does not.
     """
     assume(_valid(instance))
-    option = next(
-        o for o in SCHEMA["anyOf"] if o["properties"]["name"]["const"] == instance["name"]
-    )
-    ordered = {
-        "name": instance["name"],
-        "arguments": _in_schema_order(instance["arguments"], option["properties"]["arguments"]),
-    }
+    calls = [_call_in_schema_order(c) for c in instance] if isinstance(instance, list) else None
+    ordered = calls if calls is not None else _call_in_schema_order(instance)
     assert accepts(RULES, json.dumps(ordered, ensure_ascii=ascii_only, indent=indent))
+
+
+def _call_in_schema_order(call: dict[str, Any]) -> dict[str, Any]:
+    option = next(
+        o
+        for o in SCHEMA["anyOf"]
+        if o.get("type") == "object" and o["properties"]["name"]["const"] == call["name"]
+    )
+    return {
+        "name": call["name"],
+        "arguments": _in_schema_order(call["arguments"], option["properties"]["arguments"]),
+    }
 
 
 def _in_schema_order(value: Any, schema: Any) -> Any:
@@ -354,23 +361,26 @@ UNBOUNDED_RULES = parse_gbnf(tool_call_grammar(UNBOUNDED))
 @settings(max_examples=100)
 @given(data=st.data())
 def test_every_grammar_string_is_a_known_call_with_valid_arguments(data: st.DataObject) -> None:
-    """Whatever the grammar derives (tools without numeric bounds), validation accepts."""
+    """Whatever the grammar derives (tools without numeric bounds), rescue reads as known calls
+    that validation accepts: one call, or an array of them."""
     text = derive(UNBOUNDED_RULES, data.draw)
     note(f"derived: {text!r}")
     assert accepts(UNBOUNDED_RULES, text)
     result = rescue(text, UNBOUNDED, constrained=True)
-    (call,) = result.calls
-    assert result.dialects == (Dialect.CONSTRAINED_JSON,)
-    spec = {s.name: s for s in UNBOUNDED}[call.tool]
-    spec.validate_args(call.args)
+    written = json.loads(text)
+    written = written if isinstance(written, list) else [written]
+    assert [c.tool for c in result.calls] == [w["name"] for w in written]
+    if len(written) == 1:
+        assert result.dialects == (Dialect.CONSTRAINED_JSON,)
+    for call in result.calls:
+        {s.name: s for s in UNBOUNDED}[call.tool].validate_args(call.args)
 
 
 def test_grammar_and_schema_describe_the_same_tools() -> None:
-    """One top-level alternative per tool, in the same order as the schema's anyOf."""
-    root = UNBOUNDED_RULES["root"]
-    names = [option[1][0][1] for option in root[1]]  # alt of seq of one ref each
-    schema_names = [o["properties"]["name"]["const"] for o in tool_call_schema(UNBOUNDED)["anyOf"]]
-    assert names == [f"call-{n}" for n in schema_names]
+    """One call alternative per tool, in the same order as the schema's anyOf."""
+    names = [option[1][0][1] for option in UNBOUNDED_RULES["call"][1]]  # alt of seq of one ref
+    schema = tool_call_schema(UNBOUNDED, parallel=False)
+    assert names == [f"call-{o['properties']['name']['const']}" for o in schema["anyOf"]]
 
 
 def test_optional_properties_may_be_skipped_in_any_combination() -> None:

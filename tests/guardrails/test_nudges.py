@@ -166,15 +166,37 @@ def test_unknown_tool_nudge_without_close_match_makes_no_guess() -> None:
     assert "Did you mean" not in unknown_tool_nudge("weather", TOOLS)
 
 
-def test_bad_args_nudge_lists_errors_and_the_expected_shape() -> None:
-    """Each argument error is listed msgspec-style, followed by a valid example call."""
-    text = bad_args_nudge(SALES, [ArgumentError("$.year", "Expected `int`, got `str`")])
-    assert text == (
-        "[ArgumentError] Invalid arguments for `fetch_sales_data`:\n"
-        "- Expected `int`, got `str` - at `$.year`\n"
-        'Send argument values only, in this shape: {"name": "fetch_sales_data", '
-        '"arguments": {"year": 2000, "quarter": 1}}'
+def test_bad_args_nudge_lists_errors_and_the_call_to_send() -> None:
+    """The first line names the field; each error is listed msgspec-style; a value the model
+    meant is corrected in the call shown, and a field with no inferable value is described."""
+    text = bad_args_nudge(
+        SALES,
+        [
+            ArgumentError("$.year", "Expected `int`, got `str`"),
+            ArgumentError("$.quarter", "Expected `int`, got `str`"),
+        ],
+        args={"year": "last year", "quarter": "Q4"},
     )
+    assert text == (
+        "[ArgumentError] `fetch_sales_data` was not run: fix `year`, `quarter`.\n"
+        "- Expected `int`, got `str` - at `$.year`\n"
+        "- Expected `int`, got `str` - at `$.quarter`\n"
+        '- `quarter`: "Q4" is read as 4\n'
+        "- `year` needs a real value: an integer >= 2000.\n"
+        "Send the call again with a real value for `year`, the rest as shown: "
+        '{"name": "fetch_sales_data", "arguments": {"quarter": 4}}'
+    )
+
+
+def test_bad_args_nudge_with_every_value_recoverable_shows_a_valid_call() -> None:
+    """When every wrong value says what it meant, the call shown passes the schema."""
+    text = bad_args_nudge(
+        SALES,
+        [ArgumentError("$.quarter", "Expected `int`, got `str`")],
+        args={"year": 2024, "quarter": "4th"},
+    )
+    shown = json.loads(text.rsplit("Send this corrected call: ", 1)[1])
+    assert SALES.validate_args(shown["arguments"]) == {"year": 2024, "quarter": 4}
 
 
 def test_bad_args_nudge_needs_errors() -> None:

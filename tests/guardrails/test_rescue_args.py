@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from forge_rt.core import ToolSpec
 from forge_rt.guardrails import coerce_args
+from forge_rt.guardrails._rescue_args import hinted_args, repair_args
 
 SPEC = ToolSpec(
     name="t",
@@ -131,3 +132,118 @@ def test_schema_without_properties_passes_through() -> None:
     """A free-form tool's arguments are returned as written."""
     spec = ToolSpec(name="free", parameters={"type": "object"})
     assert coerce_args(spec, {"a": "1", "b": [1]}) == {"a": "1", "b": [1]}
+
+
+REPAIRABLE = ToolSpec(
+    name="book",
+    parameters={
+        "type": "object",
+        "properties": {
+            "quarter": {"type": "integer", "minimum": 1, "maximum": 4},
+            "unit": {"enum": ["celsius", "fahrenheit"]},
+            "code": {"type": "string", "pattern": r"^\d{4}$"},
+            "zip": {"type": "string"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "medication_name": {"type": "string"},
+        },
+        "required": ["quarter", "medication_name"],
+    },
+)
+
+
+@pytest.mark.parametrize(
+    ("field", "sent", "meant"),
+    [
+        ("quarter", "Q4", 4),
+        ("quarter", "4th quarter", 4),
+        ("unit", "Celsius", "celsius"),
+        ("unit", "farenheit", "fahrenheit"),
+        ("code", "10", "0010"),
+        ("code", 42, "0042"),
+        ("zip", 12345, "12345"),
+        ("tags", "urgent", ["urgent"]),
+    ],
+    ids=[
+        "number-in-text",
+        "number-in-words",
+        "enum-case",
+        "enum-typo",
+        "zero-pad",
+        "int-to-pad",
+        "int-to-string",
+        "scalar-to-list",
+    ],
+)
+def test_repair_reads_what_the_model_meant(field: str, sent: Any, meant: Any) -> None:
+    """A wrong value that says what it meant is corrected in the call shown to the model."""
+    repair = repair_args(REPAIRABLE, {"quarter": 2, "medication_name": "x", field: sent})
+    assert (repair.args[field], repair.corrected, repair.missing) == (meant, (field,), ())
+    assert REPAIRABLE.validate_args(repair.args) == repair.args
+
+
+def test_repair_leaves_out_what_no_rule_can_fill() -> None:
+    """A value with nothing to read ("last year") and a placeholder are left for the model to
+    fill; the valid values stay."""
+    repair = repair_args(
+        REPAIRABLE,
+        {"quarter": "soon", "medication_name": "<medication_name>", "zip": "0150"},
+        unusable=["medication_name"],
+    )
+    assert repair.args == {"zip": "0150"}
+    assert set(repair.missing) == {"quarter", "medication_name"}
+
+
+def test_repair_renames_a_required_field_sent_under_another_name() -> None:
+    """``medication`` for ``medication_name`` is renamed; a pasted schema keyword never is."""
+    repair = repair_args(
+        REPAIRABLE, {"quarter": 1}, unknown={"medication": "metformin", "title": "Book"}
+    )
+    assert (repair.args, repair.renamed) == (
+        {"quarter": 1, "medication_name": "metformin"},
+        {"medication_name": "medication"},
+    )
+
+
+ORDER = ToolSpec(
+    name="get_order",
+    parameters={
+        "type": "object",
+        "properties": {"order_id": {"type": "string"}, "region": {"type": "string"}},
+        "required": ["order_id"],
+    },
+)
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("no such order; use ORD-0042", {"order_id": "ORD-0042", "region": "eu"}),
+        (
+            "unknown order 'ORD-42', did you mean 'ORD-0042'?",
+            {"order_id": "ORD-0042", "region": "eu"},
+        ),
+        ("region must be one of: try us", {"order_id": "ORD-42", "region": "us"}),
+        ("no such order", None),
+        ("look it up first: use list_orders", None),
+        ("service busy, try again later", None),
+        ("use a different id", None),
+    ],
+    ids=["use", "did-you-mean", "named-field", "no-hint", "tool-name", "try-again", "use-a"],
+)
+def test_hinted_args_put_the_suggested_value_in_place(
+    message: str, expected: dict[str, Any] | None
+) -> None:
+    """The value a tool's error suggests replaces the argument it is for; no hint, no call."""
+    args = {"order_id": "ORD-42", "region": "eu"}
+    assert hinted_args(ORDER, args, message, tools=["get_order", "list_orders"]) == expected
+
+
+def test_repair_drops_a_key_a_strict_model_forbids() -> None:
+    """A model that forbids extra keys rejects them; the call shown leaves them out, unasked."""
+
+    class Strict(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        city: str
+
+    repair = repair_args(ToolSpec(name="w", parameters=Strict), {"city": "Oslo", "x": 1})
+    assert (repair.args, repair.missing) == ({"city": "Oslo"}, ())

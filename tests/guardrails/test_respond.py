@@ -14,7 +14,6 @@ from forge_rt.core import (
     ToolSpec,
     Workflow,
 )
-from forge_rt.errors import WorkflowDefinitionError
 from forge_rt.guardrails import (
     Dialect,
     render_call,
@@ -48,8 +47,8 @@ def test_respond_spec_shape() -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [{}, {"message": 3}, {"message": "hi", "extra": 1}, {"answer": "hi"}],
-    ids=["missing", "not-a-string", "extra-key", "wrong-key"],
+    [{}, {"message": 3}, {"answer": "hi"}],
+    ids=["missing", "not-a-string", "wrong-key"],
 )
 def test_respond_rejects_bad_arguments(args: dict[str, Any]) -> None:
     """Anything but a lone string message fails validation, so the model gets corrected."""
@@ -72,11 +71,25 @@ def test_opt_out_leaves_tools_alone() -> None:
     assert with_respond([LOOKUP], enabled=False) == (LOOKUP,)
 
 
-def test_a_tool_named_respond_clashes() -> None:
-    """A caller's own respond tool cannot silently shadow the synthetic one."""
+def test_respond_drops_an_extra_key() -> None:
+    """A key respond does not have is dropped, and the message still goes through."""
+    assert respond_spec().unknown_args({"message": "hi", "extra": 1}) == ("extra",)
+    assert respond_spec().validate_args({"message": "hi", "extra": 1}) == {"message": "hi"}
+
+
+def test_a_tool_named_respond_is_the_callers_own() -> None:
+    """A caller's own respond tool is kept as it is; the synthetic one is not added beside it."""
     own = ToolSpec(name="respond", parameters={"type": "object", "properties": {}})
-    with pytest.raises(WorkflowDefinitionError, match=r"clashes with the synthetic respond tool"):
-        with_respond([own])
+    assert with_respond([LOOKUP, own]) == (LOOKUP, own)
+
+
+def test_workflow_with_its_own_respond_offers_only_that_one() -> None:
+    """workflow_tool_specs offers a workflow's own respond tool once, never the synthetic one."""
+    own = ToolSpec(name="respond", parameters={"type": "object", "properties": {}})
+    workflow = Workflow(
+        name="w", tools=[ToolDef(spec=LOOKUP, callable=_noop), ToolDef(spec=own, callable=_noop)]
+    )
+    assert workflow_tool_specs(workflow) == (LOOKUP, own)
 
 
 @pytest.mark.parametrize(

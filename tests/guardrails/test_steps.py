@@ -6,7 +6,7 @@ import pytest
 
 from forge_rt.core import MessageType, Prerequisite, Role, StepTracker, ToolCall
 from forge_rt.errors import PrerequisiteError, StepEnforcementError
-from forge_rt.guardrails import StepEnforcer
+from forge_rt.guardrails import StepBlocked, StepEnforcer
 
 
 def _call(tool: str, call_id: str = "c1", **args: object) -> ToolCall:
@@ -30,18 +30,31 @@ def _enforcer(
     )
 
 
-def test_premature_terminal_blocks_whole_batch() -> None:
-    """A terminal call before the required steps blocks every call of the reply."""
-    blocked = _enforcer().check([_call("search", "c1"), _call("report", "c2")])
-    assert blocked is not None
-    assert blocked.reason == "premature_terminal"
-    [error] = blocked.errors
+def test_premature_terminal_beside_a_step_refuses_only_the_terminal() -> None:
+    """A terminal call before the required steps is refused; the step beside it may run."""
+    refused = _enforcer().check([_call("search", "c1"), _call("report", "c2")])
+    assert isinstance(refused, list)
+    [refusal] = refused
+    assert (refusal.call.call_id, refusal.reason) == ("c2", "premature_terminal")
+    error = refusal.nudge
     assert (error.call_id, error.kind, error.role) == ("c2", MessageType.STEP_NUDGE, Role.TOOL)
-    assert error.content.startswith("[StepEnforcementError] `report` cannot run yet")
-    assert "`search`, `analyze`" in error.content
-    [held] = blocked.held_back
-    assert held.call_id == "c1"
-    assert held.content.startswith("[NotExecuted] `search` was not run because the call to")
+    assert error.content == (
+        "[StepEnforcementError] `report` cannot run yet, so it was not run: these steps are "
+        "not done: `search`, `analyze`. `search` from the same reply runs now (results "
+        "follow); then call `analyze`, and `report` last."
+    )
+
+
+def test_premature_terminal_alone_blocks_the_reply() -> None:
+    """A reply whose only call is a premature terminal has nothing to run: it is blocked."""
+    blocked = _enforcer().check([_call("report", "c2")])
+    assert isinstance(blocked, StepBlocked)
+    assert (blocked.reason, [e.call_id for e in blocked.errors], blocked.held_back) == (
+        "premature_terminal",
+        ["c2"],
+        [],
+    )
+    assert blocked.errors[0].content.startswith("[StepEnforcementError] `report` cannot run yet")
 
 
 def test_premature_nudges_escalate_then_exhaust() -> None:
@@ -133,15 +146,34 @@ def test_prerequisite_with_differently_named_argument() -> None:
     assert enforcer.check([_call("commit", branch="dev")]) is not None
 
 
-def test_prerequisite_in_same_reply_does_not_count() -> None:
-    """A prerequisite called in the same reply has not run yet: the batch is blocked."""
+def test_prerequisite_in_same_reply_runs_and_the_dependent_call_waits() -> None:
+    """A prerequisite called in the same reply has not run yet: it runs, the dependent waits."""
     enforcer = _enforcer(prerequisites={"analyze": ["search"]})
-    blocked = enforcer.check([_call("search", "c1"), _call("analyze", "c2")])
-    assert blocked is not None
-    assert ([e.call_id for e in blocked.errors], [h.call_id for h in blocked.held_back]) == (
-        ["c2"],
-        ["c1"],
+    refused = enforcer.check([_call("search", "c1"), _call("analyze", "c2")])
+    assert isinstance(refused, list)
+    [refusal] = refused
+    assert (refusal.call.call_id, refusal.reason, refusal.nudge.kind) == (
+        "c2",
+        "prerequisite",
+        MessageType.PREREQUISITE_NUDGE,
     )
+    assert refusal.nudge.content == (
+        "[PrereqError] `analyze` was not run: it needs `search` to succeed first. `search` from "
+        "the same reply runs now (results follow); call `analyze` again once `search` succeeded."
+    )
+
+
+def test_refusals_for_both_rules_keep_the_reply_order() -> None:
+    """A premature terminal and an unmet prerequisite are each refused; the free call runs."""
+    enforcer = _enforcer(prerequisites={"analyze": ["search"]})
+    calls = [_call("analyze", "c1"), _call("search", "c2"), _call("report", "c3")]
+    refused = enforcer.check(calls)
+    assert isinstance(refused, list)
+    assert [(r.call.call_id, r.reason) for r in refused] == [
+        ("c1", "prerequisite"),
+        ("c3", "premature_terminal"),
+    ]
+    assert (enforcer.premature_count, enforcer.prereq_count) == (1, 1)
 
 
 def test_prerequisite_budget_exhausts() -> None:

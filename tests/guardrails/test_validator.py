@@ -14,7 +14,7 @@ from forge_rt.core import (
     ToolCall,
     ToolSpec,
 )
-from forge_rt.guardrails import ResponseValidator, RetryCause, collapse_calls, example_call
+from forge_rt.guardrails import ResponseValidator, RetryCause, collapse_calls
 from forge_rt.guardrails._validator import argument_errors
 
 
@@ -73,11 +73,15 @@ def test_unknown_tool_gets_tool_channel_error_listing_real_tools(
 
 
 def test_wrong_type_is_reported_msgspec_style_with_example(validator: ResponseValidator) -> None:
-    """A wrong argument type is reported as expected/got/where and shows a valid call."""
+    """A wrong argument type is reported as expected/got/where; the call shown keeps the model's
+    valid values and describes the field it must fill, never with a made-up value."""
     result = validator.validate([_call("fetch_sales_data", year="last year", quarter=4)])
     [error] = result.errors
     assert "- Expected `int`, got `str` - at `$.year`" in error.content
-    assert example_call(SALES) in error.content
+    assert "- `year` needs a real value: an integer >= 2000." in error.content
+    assert error.content.endswith(
+        'the rest as shown: {"name": "fetch_sales_data", "arguments": {"quarter": 4}}'
+    )
 
 
 def test_missing_field_is_reported_at_its_object(validator: ResponseValidator) -> None:
@@ -95,7 +99,8 @@ def test_bound_violation_is_reported(validator: ResponseValidator) -> None:
 def test_schema_pasted_into_arguments_is_rejected_with_expected_shape(
     validator: ResponseValidator,
 ) -> None:
-    """Arguments that are the tool's own schema (seen from Qwen 0.5B) are rejected, shape shown."""
+    """Arguments that are the tool's own schema (seen from Qwen 0.5B) are ignored and named; the
+    call is rejected for the real arguments it lacks, each described."""
     polluted = {
         "properties": {"quarter": {"title": "Quarter", "type": "integer"}},
         "required": ["quarter", "year"],
@@ -110,7 +115,41 @@ def test_schema_pasted_into_arguments_is_rejected_with_expected_shape(
             f" - at `$.{key}`"
         ) in error.content
     assert "Object missing required field `year`" in error.content
-    assert error.content.endswith(example_call(SALES))
+    assert "- `quarter` needs a real value: an integer from 1 to 4." in error.content
+    assert error.content.endswith('{"name": "fetch_sales_data", "arguments": {}}')
+
+
+def test_schema_keywords_beside_real_arguments_are_dropped_and_the_call_runs(
+    validator: ResponseValidator,
+) -> None:
+    """Schema keywords pasted beside valid arguments are dropped, not a reason to refuse."""
+    call = _call("fetch_sales_data", year=2024, quarter=4, title="SalesArgs", type="object")
+    result = validator.validate([call])
+    assert (result.ok, result.calls[0].args) == (True, {"year": 2024, "quarter": 4})
+    assert result.ignored == {"call_1": ("title", "type")}
+
+
+def test_unknown_argument_is_dropped_and_named(validator: ResponseValidator) -> None:
+    """An argument the schema lacks (Qwen 0.5B's `patient_id`) is dropped; the call runs."""
+    result = validator.validate([_call("report", findings="ok", patient_id="p-7")])
+    assert (result.ok, result.calls[0].args, result.ignored) == (
+        True,
+        {"findings": "ok"},
+        {"call_1": ("patient_id",)},
+    )
+
+
+def test_a_misnamed_required_argument_is_renamed_in_the_call_shown(
+    validator: ResponseValidator,
+) -> None:
+    """A required field sent under another name is still missing, and the shown call renames it."""
+    [error] = validator.validate([_call("report", summary="Q4 was up 8%")]).errors
+    assert "- `summary` is not an argument of `report` - at `$.summary` (read as `findings`)" in (
+        error.content
+    )
+    assert error.content.endswith(
+        'Send this corrected call: {"name": "report", "arguments": {"findings": "Q4 was up 8%"}}'
+    )
 
 
 def test_schema_keyword_that_is_a_real_parameter_is_accepted() -> None:
@@ -134,6 +173,17 @@ def test_echoed_tool_response_markup_is_rejected(validator: ResponseValidator, v
     assert "- Expected real content, got echoed <tool_response> markup - at `$.findings`" in (
         error.content
     )
+
+
+def test_bracketed_instruction_is_rejected(validator: ResponseValidator) -> None:
+    """A bracketed instruction accepted as a report was measured on Qwen 0.5B; it is refused."""
+    value = "[Your complete profile report, in plain text]."
+    [error] = validator.validate([_call("report", findings=value)]).errors
+    assert (
+        f'- Expected a real value, got a placeholder in square brackets ("{value}"); write the '
+        "content itself - at `$.findings`"
+    ) in error.content
+    assert error.content.startswith("[ArgumentError] `report` was not run: fix `findings`.")
 
 
 def test_copied_example_placeholder_is_rejected(validator: ResponseValidator) -> None:
@@ -255,12 +305,20 @@ def test_no_tools_is_rejected() -> None:
         ResponseValidator([])
 
 
-def test_argument_errors_keep_unknown_keys_and_reword_pydantic_errors() -> None:
-    """Core's own unknown-key errors come first and survive; pydantic ones are re-worded."""
+def test_argument_errors_reword_pydantic_errors() -> None:
+    """Pydantic's errors are re-worded msgspec-style; an unknown key is not one of them."""
     with pytest.raises(ToolArgumentError) as info:
         SALES.validate_args({"year": "x", "quarter": 1, "colour": "red"})
     rendered = [e.render() for e in argument_errors(info.value)]
-    assert rendered == [
-        "Unexpected argument (not in the schema) - at `$.colour`",
-        "Expected `int`, got `str` - at `$.year`",
-    ]
+    assert rendered == ["Expected `int`, got `str` - at `$.year`"]
+
+
+def test_calls_that_differ_only_in_ignored_arguments_run_once(validator: ResponseValidator) -> None:
+    """Two calls that are the same once their unknown arguments are dropped are collapsed."""
+    result = validator.validate(
+        [
+            _call("report", "call_a", findings="same", patient_id="p1"),
+            _call("report", "call_b", findings="same", patient_id="p2"),
+        ]
+    )
+    assert ([c.call_id for c in result.calls], result.collapsed) == (["call_a"], 1)

@@ -20,7 +20,6 @@ from forge_rt.guardrails import (
     StepBlocked,
     TextAnswer,
     ToolErrors,
-    example_call,
 )
 from forge_rt.guardrails._dialects import Dialect
 
@@ -80,7 +79,7 @@ def test_schema_pasted_as_arguments_in_text_is_rejected(validator: ResponseValid
     )
     [error] = validator.validate(text).errors
     assert "`properties` is a JSON-schema keyword copied from the tool definition" in error.content
-    assert error.content.endswith(example_call(SALES))
+    assert error.content.endswith('{"name": "fetch_sales_data", "arguments": {}}')
 
 
 def test_reasoning_only_reply_is_empty(validator: ResponseValidator) -> None:

@@ -362,7 +362,9 @@ async def test_submit_runs_a_whole_workflow_turn_on_the_slot(
     respond = ToolCall(tool="respond", args={"message": "hello"}, call_id="r1")
     client = ScriptedClient([[respond]])
     slot = await SlotWorker.start(system, client)
-    workflow = Workflow(name="greet", description="Greet.", tools={}, system_prompt="Greet.")
+    workflow = Workflow(
+        name="greet", description="Greet.", tools={}, system_prompt_template="Greet."
+    )
     result = await slot.submit(workflow, "hi", priority=3)
     assert result.output == "hello"
     assert (await slot.stats()).completed == 1

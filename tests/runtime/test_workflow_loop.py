@@ -265,7 +265,8 @@ async def test_constraint_narrows_to_calls_that_may_run(tools: Tools, autojump_c
 
     def names(constraint: object) -> set[str]:
         assert isinstance(constraint, JsonSchemaConstraint)
-        return {option["properties"]["name"]["const"] for option in constraint.schema["anyOf"]}
+        calls = [o for o in constraint.schema["anyOf"] if o["type"] == "object"]  # not the array
+        return {option["properties"]["name"]["const"] for option in calls}
 
     client = ScriptedClient([weather(), respond("done")])
     workflow = tools.workflow(constrain="always")
@@ -297,7 +298,8 @@ async def test_constraint_leaves_out_a_tool_the_model_looped_on(
 
     def names(constraint: object) -> set[str]:
         assert isinstance(constraint, JsonSchemaConstraint)
-        return {option["properties"]["name"]["const"] for option in constraint.schema["anyOf"]}
+        calls = [o for o in constraint.schema["anyOf"] if o["type"] == "object"]  # not the array
+        return {option["properties"]["name"]["const"] for option in calls}
 
     client = ScriptedClient([weather(), weather(), weather(), respond("done")])
     result = await WorkflowRunner(client).run(tools.workflow(constrain="always"), "Weather?")

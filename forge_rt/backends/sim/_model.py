@@ -315,9 +315,9 @@ def schema_instance(schema: dict[str, Any], root: dict[str, Any], intent: Intent
             fits = pinned in (None, name) and (allowed is None or name in allowed)
             out[key] = name if fits else _example(resolved, root, key)
         elif key in ARGUMENT_KEYS and isinstance(args, dict) and _args_fit(args, resolved):
-            out[key] = args
+            out[key] = _fitted(args, resolved, root)
         elif isinstance(args, dict) and key in args:
-            out[key] = args[key]
+            out[key] = _fitted(args[key], resolved, root)
         elif isinstance(intent, str) and key in _TEXT_KEYS and resolved.get("type") == "string":
             out[key] = intent
         elif key in required:
@@ -327,6 +327,38 @@ def schema_instance(schema: dict[str, Any], root: dict[str, Any], intent: Intent
                 else _example(resolved, root, key)
             )
     return out
+
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "array": (list,),
+    "object": (dict,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "null": (type(None),),
+}
+
+
+def _fitted(value: Any, schema: Any, root: dict[str, Any]) -> Any:
+    """``value`` cut to the ``maxLength`` and ``maxItems`` of ``schema``, as a model decoding
+    under the constraint is cut off: the grammar closes the string or the list there."""
+    schema = deref(schema, root) if isinstance(schema, dict) else {}
+    for key in ("anyOf", "oneOf"):
+        for branch in schema.get(key, ()):
+            resolved = deref(branch, root)
+            kinds = resolved.get("type")
+            if isinstance(kinds, str) and isinstance(value, _JSON_TYPES.get(kinds, ())):
+                return _fitted(value, resolved, root)
+    if isinstance(value, str) and "maxLength" in schema:
+        return value[: int(schema["maxLength"])]
+    if isinstance(value, list):
+        kept = value[: int(schema["maxItems"])] if "maxItems" in schema else value
+        return [_fitted(item, schema.get("items", {}), root) for item in kept]
+    if isinstance(value, dict):
+        props = schema.get("properties", {})
+        return {k: _fitted(v, props.get(k, {}), root) for k, v in value.items()}
+    return value
 
 
 def _args_fit(args: dict[str, Any], schema: dict[str, Any]) -> bool:
@@ -340,9 +372,11 @@ def _args_fit(args: dict[str, Any], schema: dict[str, Any]) -> bool:
 def plan_constrained(view: RequestView, intent: Intent) -> PlannedReply:
     """The intended move written as an instance of the request's output constraint.
 
-    A JSON schema gets a schema instance; a GBNF grammar (which the sim does not parse) gets
-    the intended call as bare ``{"name": …, "arguments": …}`` JSON, the shape tool-call
-    grammars describe; a schema-less JSON mode gets the same.
+    A JSON schema gets a schema instance (a tool-call schema that also admits an array of calls
+    gets the one intended call as a bare object, its first branch that names it; strings and
+    lists cut to the schema's bounds); a GBNF grammar (which the sim does not parse) gets the
+    intended call as bare ``{"name": …, "arguments": …}`` JSON, the shape tool-call grammars
+    describe; a schema-less JSON mode gets the same.
     """
     if view.schema is not None:
         value = schema_instance(view.schema, view.schema, intent)

@@ -1,0 +1,324 @@
+"""Argument values that stand in for content instead of being it: placeholders and echoes.
+
+A small model that cannot fill a field writes the *shape* of a value: a bracketed instruction
+(``"[Your complete profile report, in plain text]."``), an angle-bracket slot (``"<city>"``),
+"Your message here", ``TODO``, the schema's own description of the field, or words from a
+correction it was just sent (``"Please call `fetch_sales_data` first."``). Each of these passes a
+``string`` schema, and a run that accepts one ends with a wrong answer, so the validator refuses
+them with an error that says which rule fired.
+
+Every rule is written to leave real content alone, and the tests hold both sides: JSON written
+as a string (``"[1, 2]"``), plain lists (``"[Paris, London]"``), markdown links and citations,
+HTML and generic types (``"<div>"``, ``"List<String>"``, ``"#include <iostream>"``), "What is
+your name?", "Your order is here.", and facts copied from a tool's result (relaying a result is
+what an answer is for; only text the guardrails wrote counts as an echo).
+"""
+
+from __future__ import annotations
+
+import collections
+import difflib
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from forge_rt.core import ArgumentError
+
+__all__ = ["ECHO_MARKUP", "EchoCorpus", "normalise", "placeholder_errors", "prose"]
+
+# Chat-template markup a model echoes into argument values instead of real content.
+ECHO_MARKUP = ("<tool_response", "</tool_response>", "<tool_call>", "</tool_call>")
+# The markers our corrections open with, and the phrasing of the insistent ones (ours and
+# other guardrail layers': "Your next response MUST be a tool call" seen from Qwen 0.5B).
+_CORRECTION = re.compile(
+    r"\[(?:ToolError|ArgumentError|StepEnforcementError|PrereqError|LoopError|NotExecuted"
+    r"|ToolResolutionError)\]|\byour next (?:reply|response|call) must\b",
+    re.IGNORECASE,
+)
+
+# A value that is one bracket group, maybe followed by punctuation: "[Your report here]."
+_WHOLE_BRACKET = re.compile(r"^\[([^\[\]]*)\][.!,;:]*$")
+# A bracketed instruction inside a longer value ("Dear [Insert name], ..."); not a markdown link.
+_INNER_BRACKET = re.compile(
+    r"\[\s*(?:your|insert|enter|add|put|type|write|fill in|describe)\b[^\[\]]*\](?!\()",
+    re.IGNORECASE,
+)
+# Words that make a bracketed phrase read as "put X here" rather than as content.
+_SLOT_WORDS = frozenset(
+    {
+        "add",
+        "address",
+        "answer",
+        "city",
+        "content",
+        "date",
+        "description",
+        "details",
+        "email",
+        "enter",
+        "fill",
+        "here",
+        "id",
+        "insert",
+        "message",
+        "name",
+        "number",
+        "placeholder",
+        "put",
+        "reply",
+        "report",
+        "response",
+        "summary",
+        "tbd",
+        "text",
+        "time",
+        "title",
+        "todo",
+        "type",
+        "value",
+        "write",
+        "your",
+    }
+)
+_WHOLE_ANGLE = re.compile(r"^<\s*([A-Za-z][\w\- ]*?)\s*>[.!,;:]*$")
+# Lower-case multi-word or snake_case slots (``<fetched_content>``, ``<your name>``) anywhere.
+# Not right after a word (``vector<my_type>`` is code).
+_INNER_ANGLE = re.compile(r"(?<![\w:])<([a-z][a-z0-9]*(?:[_ \-][a-z0-9]+)+)>")
+_ANGLE_WORD = re.compile(r"(?<![\w:])<([A-Za-z_]\w*)>")
+# HTML elements: a value of just ``<div>`` is markup, not a slot.
+_HTML_TAGS = frozenset(
+    (  # noqa: SIM905 -- a word list reads best as words; a list literal would be 70 lines
+        "a abbr address article aside b blockquote body br button caption code col dd del details "
+        "div dl dt em footer form h1 h2 h3 h4 h5 h6 head header hr html i img input ins kbd label "
+        "li main mark nav ol option p pre q s section select small span strong sub summary sup "
+        "table tbody td textarea tfoot th thead tr u ul"
+    ).split()
+)
+# "Your message here", "Insert your answer here", "Your answer goes here"; not "Your order is here".
+_YOUR_HERE = re.compile(
+    r"^(?:(?:please\s+)?(?:insert|enter|put|type|write|add|fill in|place)\s+)?your\s+"
+    r"(?P<middle>(?:[\w'’\-]+\s+){0,6}?)(?:goes\s+)?here$",
+    re.IGNORECASE,
+)
+_INSERT_HERE = re.compile(r"^(?:insert|enter|fill in)\s+.{1,60}?\s+here$", re.IGNORECASE)
+_VERBS = frozenset({"is", "are", "was", "were", "has", "have", "had", "will", "can", "be", "am"})
+_FILLERS = frozenset({"todo", "tbd", "fixme", "xxx", "placeholder", "...", "…"})
+_EDGE = " \t\n[]<>.!,;:"
+
+# How much text must match for a copy to count: blocks shorter than this are coincidence.
+_MIN_BLOCK = 6
+# A value shorter than this (normalised) is too short to call a copy ("Paris", "Q4").
+_MIN_COPY = 16
+# Share of the value that must come from a correction for it to be an echo.
+_ECHO_SHARE = 0.6
+# Share of both the value and the description that must match for a copied description.
+_DESCRIPTION_SHARE = 0.8
+_MIN_DESCRIPTION = 10
+_QUOTE = 80
+
+
+def normalise(text: str) -> str:
+    """``text`` folded for comparison: lower case, no quotes or backticks, single spaces."""
+    folded = re.sub(r"[`\"'“”‘’*]", "", text.lower())
+    return " ".join(folded.split()).strip(_EDGE)
+
+
+def prose(text: str) -> str:
+    """``text`` without its JSON objects: the example calls and argument echoes of a nudge are
+    the model's own values (copying those is what a correction asks for), the rest is ours."""
+    out: list[str] = []
+    depth = 0
+    for char in text:
+        if char == "{":
+            depth += 1
+        elif char == "}" and depth:
+            depth -= 1
+        elif not depth:
+            out.append(char)
+    return "".join(out)
+
+
+def _shared(a: str, b: str) -> int:
+    """Characters of ``a`` found in ``b`` in blocks of at least ``_MIN_BLOCK``, in order."""
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    return sum(m.size for m in matcher.get_matching_blocks() if m.size >= _MIN_BLOCK)
+
+
+def _quote(text: str) -> str:
+    short = text if len(text) <= _QUOTE else text[:_QUOTE] + "..."
+    return json.dumps(short, ensure_ascii=False)
+
+
+class EchoCorpus:
+    """The corrections and notes the model was shown, kept for telling an echo from a value.
+
+    Only text the guardrails wrote goes in (nudges, notes), without its JSON (the example calls
+    carry the model's own values). The last ``limit`` texts are kept.
+    """
+
+    def __init__(self, limit: int = 32) -> None:
+        self._texts: collections.deque[str] = collections.deque(maxlen=limit)
+
+    def add(self, text: str) -> None:
+        """Remember one text the model was shown."""
+        folded = normalise(prose(text))
+        if len(folded) >= _MIN_COPY and folded not in self._texts:
+            self._texts.append(folded)
+
+    def source(self, folded: str) -> str | None:
+        """The shown text that ``folded`` (a :func:`normalise`-d value) mostly copies, if any."""
+        if len(folded) < _MIN_COPY:
+            return None
+        for text in reversed(self._texts):
+            if len(text) < _ECHO_SHARE * len(folded):
+                continue  # too short to make up most of the value
+            if _shared(folded, text) >= _ECHO_SHARE * len(folded):
+                return text
+        return None
+
+
+def placeholder_errors(
+    args: Mapping[str, Any],
+    *,
+    descriptions: Sequence[str],
+    names: frozenset[str],
+    echoes: EchoCorpus | None = None,
+) -> list[ArgumentError]:
+    """One error per string value in ``args`` (at any depth) that is not real content.
+
+    ``descriptions`` are the tool's own descriptions (:func:`normalise`-d) a value must not
+    copy; ``names`` every argument name of every tool (``<city>`` is a slot for a city);
+    ``echoes`` the corrections the model was shown.
+    """
+    found: list[ArgumentError] = []
+    for path, key, value in _strings(args, "$", None):
+        problem = _problem(value, key, descriptions, names, echoes)
+        if problem is not None:
+            found.append(ArgumentError(path, problem))
+    return found
+
+
+def _strings(value: Any, path: str, key: str | None) -> Iterator[tuple[str, str | None, str]]:
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            yield from _strings(v, f"{path}.{k}", str(k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _strings(v, f"{path}[{i}]", key)
+    elif isinstance(value, str):
+        yield path, key, value
+
+
+def _problem(
+    value: str,
+    key: str | None,
+    descriptions: Sequence[str],
+    names: frozenset[str],
+    echoes: EchoCorpus | None,
+) -> str | None:
+    """What is wrong with ``value`` as the content of field ``key``, or ``None``."""
+    if any(mark in value for mark in ECHO_MARKUP):
+        return "Expected real content, got echoed <tool_response> markup"
+    marker = _CORRECTION.search(value)
+    if marker is not None:
+        return (
+            f"Expected your own content, got the text of a correction ({_quote(marker.group())}"
+            "); corrections are instructions to you, not values"
+        )
+    core = value.strip()
+    slot = _whole_slot(core, key, names)
+    if slot is not None:
+        return slot
+    inner = _inner_slot(core, names)
+    if inner is not None:
+        return f"Expected a real value, got the placeholder {inner!r} inside the text"
+    folded = normalise(core)
+    if folded and _copies_description(folded, descriptions):
+        return (
+            "Expected a real value, got the schema's description of the field copied in "
+            f"({_quote(core)}); write what it describes instead"
+        )
+    if echoes is not None and echoes.source(folded) is not None:
+        return (
+            f"Expected your own content, got words copied from a correction you were sent "
+            f"({_quote(core)}); do what the correction says instead of repeating it"
+        )
+    return None
+
+
+def _whole_slot(core: str, key: str | None, names: frozenset[str]) -> str | None:
+    """The error when the whole value is a slot: ``[...]``, ``<...>``, "your X here", TODO."""
+    bracket = _WHOLE_BRACKET.match(core)
+    if bracket is not None and _reads_as_slot(bracket.group(1), key, names):
+        return (
+            f"Expected a real value, got a placeholder in square brackets ({_quote(core)}); "
+            "write the content itself"
+        )
+    angle = _WHOLE_ANGLE.match(core)
+    if angle is not None and angle.group(1).lower() not in _HTML_TAGS:
+        return f"Expected a real value, got the placeholder {core!r}"
+    bare = core.strip(_EDGE)
+    your = _YOUR_HERE.match(bare)
+    if (your is not None and not _VERBS.intersection(your["middle"].lower().split())) or (
+        _INSERT_HERE.match(bare) is not None
+    ):
+        return f"Expected a real value, got the placeholder text {core!r}"
+    if (
+        core.lower() in _FILLERS
+        or bare.lower() in _FILLERS
+        or bare.lower().startswith("lorem ipsum")
+    ):
+        return f"Expected a real value, got the filler {core!r}"
+    return None
+
+
+def _reads_as_slot(inner: str, key: str | None, names: frozenset[str]) -> bool:
+    """Whether the text inside ``[...]`` is a slot to fill rather than content.
+
+    JSON (``[1, 2]``, ``["a"]``), citations (``[1]``), checkboxes (``[x]``) and plain lists of
+    single words or names (``[Paris, London]``) are content; a phrase with a slot word in it
+    ("Your report", "Summary of findings") or a lone argument name (``[city]``) is a slot.
+    """
+    text = inner.strip()
+    if len(re.findall(r"[A-Za-z]", text)) < 2:
+        return False
+    try:
+        json.loads(f"[{text}]")
+    except ValueError:
+        pass
+    else:
+        return False
+    words = {w.lower() for w in re.findall(r"[A-Za-z_]+", text)}
+    if len(words) == 1:
+        word = next(iter(words))
+        return word in _SLOT_WORDS or word in names or word == (key or "").lower()
+    return bool(words & _SLOT_WORDS)
+
+
+def _inner_slot(core: str, names: frozenset[str]) -> str | None:
+    """A slot inside a longer value: ``[Insert name]``, ``<fetched_content>``, ``<city>``."""
+    bracket = _INNER_BRACKET.search(core)
+    if bracket is not None:
+        return bracket.group()
+    for match in _INNER_ANGLE.finditer(core):
+        if f"</{match.group(1)}>" not in core:
+            return match.group()
+    for match in _ANGLE_WORD.finditer(core):
+        word = match.group(1)
+        if word in names and word.lower() not in _HTML_TAGS and f"</{word}>" not in core:
+            return match.group()
+    return None
+
+
+def _copies_description(folded: str, descriptions: Sequence[str]) -> bool:
+    """Whether ``folded`` is (nearly all) one of ``descriptions``, and nearly nothing else."""
+    for text in descriptions:
+        if len(text) < _MIN_DESCRIPTION:
+            continue
+        if not _DESCRIPTION_SHARE * len(text) <= len(folded) <= len(text) / _DESCRIPTION_SHARE:
+            continue
+        shared = _shared(folded, text)
+        if shared >= _DESCRIPTION_SHARE * len(text) and shared >= _DESCRIPTION_SHARE * len(folded):
+            return True
+    return False

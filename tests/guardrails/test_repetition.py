@@ -1,0 +1,189 @@
+"""The repetition detector: a reply that repeats one call or one line is found as it streams."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+
+from forge_rt.core import ResetChunk, StreamChunk, TextDeltaChunk, ToolCallDeltaChunk
+from forge_rt.guardrails import CALL_REPEATS, LINE_REPEATS, Repetition, RepetitionDetector
+
+CHECK = (
+    '{"name": "check_interactions", "arguments": {"patient_id": "john_doe", "medication": "%s"}}'
+)
+
+# Reply 67 of qwen25coder_raw_outputs.jsonl (0.5B): two calls alternating until the token cap
+# (34 calls in 3,506 characters); the first ten lines, verbatim.
+REAL_LOOP = "\n".join(CHECK % m for m in ["ciprofenamide", "ibuprofen"] * 5)
+
+# Reply 12 (0.5B): a chain written ahead whose terminal call is duplicated: a slip, not a loop.
+REAL_SLIP = (
+    '{"name": "fetch_sales_data", "arguments": {"quarter": 4, "year": 2024}}\n'
+    '{"name": "analyze_sales", "arguments": {}}\n'
+    '{"name": "report", "arguments": {"findings": "The sales data for Q4 2024 quarter and year '
+    'have been successfully loaded and analyzed."}}\n'
+    '{"name": "report", "arguments": {"findings": "The sales data for Q4 2024 quarter and year '
+    'have been successfully loaded and analyzed."}}'
+)
+
+
+def stream(detector: RepetitionDetector, text: str, size: int = 3) -> tuple[Repetition | None, int]:
+    """Feed ``text`` in ``size``-character deltas; what was found and how much had been fed."""
+    for start in range(0, len(text), size):
+        found = detector.feed(TextDeltaChunk(text[start : start + size]))
+        if found is not None:
+            return found, min(start + size, len(text))
+    return None, len(text)
+
+
+def test_the_same_call_written_again_and_again_is_found_at_its_third_copy() -> None:
+    """Thirty copies of one call are found as soon as the third one closes."""
+    line = CHECK % "ibuprofen"
+    found, fed = stream(RepetitionDetector(), "\n".join([line] * 30), size=1)
+    assert found == Repetition(
+        kind="call",
+        text=json.dumps(json.loads(line), sort_keys=True, separators=(",", ":")),
+        count=CALL_REPEATS,
+    )
+    assert fed == 3 * len(line) + 2  # the third copy and the two newlines before it
+
+
+def test_a_cycle_of_calls_is_found_when_one_of_them_comes_round_the_third_time() -> None:
+    """The real 0.5B's alternation of two calls is found at the fifth call, not at the cap."""
+    found, fed = stream(RepetitionDetector(), REAL_LOOP)
+    assert found is not None
+    assert (found.kind, found.count, "ciprofenamide" in found.text) == ("call", 3, True)
+    assert REAL_LOOP[:fed].count('"name"') == 5
+
+
+def test_a_call_written_twice_is_a_slip_not_a_loop() -> None:
+    """A reply that duplicates its last call is left to the validator, which collapses it."""
+    assert stream(RepetitionDetector(), REAL_SLIP) == (None, len(REAL_SLIP))
+
+
+def test_the_same_call_however_spaced_or_ordered_is_one_call() -> None:
+    """Key order and whitespace do not make a repeated call new."""
+    copies = [
+        '{"name": "ping", "arguments": {"a": 1, "b": 2}}',
+        '{"arguments": {"b": 2, "a": 1}, "name": "ping"}',
+        '{\n  "name": "ping",\n  "arguments": {\n    "a": 1,\n    "b": 2\n  }\n}',
+    ]
+    found, _ = stream(RepetitionDetector(), "\n".join(copies))
+    assert found is not None
+    assert found.text == '{"arguments":{"a":1,"b":2},"name":"ping"}'
+
+
+@pytest.mark.parametrize(
+    "wrap",
+    [
+        lambda call: f"```json\n{call}\n```\n",
+        lambda call: f"<tool_call>\n{call}\n</tool_call>\n",
+        lambda call: f"I will check it: {call}. ",
+        lambda call: "{" + call + "}\n",  # doubled braces: not JSON, still the same text
+    ],
+    ids=["fenced", "hermes", "in-prose", "doubled-braces"],
+)
+def test_calls_are_counted_in_every_text_dialect(wrap: Callable[[str], str]) -> None:
+    """A call repeated inside fences, tags, prose or doubled braces is found all the same."""
+    text = "".join(wrap(CHECK % "aspirin") for _ in range(3))
+    found, _ = stream(RepetitionDetector(), text)
+    assert found is not None
+    assert found.kind == "call"
+
+
+def test_calls_repeated_inside_one_array_are_counted() -> None:
+    """The items of an array of calls are calls: three alike in one array are a loop."""
+    text = "[" + ", ".join([CHECK % "aspirin"] * 3) + "]"
+    found, _ = stream(RepetitionDetector(), text)
+    assert found is not None
+    assert found.count == 3
+
+
+def test_objects_that_name_no_tool_are_not_calls() -> None:
+    """Repeated data objects (a list of rows) are not calls; only call-shaped objects count."""
+    text = "\n".join(['{"city": "Paris", "temp": 18}'] * 5)
+    assert stream(RepetitionDetector(), text) == (None, len(text))
+
+
+def test_unbalanced_quotes_in_prose_do_not_hide_calls() -> None:
+    """A stray quote in prose before the calls does not shift the scan into a string."""
+    text = 'He said "hello.\n' + "\n".join([CHECK % "aspirin"] * 3)
+    found, _ = stream(RepetitionDetector(), text)
+    assert found is not None
+
+
+def test_a_line_repeated_eight_times_is_found() -> None:
+    """An echoed list that repeats a line is found at the eighth copy of the line."""
+    row = '      {"type": "viewer", "description": "Alice can view content from the server"},'
+    found, fed = stream(RepetitionDetector(), "\n".join([row] * 20) + "\n")
+    assert found == Repetition(kind="line", text=row.strip(), count=LINE_REPEATS)
+    assert fed < 9 * len(row)
+
+
+def test_a_line_repeated_seven_times_is_not_degenerate() -> None:
+    """Seven calls written one argument per line share that line without tripping the stop."""
+    calls = "".join(
+        f'```json\n{{\n  "name": "lookup_{i}",\n  "arguments": {{\n    "employee_id": "E-1847"\n'
+        "  }\n}\n```\n"
+        for i in range(7)
+    )
+    assert stream(RepetitionDetector(), calls) == (None, len(calls))
+
+
+def test_lines_without_letters_are_not_counted() -> None:
+    """Braces, fences and blank lines repeat in every multi-call reply and never count."""
+    text = "\n".join(["}", "```", "", "  },", "[1]"] * 20)
+    assert stream(RepetitionDetector(), text) == (None, len(text))
+
+
+def native(index: int, arguments: str, name: str | None = "ping") -> list[StreamChunk]:
+    """A native call streamed as llama-server does: the name first, then argument pieces."""
+    head = ToolCallDeltaChunk(index=index, call_id=f"call_{index}", name=name)
+    pieces = [arguments[i : i + 4] for i in range(0, len(arguments), 4)]
+    return [head, *(ToolCallDeltaChunk(index=index, arguments_delta=p) for p in pieces)]
+
+
+def test_native_calls_repeated_are_found() -> None:
+    """The same native call in three tool-call deltas is found once the third's arguments close."""
+    detector = RepetitionDetector()
+    chunks = [c for i in range(5) for c in native(i, '{"host": "example.org"}')]
+    found = [detector.feed(c) for c in chunks]
+    first = found.index(next(f for f in found if f is not None))
+    assert first == 3 * len(native(0, '{"host": "example.org"}')) - 1
+    assert found[-1] == Repetition(
+        kind="call", text='{"arguments":{"host":"example.org"},"name":"ping"}', count=3
+    )
+
+
+def test_a_reset_forgets_the_reply_so_far() -> None:
+    """After a ResetChunk (a preempted reply restarts) earlier copies no longer count."""
+    detector = RepetitionDetector()
+    line = CHECK % "aspirin" + "\n"
+    assert stream(detector, line * 2)[0] is None
+    detector.feed(ResetChunk("preempted"))
+    assert stream(detector, line * 2)[0] is None
+    assert stream(detector, line)[0] is not None
+
+
+def test_a_found_repetition_stays_found() -> None:
+    """Once degenerate, every later chunk returns the same finding."""
+    detector = RepetitionDetector()
+    found, _ = stream(detector, (CHECK % "aspirin" + "\n") * 3)
+    assert detector.feed(TextDeltaChunk("more")) is found
+
+
+def test_thresholds_below_two_are_refused() -> None:
+    """A single copy is not a repetition: the detector says so at construction."""
+    with pytest.raises(
+        ValueError,
+        match=r"^a repetition needs at least 2 copies, got call_repeats=1, line_repeats=8$",
+    ):
+        RepetitionDetector(call_repeats=1)
+
+
+def test_the_reason_names_what_repeated() -> None:
+    """The reason is a sentence naming the kind, the count and the repeated text."""
+    found = Repetition(kind="line", text="<function>", count=8)
+    assert found.reason == "the reply wrote the same line 8 times: <function>"

@@ -173,6 +173,8 @@ async def test_log_json_writes_one_json_object_per_line_to_stderr() -> None:
                 "20",
                 "--tool-seconds",
                 "0",
+                "--constrain",
+                "never",  # free decoding: the rescues log at debug level
             ],
             capture_stdout=True,
             capture_stderr=True,

@@ -356,7 +356,9 @@ class ProxyApp:
         Every way the body can be wrong is a 400 in the API's shape. Anthropic server tools,
         which no local model can run, are left out by the codec; the client is told which in
         ``x-forge-dropped-tools``, so clients that always offer them (Claude Code's web
-        search) keep working against a local model.
+        search) keep working against a local model. Tool-schema keywords forge_rt does not
+        enforce are accepted too, and named in ``x-forge-ignored-schema-keywords``: the
+        backend gets the schema as written, only the argument check is less strict.
         """
         try:
             wire = read(call.body, self._tools)
@@ -376,6 +378,13 @@ class ProxyApp:
             call.reply.extra_headers.append(
                 (b"x-forge-dropped-tools", ",".join(wire.dropped_tools).encode())
             )
+        if wire.ignored_schema_keywords:
+            call.reply.extra_headers.append(
+                (
+                    b"x-forge-ignored-schema-keywords",
+                    ",".join(wire.ignored_schema_keywords).encode(),
+                )
+            )
         return wire
 
     def _plan(self, call: _Call, wire: WireRequest) -> RequestPlan:
@@ -387,6 +396,7 @@ class ProxyApp:
             priority=self._priority(call),
             client=call.key.name if call.key is not None else "anonymous",
             request_id=call.request_id,
+            parallel_tool_calls=wire.parallel_tool_calls is not False,
         )
 
     def _model_name(self, wire: WireRequest) -> str:

@@ -7,6 +7,10 @@ calls written as text are rescued, invalid replies get a corrective message appe
 private copy of the history (the client never sees it) and the slot is asked again, until a
 valid reply or an exhausted budget. The synthetic ``respond`` tool is offered alongside the
 client's tools and stripped from the answer: a ``respond`` call becomes a plain text reply.
+A reply the guardrails accept still passes a :class:`~forge_rt.proxy._review.ReplyReview`
+before any of it is returned: guardrail text the model copied back is cut or rejected, and a
+call already answered in the request's history is answered from it instead of being returned
+again (both retried the same hidden way).
 
 Streaming goes through a :class:`~forge_rt.proxy._gate.StreamGate`, which releases only output
 no later verdict can take back. Every failure is raised as a
@@ -40,7 +44,7 @@ from forge_rt.core import (
     ToolCall,
     ToolSpec,
 )
-from forge_rt.errors import BudgetExhaustedError, ForgeError
+from forge_rt.errors import BudgetExhaustedError, ForgeError, ToolSchemaError
 from forge_rt.guardrails import (
     Execute,
     GuardrailOptions,
@@ -54,6 +58,7 @@ from forge_rt.proxy._config import ReasoningReplay
 from forge_rt.proxy._errors import ErrorKind, ProxyHTTPError, from_forge_error
 from forge_rt.proxy._gate import GateMode, StreamGate
 from forge_rt.proxy._metrics import ProxyMetrics
+from forge_rt.proxy._review import ReplyReview
 from forge_rt.runtime import Accepted, GuardedStep, Rejected, RunStats, SlotCall, SlotWorker
 
 __all__ = ["InferenceEngine", "Outcome", "RequestPlan", "Sink", "apply_reasoning_replay"]
@@ -69,6 +74,9 @@ class RequestPlan(msgspec.Struct, frozen=True, kw_only=True):
 
     ``request`` is the conversation and tools as the client sent them (reasoning replay already
     applied); ``client`` names the caller (its API key's name) for logs and usage.
+    ``parallel_tool_calls`` is whether the client allows several calls in one reply (OpenAI's
+    ``parallel_tool_calls``, Anthropic's ``disable_parallel_tool_use`` negated; both APIs
+    allow them unless told not to).
     """
 
     request: InferenceRequest
@@ -76,6 +84,7 @@ class RequestPlan(msgspec.Struct, frozen=True, kw_only=True):
     priority: int
     client: str = "anonymous"
     request_id: str = ""
+    parallel_tool_calls: bool = True
 
 
 class Outcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -158,10 +167,36 @@ class InferenceEngine:
             )
         return "prose"
 
-    def _constraint(self, request: InferenceRequest, guard: Guardrails) -> OutputConstraint | None:
+    def _constraint(
+        self, request: InferenceRequest, tools: Sequence[ToolSpec], *, parallel: bool
+    ) -> OutputConstraint | None:
+        """The output constraint for a reply that may call ``tools``.
+
+        The one place the proxy builds a tool-call constraint (the first one of a request and
+        each narrowing of it), so ``parallel`` -- whether the client allows several calls in one
+        reply -- reaches the schema from here.
+        """
         if request.constraint is not None:
             return request.constraint  # the client asked for its own output format
-        return choose_constraint(self._constrain, self._capabilities, guard.tools).constraint
+        # PARALLEL CALLS: once choose_constraint / tool_call_schema take a `parallel` option
+        # (forge_rt/guardrails/_constrain.py), pass `parallel=parallel` here; nothing else in
+        # the proxy needs to change. Until then every constrained reply holds exactly one call.
+        try:
+            return choose_constraint(self._constrain, self._capabilities, tools).constraint
+        except ToolSchemaError as exc:
+            # A client's schema the constraint cannot express (a keyword validation ignores may
+            # still hold, say, a $ref the constraint builder follows): constraining is
+            # best-effort under "auto", so rescue parsing reads the reply instead.
+            if self._constrain == "always":
+                raise ProxyHTTPError(
+                    ErrorKind.BAD_REQUEST,
+                    f"the proxy runs with constrain=always, and these tools cannot be turned "
+                    f"into an output constraint: {exc}",
+                    code="tools_not_constrainable",
+                    param="tools",
+                ) from exc
+            log.warning("proxy.constraint_skipped", reason=str(exc))
+            return None
 
     # -- running ---------------------------------------------------------------------------
 
@@ -265,13 +300,32 @@ class InferenceEngine:
         }[kind]
         gate = StreamGate(mode, tool_names=[t.name for t in guard.tools])
         history = list(request.messages)
+        parallel = plan.parallel_tool_calls
         base = msgspec.structs.replace(
-            request, tools=guard.tools, constraint=self._constraint(request, guard)
+            request,
+            tools=guard.tools,
+            constraint=self._constraint(request, guard.tools, parallel=parallel),
+        )
+        review = ReplyReview(
+            guard,
+            request.messages,
+            respond=kind == "respond",
+            max_retries=self._options.max_retries,
         )
         stats = RunStats()
 
+        avoided: frozenset[str] = frozenset()
+
         async def prepare() -> InferenceRequest:
+            nonlocal base, avoided
             gate.new_attempt()
+            allowed = [t for t in guard.tools if t.name not in review.avoid]
+            if review.avoid != avoided and allowed and base.constraint is not None:
+                # A tool the loop guard warned about is left out of the constraint (the prompt
+                # keeps offering it, so the backend's cached prompt stays valid).
+                avoided = review.avoid
+                narrowed = self._constraint(request, allowed, parallel=parallel)
+                base = msgspec.structs.replace(base, constraint=narrowed)
             return msgspec.structs.replace(base, messages=tuple(history))
 
         async def on_response(response: LLMResponse) -> None:
@@ -296,10 +350,21 @@ class InferenceEngine:
             return None
 
         step = GuardedStep(self._slot, guard, stats, on_response=on_response)
+        call = self._call(plan, gate, sink, deadline_at)
         try:
-            accepted = await step.run(
-                prepare, self._call(plan, gate, sink, deadline_at), on_rejected
-            )
+            accepted = await step.run(prepare, call, on_rejected)
+            while True:
+                verdict = review.check(accepted)
+                if isinstance(verdict, Accepted):
+                    accepted = verdict
+                    break
+                stats.count_retry(verdict.reason.value)
+                committed = await on_rejected(verdict)
+                accepted = (
+                    committed
+                    if committed is not None
+                    else await step.run(prepare, call, on_rejected)
+                )
         except BudgetExhaustedError as exc:
             self._metrics.guardrail_failures.labels(type(exc).__name__).inc()
             self._metrics.attempts.observe(stats.inferences)
@@ -411,6 +476,9 @@ class InferenceEngine:
                     code="reply_incomplete",
                     retry=False,
                 )
+            if not gate.message_closed:
+                await self._emit(sink, gate.release_held_message())
+                answer = msgspec.structs.replace(answer, action=TextAnswer(text=gate.attempt_text))
             log.info(
                 "proxy.committed_reply_kept",
                 rejected=type(rejected.action).__name__,

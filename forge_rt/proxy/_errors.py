@@ -23,6 +23,7 @@ from forge_rt.errors import (
     SlotQueueFullError,
     StreamError,
     ToolCallError,
+    ToolLoopError,
     UnsupportedRequestError,
 )
 
@@ -187,6 +188,17 @@ def from_forge_error(error: ForgeError) -> ProxyHTTPError:
                 "cause": error.cause,
                 "last_raw": _kept(error.last_raw),
             },
+            retry=False,
+        )
+    if isinstance(error, ToolLoopError):
+        return ProxyHTTPError(
+            ErrorKind.GUARDRAIL,
+            f"the model kept calling {error.tool!r} with {error.args_repr} although the request's "
+            "history already holds its result and it was warned; the task is not progressing. "
+            "Check that the tool's result tells the model what to do next, or use a stronger "
+            "model.",
+            code="tool_call_loop",
+            details={"tool": error.tool, "arguments": error.args_repr, "repeats": error.repeats},
             retry=False,
         )
     if isinstance(error, BudgetExhaustedError):

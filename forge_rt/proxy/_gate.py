@@ -16,6 +16,11 @@ verdict can take back:
 - ``HOLD`` (a tool call is required): nothing streams before validation; prose is never the
   answer.
 
+In ``RESPOND`` and ``PROSE`` modes the released text also passes a
+:class:`~forge_rt.proxy._leaks.LeakFilter`: guardrail text the model copied back (an argument
+error, a retry nudge, ``<tool_response>`` markup) never streams; the attempt's text ends where
+it begins, as the whole reply's answer does (:func:`~forge_rt.proxy._leaks.cut`).
+
 Once an attempt has released anything it is *committed*: the client saw it, so it cannot be
 silently replaced by a retry. A :class:`~forge_rt.core.ResetChunk` (the slot preempted the
 call and restarts it) does not retract anything either: the regenerated output is compared with
@@ -39,6 +44,7 @@ from forge_rt.core import (
     ToolCallDeltaChunk,
 )
 from forge_rt.guardrails import JSON_CALL_OPENERS, TEXT_CALL_MARKERS
+from forge_rt.proxy._leaks import LeakFilter
 
 __all__ = ["GateMode", "JsonStringDecoder", "StreamGate", "match_respond_prefix"]
 
@@ -258,6 +264,7 @@ class StreamGate:
         self._native_string = JsonStringDecoder()
         self._native_name: str | None = None
         self._native_other = False
+        self._leak = LeakFilter()
         self.attempt_text = ""  # text released in this attempt
         self._attempt_reasoning = ""
         self._skip_text = ""
@@ -284,7 +291,7 @@ class StreamGate:
     @property
     def prose_tail(self) -> str:
         """PROSE mode: text not yet released (a possible marker's start, or everything held)."""
-        return self._pending + "".join(self._held)
+        return self._leak.pending + self._pending + "".join(self._held)
 
     # -- feeding ---------------------------------------------------------------------------
 
@@ -396,9 +403,11 @@ class StreamGate:
             delta = self._text[start:]
         if self._state is _State.STRING:
             decoded, _after = self._string.feed(delta)
+            safe = self._leak.feed(decoded)
             if self._string.closed:
                 self._state = _State.AFTER
-            return self._release_text(decoded) if decoded else []
+                safe += self._leak.flush()
+            return self._release_text(safe) if safe else []
         return []
 
     def _respond_native(self, chunk: ToolCallDeltaChunk) -> list[StreamChunk]:
@@ -429,9 +438,16 @@ class StreamGate:
             self._native_state = _State.STRING
             delta = self._native_args[start:]
         decoded, _after = self._native_string.feed(delta)
+        safe = self._leak.feed(decoded)
         if self._native_string.closed:
             self._native_state = _State.AFTER
-        return self._release_text(decoded) if decoded else []
+            safe += self._leak.flush()
+        return self._release_text(safe) if safe else []
+
+    def release_held_message(self) -> list[StreamChunk]:
+        """RESPOND mode: the message ended without its closing quote (out of tokens); release
+        the tail held as a possible marker's start (nothing, if guardrail text was found)."""
+        return self.release(self._leak.flush())
 
     # -- PROSE mode ------------------------------------------------------------------------
 
@@ -446,15 +462,19 @@ class StreamGate:
             self._state = _State.HOLD
             self._pending = ""
             self._held.append(text[found.start() :])
-            safe = text[: found.start()]
+            # What follows is a call's start, which no guardrail text continues: the tail the
+            # leak filter held is prose.
+            safe = self._leak.feed(text[: found.start()]) + self._leak.flush()
         else:
             keep = _held_suffix(text, self._names)
             safe, self._pending = text[: len(text) - keep], text[len(text) - keep :]
+            safe = self._leak.feed(safe)
         return self._release_text(safe) if safe else []
 
     def release_prose_tail(self) -> list[StreamChunk]:
-        """PROSE mode: the reply turned out to be prose after all; release the rest of it."""
-        tail = self.prose_tail
+        """PROSE mode: the reply turned out to be prose after all; release the rest of it, up
+        to any guardrail text in it."""
+        tail = self._leak.feed(self._pending + "".join(self._held)) + self._leak.flush()
         self._pending = ""
         self._held = []
         return self._release_text(tail) if tail else []

@@ -40,6 +40,7 @@ from forge_rt.core import (
     ToolChoice,
     ToolSpec,
 )
+from forge_rt.core._schema import ignored_keywords
 from forge_rt.errors import ForgeError, UnsupportedRequestError
 from forge_rt.wire import _anthropic_schema as an
 from forge_rt.wire._faults import invalid, relocated, required
@@ -296,10 +297,14 @@ def _request(
     if wire.mcp_servers:
         raise invalid("MCP servers are not supported", "$.mcp_servers")
     tools = _tools(wire.tools, memo)
+    choice = wire.tool_choice
+    disable = choice.disable_parallel_tool_use if choice is not None else None
     return WireRequest(
         model=wire.model,
         stream=stream,
         dropped_tools=tools.dropped,
+        ignored_schema_keywords=tools.ignored_keywords,
+        parallel_tool_calls=None if disable is None else not disable,
         request=InferenceRequest(
             messages=tuple(_messages_from(wire.messages, _system_text(wire.system))),
             tools=tools.specs,
@@ -322,6 +327,7 @@ def _build_tools(raw: msgspec.Raw) -> WireTools:
         raise relocated(exc, "$.tools") from exc
     specs: list[ToolSpec] = []
     dropped: list[str] = []
+    ignored: set[str] = set()
     for i, entry in enumerate(entries):
         path = f"$.tools[{i}]"
         if entry.get("type") not in (None, "custom"):
@@ -338,7 +344,10 @@ def _build_tools(raw: msgspec.Raw) -> WireTools:
         except (ForgeError, ValueError) as exc:
             raise invalid(f"unusable tool definition: {exc}", path) from exc
         specs.append(spec)
-    return WireTools(specs=tuple(specs), dropped=tuple(dropped))
+        ignored.update(ignored_keywords(spec.json_schema()))
+    return WireTools(
+        specs=tuple(specs), dropped=tuple(dropped), ignored_keywords=tuple(sorted(ignored))
+    )
 
 
 def _result_text(content: str | Sequence[msgspec.Struct] | None, path: str) -> str:

@@ -37,6 +37,7 @@ from forge_rt.core import (
     ToolChoice,
     ToolSpec,
 )
+from forge_rt.core._schema import ignored_keywords
 from forge_rt.errors import ForgeError, UnsupportedRequestError
 from forge_rt.wire import _openai_schema as oa
 from forge_rt.wire._faults import invalid, relocated, required
@@ -233,6 +234,8 @@ def openai_request_from_wire(body: bytes, memo: ToolMemo | None = None) -> WireR
         model=wire.model,
         stream=bool(wire.stream),
         include_usage=bool(wire.stream_options and wire.stream_options.include_usage),
+        ignored_schema_keywords=tools.ignored_keywords,
+        parallel_tool_calls=wire.parallel_tool_calls,
         request=InferenceRequest(
             messages=tuple(_messages_from(wire.messages)),
             tools=tools.specs,
@@ -283,6 +286,7 @@ def _build_tools(raw: msgspec.Raw) -> WireTools:
     except msgspec.ValidationError as exc:
         raise relocated(exc, "$.tools") from exc
     specs: list[ToolSpec] = []
+    ignored: set[str] = set()
     for i, t in enumerate(tools):
         path = f"$.tools[{i}]"
         if t.type != "function":
@@ -298,7 +302,8 @@ def _build_tools(raw: msgspec.Raw) -> WireTools:
         except (ForgeError, ValueError) as exc:
             raise invalid(f"unusable tool definition: {exc}", f"{path}.function") from exc
         specs.append(spec)
-    return WireTools(specs=tuple(specs))
+        ignored.update(ignored_keywords(spec.json_schema()))
+    return WireTools(specs=tuple(specs), ignored_keywords=tuple(sorted(ignored)))
 
 
 def _text(content: str | Sequence[msgspec.Struct] | None, path: str) -> str:

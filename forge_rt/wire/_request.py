@@ -34,11 +34,15 @@ class WireTools(msgspec.Struct, frozen=True, kw_only=True):
 
     ``specs`` are the tools the model is offered; ``dropped`` names the ones left out because
     they run on the API vendor's servers (Anthropic's web search, code execution, ...), which a
-    local model does not have.
+    local model does not have. ``ignored_keywords`` names the parameter-schema keywords that
+    argument validation ignores (forge_rt does not know or enforce them; see
+    :func:`~forge_rt.core._schema.ignored_keywords`): the tools are accepted, only validated
+    less strictly than their schemas say.
     """
 
     specs: tuple[ToolSpec, ...] = ()
     dropped: tuple[str, ...] = ()
+    ignored_keywords: tuple[str, ...] = ()
 
 
 class WireRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -46,7 +50,11 @@ class WireRequest(msgspec.Struct, frozen=True, kw_only=True):
 
     ``model`` and ``stream`` are what the caller asked for; ``include_usage`` is OpenAI's
     ``stream_options.include_usage``; ``dropped_tools`` names the server tools left out of
-    ``request.tools`` (see :class:`WireTools`), for the server to tell its client.
+    ``request.tools`` and ``ignored_schema_keywords`` the tool-schema keywords validation
+    ignores (see :class:`WireTools`), for the server to tell its client.
+    ``parallel_tool_calls`` is whether the client allows several calls in one reply: OpenAI's
+    ``parallel_tool_calls``, Anthropic's ``tool_choice.disable_parallel_tool_use`` negated;
+    ``None`` when the client did not say (both APIs then allow them).
     """
 
     model: str | None
@@ -54,6 +62,8 @@ class WireRequest(msgspec.Struct, frozen=True, kw_only=True):
     request: InferenceRequest
     include_usage: bool = False
     dropped_tools: tuple[str, ...] = ()
+    ignored_schema_keywords: tuple[str, ...] = ()
+    parallel_tool_calls: bool | None = None
 
 
 class ToolMemo(Protocol):

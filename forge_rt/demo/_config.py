@@ -53,7 +53,7 @@ class DemoConfig(BaseModel):
     agent_deadline: float = Field(default=300.0, gt=0)
     tool_seconds: float = Field(default=0.3, ge=0)
     temperature: float = Field(default=0.2, ge=0)
-    max_tokens: int = Field(default=256, ge=16)
+    max_tokens: int | None = Field(default=None, ge=16)  # None: the runtime derives each budget
     constrain: Literal["never", "auto", "always"] = "auto"
     sim_speed: float = Field(default=1.0, gt=0)
     seed: int = 0

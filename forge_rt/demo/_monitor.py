@@ -102,6 +102,7 @@ class AgentView:
         self._requested_at: float | None = None
         self._first_seen = False
         self._last_response: LLMResponse | None = None
+        self._constrained = False
         self._judged = False
 
     @property
@@ -216,10 +217,12 @@ class DemoMonitor:
         view.state, view.tool = AgentState.TOOL, tool
         view.tool_calls += 1
 
-    def on_attempt(self, name: str) -> None:
-        """An inference of agent ``name`` starts on the backend (it has the slot)."""
+    def on_attempt(self, name: str, *, constrained: bool = False) -> None:
+        """An inference of agent ``name`` starts on the backend (it has the slot);
+        ``constrained``: under a tool-call constraint, so its calls are not rescues."""
         view = self.agents[name]
         view.state, view.tokens, view.preempted_now = AgentState.PREFILL, 0, False
+        view._constrained = constrained
 
     def on_attempt_cancelled(self, name: str) -> None:
         """An inference of agent ``name`` was cancelled on the backend mid-way.
@@ -309,6 +312,8 @@ class DemoMonitor:
         response = view._last_response
         if response is None or not isinstance(response.result, TextResponse):
             return
+        if view._constrained:
+            return  # the constraint made the call; nothing was rescued
         found = rescue(response.result.content, view.tools)
         if not found.dialects:
             return
@@ -384,13 +389,13 @@ class ObservedClient:
         return self._inner.capabilities
 
     async def send(self, request: InferenceRequest) -> LLMResponse:
-        self._monitor.on_attempt(self._agent(request))
+        self._monitor.on_attempt(self._agent(request), constrained=request.constraint is not None)
         return await self._inner.send(request)
 
     @asynccontextmanager
     async def stream(self, request: InferenceRequest) -> AsyncIterator[AsyncIterator[StreamChunk]]:
         agent = self._agent(request)
-        self._monitor.on_attempt(agent)
+        self._monitor.on_attempt(agent, constrained=request.constraint is not None)
         try:
             async with self._inner.stream(request) as chunks:
                 yield chunks

@@ -156,7 +156,7 @@ def _resolve_backend(
     model: str | None,
     sim_rates: tuple[str, ...],
     card_sampling: bool,
-    max_tokens: int,
+    max_tokens: int | None,
     seed: int | None,
 ) -> _Backend:
     """Check the backend options against each other and resolve sampling and rates."""
@@ -444,9 +444,9 @@ async def _run_plan(
 @click.option(
     "--max-tokens",
     type=click.IntRange(min=1),
-    default=512,
-    show_default=True,
-    help="Cap on each reply; small models repeat a call until the cap.",
+    default=None,
+    help="A fixed cap on each reply [default: none: the runtime's own budget, derived from the "
+    "tools' schemas, as a user gets it].",
 )
 @click.option(
     "--seed",
@@ -467,7 +467,7 @@ def eval_command(
     report_path: Path | None,
     sim_rates: tuple[str, ...],
     card_sampling: bool,
-    max_tokens: int,
+    max_tokens: int | None,
     seed: int | None,
 ) -> None:
     """Run eval scenarios under guardrail ablations and report completion and score.

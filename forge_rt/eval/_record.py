@@ -33,6 +33,8 @@ class RunRecord(msgspec.Struct, kw_only=True):
     retries: dict[str, int] = msgspec.field(default_factory=dict)
     rescued: dict[str, int] = msgspec.field(default_factory=dict)
     collapsed: int = 0
+    escalations: int = 0
+    repetition_stops: int = 0
     compactions: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0

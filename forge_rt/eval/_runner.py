@@ -270,6 +270,8 @@ async def run_scenario(
     record.retries = dict(stats.retries)
     record.rescued = dict(stats.rescued)
     record.collapsed = stats.collapsed
+    record.escalations = stats.escalations
+    record.repetition_stops = stats.repetition_stops
     record.compactions = stats.compactions
     record.prompt_tokens = stats.prompt_tokens
     record.completion_tokens = stats.completion_tokens

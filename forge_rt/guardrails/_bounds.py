@@ -86,10 +86,13 @@ NUMBER_TOKENS = 38
 (the GBNF's bounds; digits are one token each). llama.cpp's JSON-schema grammar allows a longer
 exponent, which no model writes; the cap would cut it, not the reply's calls before it."""
 
-MAX_REPLY_TOKENS = 1024
-"""No derived budget exceeds this: forge's flat per-reply cap, under which the real replies
-were collected. The replies that ran into it are the loops and rambles the other bounds are
-for; with the ceiling a derived budget is never more generous than the flat cap was."""
+MAX_REPLY_TOKENS = 2048
+"""No derived budget exceeds this. Twice forge's flat per-reply cap (1,024), under which the real
+replies were collected: the replies that ran into that cap were loops and rambles, which the
+repetition stop and the schema bounds now end long before any cap, while a ``respond`` answer
+(up to ``RESPOND_MAX_CHARS`` characters) needs room the flat cap did not give it. At the 0.5B
+model's 41 tokens/s on this CPU the ceiling is 50 s, reached only by a reply that really is
+that long."""
 
 FREE_CALL_MIN_TOKENS = 256
 """The least budget for a tool reply decoded without a constraint.

@@ -46,6 +46,7 @@ from forge_rt.guardrails._actions import (
     TextAnswer,
     ToolErrors,
 )
+from forge_rt.guardrails._dialects import Dialect
 from forge_rt.guardrails._errors_budget import ErrorTracker
 from forge_rt.guardrails._loop_guard import LoopGuard
 from forge_rt.guardrails._nudges import (
@@ -270,8 +271,11 @@ class Guardrails:
             allowed.append(spec)
         return tuple(allowed)
 
-    def check(self, response: Reply) -> Action:
+    def check(self, response: Reply, *, constrained: bool = False) -> Action:
         """Decide what to do with one reply (an LLMResponse, native calls, or text).
+
+        ``constrained``: the reply was decoded under a tool-call constraint, so its text is read
+        as the call the constraint promised even with rescue parsing off.
 
         Order: rescue and validation (no call → retry nudge; unknown tool or bad arguments →
         tool errors), then premature terminal calls and prerequisites (those calls are refused,
@@ -279,16 +283,16 @@ class Guardrails:
         :class:`Fatal`, never raised.
         """
         try:
-            action = self._check(response)
+            action = self._check(response, constrained)
         except BudgetExhaustedError as exc:
             return Fatal(error=exc)
         for text in _shown(action):
             self._echoes.add(text)
         return action
 
-    def _check(self, response: Reply) -> Action:
+    def _check(self, response: Reply, constrained: bool) -> Action:
         self._ignored = {}
-        result = self._validator.validate(response, echoes=self._echoes)
+        result = self._validator.validate(response, echoes=self._echoes, constrained=constrained)
         if result.needs_retry:
             return self._retry(result)
         if result.errors:
@@ -319,7 +323,8 @@ class Guardrails:
             refused=refused,
             ignored=dict(self._ignored),
             collapsed=result.collapsed,
-            rescued_dialects=result.dialects,
+            # A call written under the constraint was not rescued: the constraint made it.
+            rescued_dialects=tuple(d for d in result.dialects if d is not Dialect.CONSTRAINED_JSON),
             reasoning=result.reasoning,
             text=result.text,
         )

@@ -24,6 +24,11 @@ _DESCRIPTION = (
 )
 
 
+RESPOND_MAX_CHARS = 6000
+"""How long a ``respond`` message may be: a full answer (a few screens of text, a code listing);
+the reply budget caps the tokens spent on it (``MAX_REPLY_TOKENS``)."""
+
+
 @functools.cache
 def respond_spec() -> ToolSpec:
     """The ``respond`` tool: one required string parameter, ``message``."""
@@ -36,6 +41,9 @@ def respond_spec() -> ToolSpec:
                 "message": {
                     "type": "string",
                     "description": "Your complete reply to the user, in plain text.",
+                    # The answer itself, not an argument: room for a full reply (the default
+                    # bound injected into constraints, 512 characters, would cut it off).
+                    "maxLength": RESPOND_MAX_CHARS,
                 }
             },
             "required": ["message"],

@@ -37,6 +37,7 @@ from forge_rt.guardrails._placeholders import (
     normalise,
     placeholder_errors,
 )
+from forge_rt.guardrails._repetition import REPETITION_FINISH_REASON
 from forge_rt.guardrails._rescue import rescue
 from forge_rt.guardrails._rescue_args import schema_of, top_field
 
@@ -263,15 +264,23 @@ class ResponseValidator:
     def rescue_enabled(self) -> bool:
         return self._rescue
 
-    def validate(self, response: Reply, *, echoes: EchoCorpus | None = None) -> ValidationResult:
+    def validate(
+        self, response: Reply, *, echoes: EchoCorpus | None = None, constrained: bool = False
+    ) -> ValidationResult:
         """Validate one reply: native calls, a text reply, or an LLMResponse holding either.
 
         ``echoes`` holds the corrections the model was shown; an argument copied from one is
-        refused.
+        refused. ``constrained``: the reply was decoded under a tool-call constraint, so its
+        text is parsed as the promised call even with rescue off (that is not a rescue), and
+        its dialect is recorded as ``constrained_json``.
         """
         raw, reasoning, native = _unpack(response)
-        # A reply cut off at the token limit: small models repeat a call until they hit it.
-        truncated = isinstance(response, LLMResponse) and response.finish_reason == "length"
+        # A reply cut off at the token limit (small models repeat a call until they hit it), or
+        # stopped on the stream for repeating itself.
+        truncated = isinstance(response, LLMResponse) and response.finish_reason in (
+            "length",
+            REPETITION_FINISH_REASON,
+        )
         if native:
             return self._check(
                 native,
@@ -282,14 +291,22 @@ class ResponseValidator:
                 rescued=False,
                 echoes=echoes,
             )
-        if self._rescue:
-            return self._rescued(raw, reasoning, truncated=truncated, echoes=echoes)
+        if self._rescue or constrained:
+            return self._rescued(
+                raw, reasoning, truncated=truncated, echoes=echoes, constrained=constrained
+            )
         return self._retry(raw, reasoning, truncated=truncated)
 
     def _rescued(
-        self, raw: str, reasoning: str | None, *, truncated: bool, echoes: EchoCorpus | None
+        self,
+        raw: str,
+        reasoning: str | None,
+        *,
+        truncated: bool,
+        echoes: EchoCorpus | None,
+        constrained: bool = False,
     ) -> ValidationResult:
-        found = rescue(raw, self.tools)
+        found = rescue(raw, self.tools, constrained=constrained)
         calls = [*found.calls, *found.unknown_calls]
         thought = reasoning if reasoning is not None else found.reasoning
         if not calls:

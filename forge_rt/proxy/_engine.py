@@ -46,6 +46,7 @@ from forge_rt.core import (
 )
 from forge_rt.errors import BudgetExhaustedError, ForgeError, ToolSchemaError
 from forge_rt.guardrails import (
+    REPETITION_FINISH_REASON,
     Execute,
     GuardrailOptions,
     Guardrails,
@@ -178,11 +179,10 @@ class InferenceEngine:
         """
         if request.constraint is not None:
             return request.constraint  # the client asked for its own output format
-        # PARALLEL CALLS: once choose_constraint / tool_call_schema take a `parallel` option
-        # (forge_rt/guardrails/_constrain.py), pass `parallel=parallel` here; nothing else in
-        # the proxy needs to change. Until then every constrained reply holds exactly one call.
         try:
-            return choose_constraint(self._constrain, self._capabilities, tools).constraint
+            return choose_constraint(
+                self._constrain, self._capabilities, tools, parallel=parallel
+            ).constraint
         except ToolSchemaError as exc:
             # A client's schema the constraint cannot express (a keyword validation ignores may
             # still hold, say, a $ref the constraint builder follows): constraining is
@@ -349,7 +349,16 @@ class InferenceEngine:
             history.extend(rejected.action.messages())
             return None
 
-        step = GuardedStep(self._slot, guard, stats, on_response=on_response)
+        # escalate: a request decoded freely (constrain=never, or a schema the constraint cannot
+        # express) gets a constrained retry after a rejected reply, where the backend can.
+        step = GuardedStep(
+            self._slot,
+            guard,
+            stats,
+            on_response=on_response,
+            escalate=True,
+            parallel=parallel,
+        )
         call = self._call(plan, gate, sink, deadline_at)
         try:
             accepted = await step.run(prepare, call, on_rejected)
@@ -467,7 +476,11 @@ class InferenceEngine:
             return None
         answer = Accepted(action=TextAnswer(text=gate.attempt_text), response=rejected.response)
         if gate.mode is GateMode.RESPOND:
-            out_of_tokens = rejected.response.finish_reason in ("length", "max_tokens")
+            out_of_tokens = rejected.response.finish_reason in (
+                "length",
+                "max_tokens",
+                REPETITION_FINISH_REASON,  # stopped for repeating itself: as good as the cap
+            )
             if not gate.message_closed and not out_of_tokens:
                 raise ProxyHTTPError(
                     ErrorKind.GUARDRAIL,

@@ -195,12 +195,14 @@ class GuardedStep:
         stats.completion_tokens += response.usage.completion_tokens or 0
         if self._on_response is not None:
             await self._on_response(response)
-        action = self.guardrails.check(response)
+        action = self.guardrails.check(response, constrained=request.constraint is not None)
         match action:
             case Execute():
                 stats.collapsed += action.collapsed
                 for dialect in action.rescued_dialects:
                     stats.rescued[str(dialect)] = stats.rescued.get(str(dialect), 0) + 1
+                for refusal in action.refused:  # the rest of the reply runs; these were refused
+                    stats.count_retry(refusal.reason)
                 return Accepted(action=action, response=response)
             case TextAnswer():
                 return Accepted(action=action, response=response)

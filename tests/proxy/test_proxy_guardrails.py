@@ -226,11 +226,12 @@ async def test_reasoning_replay_reaches_the_backend_per_policy(
 
 
 async def test_metrics_count_retries_rescues_and_requests() -> None:
-    """/metrics counts the request, the rescued dialect and the retry it took."""
+    """/metrics counts the requests, the rescued dialect and the retry one took."""
+    weather = SimToolCall(name="get_weather", arguments={"city": "Paris"})
     config = SimConfig(
-        oracle=Recorder(
-            "Let me see.", SimToolCall(name="get_weather", arguments={"city": "Paris"})
-        ),
+        # Request 1: a call written as bare JSON (rescued). Request 2: prose, retried -- the
+        # retry is constrained (escalation), so it is not a rescue.
+        oracle=Recorder(weather, "Let me see.", weather),
         rates=FailureRates(bare_json=1.0),
     )
     with trio.fail_after(20):
@@ -239,12 +240,13 @@ async def test_metrics_count_retries_rescues_and_requests() -> None:
             httpx.AsyncClient(base_url=url) as http,
         ):
             await http.post(CHAT, json=_body())
+            await http.post(CHAT, json=_body())
             metrics = (await http.get("/metrics")).text
     assert 'forge_proxy_retries_total{reason="no_call"} 1.0' in metrics
     assert 'forge_proxy_rescues_total{dialect="bare_json"} 1.0' in metrics
     assert (
         'forge_proxy_requests_total{api="openai",endpoint="/v1/chat/completions",'
-        'status="200",stream="false"} 1.0'
+        'status="200",stream="false"} 2.0'
     ) in metrics
     assert "forge_proxy_queue_depth 0.0" in metrics
     assert "forge_proxy_request_duration_seconds_bucket" in metrics

@@ -13,7 +13,7 @@ copied from one is caught as the echo it is.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import msgspec
 import structlog
@@ -131,6 +131,12 @@ class Budgets(msgspec.Struct, frozen=True, kw_only=True):
 
 _DEFAULT_OPTIONS = GuardrailOptions()
 
+FAILURE_STREAK = 2
+"""Replies in a row in which one tool failed (an error, "called wrong", or arguments its schema
+rejects) after which :meth:`Guardrails.callable_now` leaves it out until some call succeeds.
+Seen on the real 0.5B: told "copy the user_id from search_users", it sent get_user_email ten
+more times with guessed ids instead; one failure is often a typo it fixes by itself."""
+
 
 class Guardrails:
     """Validation, rescue, nudges, step and prerequisite enforcement, budgets and the loop guard.
@@ -179,6 +185,7 @@ class Guardrails:
         loop_repeats = options.loop_repeats
         self._loop = LoopGuard(loop_repeats) if loop_repeats is not None else None
         self._succeeded: set[object] = set()  # call keys that ran successfully in this task
+        self._failing: dict[str, int] = {}  # tool -> failures in a row
         self._specs = {spec.name: spec for spec in self._validator.tools}
         self._echoes = EchoCorpus()  # what the model was told, to catch it copied back
         self._ignored: dict[str, tuple[str, ...]] = {}  # arguments dropped from the calls to run
@@ -253,17 +260,20 @@ class Guardrails:
         An enumerable choice belongs in the grammar, not in a nudge: while required steps are
         pending the terminal tools are left out, so is every tool whose prerequisite tools have
         not succeeded yet (a prerequisite that must match an argument is checked once the
-        call's arguments are known), and so is ``avoid`` (a tool the loop guard just blocked).
-        With step enforcement off, every tool.
+        call's arguments are known), so is ``avoid`` (a tool the loop guard just blocked), and
+        so is a tool that failed in :data:`FAILURE_STREAK` replies in a row, until some call
+        succeeds. With step enforcement off, every tool but the failing ones.
         """
+        failing = {t for t, n in self._failing.items() if n >= FAILURE_STREAK}
         if not self.options.steps:
-            return self.tools
+            kept = tuple(spec for spec in self.tools if spec.name not in failing)
+            return kept or self.tools
         pending = self._tracker.pending(self.required_steps)
         allowed = []
         for spec in self.tools:
             if pending and spec.name in self.terminal_tools:
                 continue
-            if spec.name in avoid:
+            if spec.name in avoid or spec.name in failing:
                 continue
             prereqs = self._steps.prerequisites.get(spec.name, ())
             if not all(self._tracker.is_done(p.tool) for p in prereqs):
@@ -297,6 +307,7 @@ class Guardrails:
             return self._retry(result)
         if result.errors:
             self._errors.record_retry(_last_raw(result), _summary(result.errors))
+            self._count_failures(e.tool for e in result.errors if e.tool)
             return ToolErrors(
                 calls=result.calls,
                 errors=result.errors,
@@ -395,16 +406,19 @@ class Guardrails:
                 text = resolution_text(
                     call.tool, result.error, corrected=self._hinted_call(call, result.error)
                 )
-                messages.append(Message.tool_result(call, text + note))
+                messages.append(Message.tool_result(call, text + self._skipped_step(call) + note))
             else:
                 text = tool_error_text(call.tool, result.error)
-                messages.append(Message.tool_result(call, text + note))
+                messages.append(Message.tool_result(call, text + self._skipped_step(call) + note))
                 if fatal is None:
                     try:
                         self._errors.record_tool_error(call.tool, result.error)
                     except ToolExecutionError as exc:
                         fatal = exc
         failed = sum(1 for r in results if not r.ok)
+        self._count_failures(result.call.tool for result in results if not result.ok)
+        if any(result.ok for result in results):
+            self._failing.clear()  # progress: every tool gets its chance again
         if terminal is not None:
             log.info("guardrails.done", tool=terminal.call.tool)
             return RecordOutcome(
@@ -417,6 +431,30 @@ class Guardrails:
             )
         return RecordOutcome(
             messages=messages, fatal=fatal, succeeded=len(results) - failed, failed=failed
+        )
+
+    def _count_failures(self, tools: Iterable[str]) -> None:
+        """One more reply in which each of ``tools`` failed (counted once per reply)."""
+        for tool in set(tools):
+            self._failing[tool] = self._failing.get(tool, 0) + 1
+
+    def _skipped_step(self, call: ToolCall) -> str:
+        """For a failed call made while an earlier required step is still pending: point at
+        that step (small models skip a lookup and guess its result, then keep guessing)."""
+        if not self.options.steps:
+            return ""
+        pending = self._tracker.pending(self.required_steps)
+        order = list(self.required_steps)
+        if call.tool in order:
+            earlier = [s for s in pending if order.index(s) < order.index(call.tool)]
+        else:
+            earlier = [s for s in pending if s != call.tool]
+        if not earlier:
+            return ""
+        spec = {t.name: t for t in self.tools}[earlier[0]]
+        return self._told(
+            f"\n[Note] `{earlier[0]}` has not been called yet; it gives what `{call.tool}` "
+            f"needs. {next_step_text(spec, finish=False)}"
         )
 
     def _told(self, text: str) -> str:

@@ -483,14 +483,24 @@ def repeat_note(tool: str, next_step: str) -> str:
 
 
 def next_step_text(spec: ToolSpec, *, finish: bool) -> str:
-    """ "Next, call X" (or "Now finish with X") with a complete example call to copy."""
+    """ "Next, call X" (or "Now finish with X"), saying what each required argument is.
+
+    No example values: the model must take them from the task and the results so far. An
+    example call with ``<name>`` placeholders was copied verbatim by the real 0.5B model into
+    other tools' arguments; the call's shape is what the output constraint (or the tool list)
+    already shows.
+    """
     if spec.name == RESPOND_TOOL_NAME:
         return (
-            "Now answer the user with the facts from the results above: call `respond`, e.g. "
-            f"{example_call(spec)}"
+            "Now answer the user with the facts from the results above: call `respond` with "
+            "your answer in `message`."
         )
     lead = "Now finish with" if finish else "Next, call"
-    return f"{lead} `{spec.name}`, e.g. {example_call(spec)}"
+    required = [n for n in spec.json_schema().get("required", []) if isinstance(n, str)]
+    if not required:
+        return f"{lead} `{spec.name}`."
+    what = "; ".join(f"`{name}`: {describe_field(spec, name)}" for name in required)
+    return f"{lead} `{spec.name}` with {what}."
 
 
 def held_back_nudge(tool: str, blocked: Sequence[str]) -> str:

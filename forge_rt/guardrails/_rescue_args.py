@@ -409,7 +409,8 @@ def _corrections(value: Any, schema: Mapping[str, Any], coercer: _Coercer) -> It
 
 # "use ORD-0042", "did you mean 'Paris'?", "try 2024", "instead: X"
 _CUE = re.compile(
-    r"\b(?:use|try|did you mean|you meant|perhaps|maybe|instead(?: use)?)"
+    # The cue must be a whole word: "use" inside "user_id" is not a cue.
+    r"\b(?:use|try|did you mean|you meant|perhaps|maybe|instead(?: use)?)\b"
     r"\s*:?\s*[`'\"]?([A-Za-z0-9][\w.\-/@:+]*)",
     re.IGNORECASE,
 )
@@ -418,7 +419,6 @@ _NOT_VALUES = frozenset(
     {"a", "again", "an", "another", "any", "it", "one", "only", "other", "some", "that", "the"}
     | {"them", "this", "instead"}
 )
-_QUOTED = re.compile(r"[`'\"]([^`'\"\s][^`'\"]{0,80})[`'\"]")
 
 
 def hinted_args(
@@ -433,8 +433,10 @@ def hinted_args(
     leaves the arguments invalid or unchanged.
     """
     names = set(tools)
+    # Only a value the message offers after a cue ("use X", "did you mean X"): a quoted value
+    # without one is usually the model's own wrong value echoed back ("no user 'Grace_Hopper'"),
+    # and a corrected call built from it teaches the model garbage.
     candidates = [m.rstrip(".:,;") for m in _CUE.findall(message)]
-    candidates += [m.strip() for m in _QUOTED.findall(message)]
     schema = schema_of(spec)
     coercer = _Coercer(schema)
     props: Mapping[str, Any] = schema.get("properties") or {}

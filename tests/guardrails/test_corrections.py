@@ -167,3 +167,23 @@ def test_a_workflow_with_its_own_respond_tool_gets_it_validated_as_its_own() -> 
     action = guard.check([ToolCall(tool="respond", args={"findings": "x"}, call_id="r")])
     assert isinstance(action, Execute)
     assert not guard.is_synthetic_respond(action.calls[0])
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "no user 'Grace_Hopper'; copy the user_id from search_users",  # "use" inside "user_id"
+        "no user 'r'; look it up first",  # only the model's own wrong value is quoted
+    ],
+    ids=["cue-inside-a-word", "quoted-wrong-value"],
+)
+def test_an_error_without_a_real_hint_gets_no_corrected_call(message: str) -> None:
+    """Seen on the real 0.5B: a 'corrected call' built from a word fragment ('r_id') or from the
+    model's own wrong value is copied back verbatim, so none is offered."""
+    from forge_rt.guardrails._rescue_args import hinted_args
+
+    spec = ToolSpec(
+        name="get_user_email",
+        parameters={"type": "object", "properties": {"user_id": {"type": "string"}}},
+    )
+    assert hinted_args(spec, {"user_id": "Grace_Hopper"}, message) is None

@@ -1,4 +1,8 @@
-"""Repeats and loops point at the call that moves the task on, with an example to copy."""
+"""Repeats and loops point at the call that moves the task on, saying what its arguments are.
+
+No example values: the real 0.5B copied ``<name>`` placeholders from such examples into other
+tools' arguments.
+"""
 
 from __future__ import annotations
 
@@ -24,14 +28,16 @@ def _run(guard: Guardrails, call: ToolCall, output: str) -> str:
 
 
 def test_next_step_is_the_first_pending_step_then_respond() -> None:
-    """next_step names a pending required step first, then the respond tool, with examples."""
+    """next_step names a pending required step first (its arguments described, no placeholder
+    values), then the respond tool."""
     guard = _guard()
-    assert guard.next_step().startswith('Next, call `get_weather`, e.g. {"name": "get_weather"')
+    assert guard.next_step() == "Next, call `get_weather` with `city`: a string."
     assert guard.next_step(avoid="get_weather").startswith("Next, call `get_time`")
     _run(guard, ToolCall(tool="get_weather", args={"city": "Oslo"}), "3C")
     _run(guard, ToolCall(tool="get_time", args={"city": "Oslo"}), "14:05")
     assert guard.next_step().startswith("Now answer the user with the facts from the results")
-    assert '{"name": "respond", "arguments": {"message":' in guard.next_step()
+    assert "call `respond` with your answer in `message`" in guard.next_step()
+    assert "<" not in guard.next_step()
 
 
 def test_a_repeated_successful_call_gets_a_note_with_the_next_step() -> None:
@@ -52,4 +58,4 @@ def test_loop_nudge_names_the_next_step() -> None:
     blocked = guard.check([ToolCall(tool="get_weather", args={"city": "Oslo"})])
     assert isinstance(blocked, StepBlocked)
     assert blocked.reason == "loop"
-    assert "Next, call `get_time`, e.g." in blocked.errors[0].content
+    assert "Next, call `get_time` with `city`: a string." in blocked.errors[0].content

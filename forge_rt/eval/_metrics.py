@@ -62,6 +62,9 @@ class Summary(msgspec.Struct, kw_only=True):
     wasted_calls: int
     pass_hat_3: float
     errors: dict[str, int]
+    wall_p50_s: float
+    wall_p95_s: float
+    tokens_mean: float
     mcnemar_vs_full: float | None = None
 
 
@@ -91,7 +94,22 @@ def summarise(records: Iterable[RunRecord]) -> Summary:
         wasted_calls=sum(max(0, r.tool_calls - r.ideal_calls) for r in rows),
         pass_hat_3=pass_hat_k(by_scenario, 3),
         errors=dict(errors),
+        wall_p50_s=percentile([r.wall_s for r in rows], 50),
+        wall_p95_s=percentile([r.wall_s for r in rows], 95),
+        tokens_mean=(
+            sum(r.prompt_tokens + r.completion_tokens for r in rows) / n if n else float("nan")
+        ),
     )
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile of ``values`` by the nearest-rank method (NaN when empty): the
+    smallest value with at least ``q`` percent of the values at or below it."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
 
 
 def paired_mcnemar(full: Iterable[RunRecord], other: Iterable[RunRecord]) -> float:

@@ -265,6 +265,8 @@ COLUMNS = (
     "wasted calls",
     "pass^3",
     "McNemar p vs full",
+    "wall p50/p95 s",
+    "tokens/run",
     "top failures",
 )
 
@@ -280,8 +282,18 @@ def _cells(row: Row) -> list[str]:
         str(s.wasted_calls),
         _num(s.pass_hat_3),
         format_p(s.mcnemar_vs_full),
+        _walls(s),
+        _count(s.tokens_mean),
         _top(row.failures),
     ]
+
+
+def _walls(s: Summary) -> str:
+    return f"{s.wall_p50_s:.1f} / {s.wall_p95_s:.1f}" if s.runs else "-"
+
+
+def _count(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:,.0f}"
 
 
 def report_table(section: Section) -> Table:
@@ -340,6 +352,8 @@ _LEGEND = (
         "chance that 3 runs of the same scenario all pass (unbiased estimate from "
         "scenarios with at least 3 runs)",
     ),
+    ("wall p50/p95 s", "median and 95th-percentile wall time of a run, in seconds"),
+    ("tokens/run", "prompt + completion tokens per run, as the backend reported them"),
     (
         "McNemar p vs full",
         "exact two-sided McNemar test of correctness against the full "
@@ -369,6 +383,8 @@ def _table_html(section: Section) -> str:
             f"<td>{s.wasted_calls}</td>"
             f"<td>{_num(s.pass_hat_3)}</td>"
             f"<td>{format_p(s.mcnemar_vs_full)}</td>"
+            f"<td>{_walls(s)}</td>"
+            f"<td>{_count(s.tokens_mean)}</td>"
             f'<td class="wrap">{escape(_top(row.failures, 5))}</td>'
             "</tr>"
         )

@@ -102,3 +102,16 @@ def test_summarise_counts_score_completion_efficiency_and_waste() -> None:
     assert s.efficiency == 4 / 6
     assert s.wasted_calls == 4
     assert s.errors == {"ToolCallError": 1}
+
+
+def test_percentile_is_nearest_rank() -> None:
+    """p50 and p95 take the nearest rank: the smallest value with that share at or below it."""
+    from forge_rt.eval._metrics import percentile
+
+    values = [float(v) for v in range(1, 21)]  # 1..20
+    assert (percentile(values, 50), percentile(values, 95), percentile(values, 100)) == (
+        10.0,
+        19.0,
+        20.0,
+    )
+    assert math.isnan(percentile([], 95))

@@ -121,7 +121,8 @@ def test_failure_kinds(fields: dict[str, object], kind: str | None) -> None:
 
 
 def test_terminal_table_shows_every_column_figure() -> None:
-    """The rich table prints runs, rates with CIs, efficiency, waste, pass^3, p and failures."""
+    """The rich table prints runs, rates with CIs, efficiency, waste, pass^3, p, wall times,
+    tokens and failures."""
     section = build_report(_records())[1]
     console = Console(record=True, width=220)
     console.print(report_table(section))
@@ -139,6 +140,8 @@ def test_terminal_table_shows_every_column_figure() -> None:
         "0",
         "0.00",
         f"{p:.3f}",
+        "0.0 / 0.0",  # the records carry no wall times or tokens
+        "0",
         "wrong answer 3, ToolCallError 1, call left in text 1",
     ] == cells
     assert "sim · sim" in text

@@ -355,7 +355,10 @@ class SlotWorkerActor(Actor):
         # The slot's cache now holds the preemptor's prompt, not this one.
         if job.whole:
             pass  # nothing was streamed, so there is nothing to continue or take back
-        elif self._prefill and continuable:
+        elif self._prefill and continuable and job.request.constraint is None:
+            # A constrained call is never continued by prefill: the backend applies the schema
+            # or grammar to the new text alone, so a continuation of half a call could never
+            # match it, and the joined reply would be broken. It restarts instead.
             job.prefill += partial
         else:
             job.prefill = ""

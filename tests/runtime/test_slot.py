@@ -2,6 +2,7 @@
 
 from collections.abc import AsyncIterator
 
+import msgspec
 import pytest
 import trio
 import trio.testing
@@ -196,6 +197,32 @@ async def test_preemption_continues_with_prefill(
     streamed = "".join(c.text for c in low_chunks if isinstance(c, TextDeltaChunk))
     assert streamed == REPLIES["low"]
     assert (await slot.stats()).preemptions == 1
+
+
+async def test_a_constrained_call_restarts_instead_of_continuing(
+    system: ActorSystem, autojump_clock: object
+) -> None:
+    """A preempted call under an output constraint is re-run whole, never continued by prefill:
+    the backend applies the constraint to new text only, so half a call plus a fresh constrained
+    reply would be broken JSON (seen on the real 0.5B under contention)."""
+    from forge_rt.core import JsonSchemaConstraint
+
+    client = ScriptedClient(_reply, token_s=1.0)
+    slot = await SlotWorker.start(system, client)
+    constrained = msgspec.structs.replace(
+        _request("low"), constraint=JsonSchemaConstraint(schema={"type": "object"})
+    )
+    low_chunks: list[StreamChunk] = []
+
+    async def sink(chunk: StreamChunk) -> None:
+        low_chunks.append(chunk)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: slot.infer(constrained, priority=10, on_chunk=sink))
+        await trio.sleep(3.5)
+        nursery.start_soon(lambda: slot.infer(_request("high"), priority=0))
+    assert [c.request.assistant_prefill for c in client.calls] == [None, None, None]
+    assert sum(isinstance(c, ResetChunk) for c in low_chunks) == 1  # what it saw is taken back
 
 
 async def test_preemption_restarts_without_prefill(

@@ -52,6 +52,7 @@ from forge_rt.guardrails._loop_guard import LoopGuard
 from forge_rt.guardrails._nudges import (
     MAX_TIER,
     Nudge,
+    again_note,
     example_call,
     held_back,
     ignored_args_note,
@@ -186,6 +187,7 @@ class Guardrails:
         self._loop = LoopGuard(loop_repeats) if loop_repeats is not None else None
         self._succeeded: set[object] = set()  # call keys that ran successfully in this task
         self._failing: dict[str, int] = {}  # tool -> failures in a row
+        self._last_ok: frozenset[str] = frozenset()  # tools that succeeded in the last batch
         self._specs = {spec.name: spec for spec in self._validator.tools}
         self._echoes = EchoCorpus()  # what the model was told, to catch it copied back
         self._ignored: dict[str, tuple[str, ...]] = {}  # arguments dropped from the calls to run
@@ -385,6 +387,10 @@ class Guardrails:
                     repeated.add(result.call.call_id)
                 self._succeeded.add(key)
                 self._steps.record(result.call)
+        # The same tool again right after it succeeded, with every required step done: small
+        # models chain a tool on its own result (convert 250, then 270, then 291.6...) or wander
+        # among lookups instead of answering; its result says what comes next.
+        again = self._again(results)
         messages: list[Message] = []
         terminal: ToolResult | None = None
         fatal: ForgeError | None = None
@@ -398,6 +404,8 @@ class Guardrails:
                 if call.call_id in repeated and not ends:
                     # The same call already succeeded: say so, and point at the next step.
                     output += self._told(repeat_note(call.tool, self.next_step(avoid=call.tool)))
+                elif call.tool in again and not ends:
+                    output += self._told(again_note(call.tool, self.next_step(avoid=call.tool)))
                 messages.append(Message.tool_result(call, output + ("" if ends else note)))
                 self._errors.reset_tool_errors()
                 if terminal is None and ends:
@@ -432,6 +440,14 @@ class Guardrails:
         return RecordOutcome(
             messages=messages, fatal=fatal, succeeded=len(results) - failed, failed=failed
         )
+
+    def _again(self, results: Sequence[ToolResult]) -> frozenset[str]:
+        """Tools of this batch that also succeeded in the last one, when no step is pending."""
+        ok = frozenset(r.call.tool for r in results if r.ok)
+        last, self._last_ok = self._last_ok, ok
+        if self._tracker.pending(self.required_steps):
+            return frozenset()
+        return ok & last
 
     def _count_failures(self, tools: Iterable[str]) -> None:
         """One more reply in which each of ``tools`` failed (counted once per reply)."""

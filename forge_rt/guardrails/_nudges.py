@@ -39,6 +39,7 @@ __all__ = [
     "MAX_TIER",
     "Nudge",
     "RetryCause",
+    "again_note",
     "bad_args_nudge",
     "describe_field",
     "example_call",
@@ -479,6 +480,15 @@ def repeat_note(tool: str, next_step: str) -> str:
     return (
         f"\n[Note] You already called `{tool}` with these arguments; the result is the same as "
         f"before. {next_step}"
+    )
+
+
+def again_note(tool: str, next_step: str) -> str:
+    """Appended to the result of ``tool`` run again right after it succeeded, once every
+    required step is done: the task may be finished (see ``Guardrails.record``)."""
+    return (
+        f"\n[Note] `{tool}` ran again; every required step is done. If the results above "
+        f"answer the request, stop calling tools. {next_step}"
     )
 
 

@@ -297,9 +297,17 @@ class WorkflowActor(Actor):
     def _constraint_now(self) -> OutputConstraint | None:
         """This iteration's constraint: narrowed to the tools callable now (see
         ``Guardrails.callable_now``), leaving out for one iteration a tool the loop guard just
-        blocked."""
+        blocked. On the last iteration, with no required step pending, only the terminal tools:
+        a run that has done its steps ends with an answer rather than a MaxIterationsError
+        (the real 0.5B kept calling lookups until the budget ran out)."""
         avoid, self._avoid = self._avoid, frozenset()
-        return self._narrowed.to(self._guardrails.callable_now(avoid))
+        allowed = self._guardrails.callable_now(avoid)
+        guardrails = self._guardrails
+        last = self._iteration >= self._max_iterations
+        if last and not guardrails.tracker.pending(guardrails.required_steps):
+            finishing = tuple(t for t in allowed if t.name in guardrails.terminal_tools)
+            allowed = finishing or allowed
+        return self._narrowed.to(allowed)
 
     async def _execute(
         self, calls: list[ToolCall], options: TurnOptions, stats: RunStats

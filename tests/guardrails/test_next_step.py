@@ -59,3 +59,16 @@ def test_loop_nudge_names_the_next_step() -> None:
     assert isinstance(blocked, StepBlocked)
     assert blocked.reason == "loop"
     assert "Next, call `get_time` with `city`: a string." in blocked.errors[0].content
+
+
+def test_the_same_tool_again_once_the_steps_are_done_points_at_the_answer() -> None:
+    """A tool run again right after it succeeded, with no step pending, says the task may be
+    done; while a step is pending, or after a different tool, nothing is added."""
+    guard = _guard()
+    assert _run(guard, ToolCall(tool="get_weather", args={"city": "Oslo"}), "3C") == "3C"
+    # get_time is still pending: get_weather again is not yet "again after the steps".
+    assert _run(guard, ToolCall(tool="get_weather", args={"city": "Rome"}), "9C") == "9C"
+    assert _run(guard, ToolCall(tool="get_time", args={"city": "Oslo"}), "14:05") == "14:05"
+    again = _run(guard, ToolCall(tool="get_time", args={"city": "Rome"}), "14:05")
+    assert again.startswith("14:05\n[Note] `get_time` ran again; every required step is done.")
+    assert "call `respond` with your answer in `message`" in again

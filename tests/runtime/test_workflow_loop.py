@@ -306,3 +306,24 @@ async def test_constraint_leaves_out_a_tool_the_model_looped_on(
     assert result.output == "done"
     assert result.stats.retries == {"loop": 1}
     assert names(client.calls[3].request.constraint) == {"slow_lookup", "respond"}
+
+
+async def test_the_last_iteration_may_only_finish_once_the_steps_are_done(
+    tools: Tools, autojump_clock: Any
+) -> None:
+    """With every required step done, the last allowed iteration's constraint admits only the
+    terminal tool, so the run ends with an answer instead of MaxIterationsError."""
+    from forge_rt.core import JsonSchemaConstraint
+
+    client = ScriptedClient([weather(), weather("Rome"), respond("22C in both")])
+    result = await WorkflowRunner(client, max_iterations=3).run(
+        tools.workflow(constrain="always"), "Weather?"
+    )
+    assert result.output == "22C in both"
+    constraints = [c.request.constraint for c in client.calls]
+    assert all(isinstance(c, JsonSchemaConstraint) for c in constraints)
+    last = constraints[-1]
+    assert isinstance(last, JsonSchemaConstraint)
+    assert {
+        o["properties"]["name"]["const"] for o in last.schema["anyOf"] if "properties" in o
+    } == {"respond"}

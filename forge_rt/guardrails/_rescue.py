@@ -796,8 +796,9 @@ def rescue(text: str, tools: Sequence[ToolSpec], *, constrained: bool = False) -
     exactly, else by a unique case-insensitive match) go to ``calls`` with arguments coerced by
     :func:`coerce_args`; well-formed calls of other names go to ``unknown_calls``. With
     ``constrained`` (the reply was produced under :func:`tool_call_schema`), a reply that is
-    exactly one call object is reported as :data:`Dialect.CONSTRAINED_JSON`; one that is not
-    is rescued like any other text and the mismatch is logged.
+    exactly one call object, or an array of them, is reported as
+    :data:`Dialect.CONSTRAINED_JSON`; one that is not is rescued like any other text and the
+    mismatch is logged.
     """
     reasoning, body = split_reasoning(text)
     index = _index(tools)
@@ -856,16 +857,18 @@ def rescue(text: str, tools: Sequence[ToolSpec], *, constrained: bool = False) -
 def _constrained_dialects(
     body: str, calls: list[ToolCall], unknown: list[ToolCall], dialects: list[Dialect]
 ) -> list[Dialect]:
-    exact = len(calls) == 1 and not unknown and dialects == [Dialect.BARE_JSON]
+    # The constraint admits one call object or an array of them (parallel calls).
+    exact = calls and not unknown and all(d is Dialect.BARE_JSON for d in dialects)
     if exact and decode_exact(body.strip())[0]:
-        return [Dialect.CONSTRAINED_JSON]
+        return [Dialect.CONSTRAINED_JSON] * len(dialects)
     log.warning(
         "rescue.constraint_not_honoured",
         calls=len(calls),
         unknown=len(unknown),
         dialects=[d.value for d in dialects],
-        detail="the reply was generated under a tool-call schema but is not exactly one call; "
-        "it was rescued as free text. Check that the backend applies json_schema/grammar.",
+        detail="the reply was generated under a tool-call schema but is not one call or an "
+        "array of calls; it was rescued as free text. Check that the backend applies "
+        "json_schema/grammar.",
     )
     return dialects
 

@@ -327,3 +327,14 @@ def test_decision_is_a_wire_struct() -> None:
     decision = choose_constraint("auto", SCHEMA_ONLY, [PING])
     decoded = msgspec.json.decode(msgspec.json.encode(decision), type=ConstraintDecision)
     assert decoded == decision
+
+
+def test_an_array_of_calls_under_the_constraint_is_constrained_json() -> None:
+    """Parallel calls written as the constraint's array are read as constrained output, each
+    call tagged constrained_json, not as a rescue."""
+    from forge_rt.guardrails import Dialect, rescue
+
+    text = '[{"name": "get_weather", "arguments": {"city": "Oslo"}}, {"name": "get_weather", "arguments": {"city": "Rome"}}]'
+    found = rescue(text, [WEATHER], constrained=True)
+    assert [c.args["city"] for c in found.calls] == ["Oslo", "Rome"]
+    assert found.dialects == [Dialect.CONSTRAINED_JSON, Dialect.CONSTRAINED_JSON]

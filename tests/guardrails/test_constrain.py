@@ -337,4 +337,4 @@ def test_an_array_of_calls_under_the_constraint_is_constrained_json() -> None:
     text = '[{"name": "get_weather", "arguments": {"city": "Oslo"}}, {"name": "get_weather", "arguments": {"city": "Rome"}}]'
     found = rescue(text, [WEATHER], constrained=True)
     assert [c.args["city"] for c in found.calls] == ["Oslo", "Rome"]
-    assert found.dialects == [Dialect.CONSTRAINED_JSON, Dialect.CONSTRAINED_JSON]
+    assert list(found.dialects) == [Dialect.CONSTRAINED_JSON, Dialect.CONSTRAINED_JSON]

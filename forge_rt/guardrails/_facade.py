@@ -132,6 +132,12 @@ class Budgets(msgspec.Struct, frozen=True, kw_only=True):
 
 _DEFAULT_OPTIONS = GuardrailOptions()
 
+STEP_PATIENCE = 3
+"""Batches in a row that ran without completing a pending required step, after which only the
+pending steps are callable. Seen on the real 0.5B: with get_exchange_rate required it called
+convert with guessed rates until MaxIterationsError; three batches leave room for the lookups a
+step may need first."""
+
 FAILURE_STREAK = 2
 """Replies in a row in which one tool failed (an error, "called wrong", or arguments its schema
 rejects) after which :meth:`Guardrails.callable_now` leaves it out until some call succeeds.
@@ -188,6 +194,8 @@ class Guardrails:
         self._succeeded: set[object] = set()  # call keys that ran successfully in this task
         self._failing: dict[str, int] = {}  # tool -> failures in a row
         self._last_ok: frozenset[str] = frozenset()  # tools that succeeded in the last batch
+        self._pending_before = len(self._tracker.pending(self._steps.required_steps))
+        self._idle = 0  # batches in a row that did not advance a required step
         self._specs = {spec.name: spec for spec in self._validator.tools}
         self._echoes = EchoCorpus()  # what the model was told, to catch it copied back
         self._ignored: dict[str, tuple[str, ...]] = {}  # arguments dropped from the calls to run
@@ -264,7 +272,9 @@ class Guardrails:
         not succeeded yet (a prerequisite that must match an argument is checked once the
         call's arguments are known), so is ``avoid`` (a tool the loop guard just blocked), and
         so is a tool that failed in :data:`FAILURE_STREAK` replies in a row, until some call
-        succeeds. With step enforcement off, every tool but the failing ones.
+        succeeds. After :data:`STEP_PATIENCE` batches in a row that advanced no required step,
+        only the pending steps are callable. With step enforcement off, every tool but the
+        failing ones.
         """
         failing = {t for t, n in self._failing.items() if n >= FAILURE_STREAK}
         if not self.options.steps:
@@ -281,6 +291,9 @@ class Guardrails:
             if not all(self._tracker.is_done(p.tool) for p in prereqs):
                 continue
             allowed.append(spec)
+        if pending and self._idle >= STEP_PATIENCE:
+            overdue = tuple(spec for spec in allowed if spec.name in pending)
+            return overdue or tuple(allowed)
         return tuple(allowed)
 
     def check(self, response: Reply, *, constrained: bool = False) -> Action:
@@ -405,7 +418,10 @@ class Guardrails:
                     # The same call already succeeded: say so, and point at the next step.
                     output += self._told(repeat_note(call.tool, self.next_step(avoid=call.tool)))
                 elif call.tool in again and not ends:
-                    output += self._told(again_note(call.tool, self.next_step(avoid=call.tool)))
+                    pending = self._tracker.pending(self.required_steps)
+                    output += self._told(
+                        again_note(call.tool, self.next_step(avoid=call.tool), pending=pending)
+                    )
                 messages.append(Message.tool_result(call, output + ("" if ends else note)))
                 self._errors.reset_tool_errors()
                 if terminal is None and ends:
@@ -442,11 +458,14 @@ class Guardrails:
         )
 
     def _again(self, results: Sequence[ToolResult]) -> frozenset[str]:
-        """Tools of this batch that also succeeded in the last one, when no step is pending."""
+        """Tools of this batch that also succeeded in the last one; and the count of batches in
+        a row that did not advance a required step (see :data:`STEP_PATIENCE`)."""
         ok = frozenset(r.call.tool for r in results if r.ok)
         last, self._last_ok = self._last_ok, ok
-        if self._tracker.pending(self.required_steps):
-            return frozenset()
+        pending = self._tracker.pending(self.required_steps)
+        advanced = len(pending) < self._pending_before
+        self._pending_before = len(pending)
+        self._idle = 0 if advanced or not pending else self._idle + 1
         return ok & last
 
     def _count_failures(self, tools: Iterable[str]) -> None:

@@ -483,9 +483,12 @@ def repeat_note(tool: str, next_step: str) -> str:
     )
 
 
-def again_note(tool: str, next_step: str) -> str:
-    """Appended to the result of ``tool`` run again right after it succeeded, once every
-    required step is done: the task may be finished (see ``Guardrails.record``)."""
+def again_note(tool: str, next_step: str, *, pending: Sequence[str] = ()) -> str:
+    """Appended to the result of ``tool`` run again right after it succeeded: with every
+    required step done the task may be finished; otherwise the step still missing is named
+    (see ``Guardrails.record``)."""
+    if pending:
+        return f"\n[Note] `{tool}` ran again; still required: {_names(pending)}. {next_step}"
     return (
         f"\n[Note] `{tool}` ran again; every required step is done. If the results above "
         f"answer the request, stop calling tools. {next_step}"

@@ -61,14 +61,39 @@ def test_loop_nudge_names_the_next_step() -> None:
     assert "Next, call `get_time` with `city`: a string." in blocked.errors[0].content
 
 
-def test_the_same_tool_again_once_the_steps_are_done_points_at_the_answer() -> None:
-    """A tool run again right after it succeeded, with no step pending, says the task may be
-    done; while a step is pending, or after a different tool, nothing is added."""
+def test_the_same_tool_again_names_the_missing_step_or_the_answer() -> None:
+    """A tool run again right after it succeeded names the step still required; once every
+    step is done, it says the task may be finished and names the answer."""
     guard = _guard()
     assert _run(guard, ToolCall(tool="get_weather", args={"city": "Oslo"}), "3C") == "3C"
-    # get_time is still pending: get_weather again is not yet "again after the steps".
-    assert _run(guard, ToolCall(tool="get_weather", args={"city": "Rome"}), "9C") == "9C"
+    again = _run(guard, ToolCall(tool="get_weather", args={"city": "Rome"}), "9C")
+    assert again == (
+        "9C\n[Note] `get_weather` ran again; still required: `get_time`. "
+        "Next, call `get_time` with `city`: a string."
+    )
     assert _run(guard, ToolCall(tool="get_time", args={"city": "Oslo"}), "14:05") == "14:05"
-    again = _run(guard, ToolCall(tool="get_time", args={"city": "Rome"}), "14:05")
-    assert again.startswith("14:05\n[Note] `get_time` ran again; every required step is done.")
-    assert "call `respond` with your answer in `message`" in again
+    done = _run(guard, ToolCall(tool="get_time", args={"city": "Rome"}), "14:05")
+    assert done.startswith("14:05\n[Note] `get_time` ran again; every required step is done.")
+    assert "call `respond` with your answer in `message`" in done
+
+
+def test_after_three_batches_without_progress_only_the_pending_steps_are_callable() -> None:
+    """Three batches in a row that complete no pending step leave only the pending steps
+    callable; completing one restores the normal choice."""
+    tools = [
+        ToolSpec(name="get_weather", parameters=CITY),
+        ToolSpec(name="get_time", parameters=CITY),
+        ToolSpec(name="get_news", parameters=CITY),
+    ]
+    guard = Guardrails(tools, required_steps=["get_time"], respond_tool=True)
+
+    def names() -> list[str]:
+        return [t.name for t in guard.callable_now()]
+
+    for city in ("Oslo", "Rome"):
+        _run(guard, ToolCall(tool="get_news", args={"city": city}), "quiet")
+        assert names() == ["get_weather", "get_time", "get_news"]
+    _run(guard, ToolCall(tool="get_weather", args={"city": "Oslo"}), "3C")
+    assert names() == ["get_time"]
+    _run(guard, ToolCall(tool="get_time", args={"city": "Oslo"}), "14:05")
+    assert names() == ["get_weather", "get_time", "get_news", "respond"]

@@ -589,8 +589,10 @@ def eval_command(
         markup=False,
     )
     if failure is not None:
+        body = getattr(failure, "body", None)
+        said = f"the backend said: {body[:500]}\n" if body else ""
         raise click.ClickException(
-            f"the backend failed: {type(failure).__name__}: {failure}\n"
+            f"the backend failed: {type(failure).__name__}: {failure}\n{said}"
             f"{len(new)} runs of this invocation are saved in {out}; run the same command "
             "again to resume"
         ) from failure

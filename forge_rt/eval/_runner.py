@@ -126,6 +126,11 @@ def _add_stats(total: RunStats, turn: RunStats) -> None:
     total.wall_s += turn.wall_s
 
 
+def _context(ablation: Ablation, budget: int) -> ContextManager | None:
+    """The compaction a run gets: none when the ablation turns it off."""
+    return ContextManager(budget, TieredCompact()) if ablation.compact else None
+
+
 async def _run_turns(
     session: Session,
     instance: ScenarioRun,
@@ -173,11 +178,7 @@ async def run_scenario(
     instead of recorded, so a dead backend stops the eval rather than filling it with failures.
     """
     instance = _with_ablation(scenario.build(), ablation)
-    context = (
-        ContextManager(scenario.budget_tokens or default_budget, TieredCompact())
-        if ablation.compact
-        else None
-    )
+    context = _context(ablation, scenario.budget_tokens or default_budget)
     record = RunRecord(
         scenario=scenario.name,
         tags=scenario.tags,
@@ -219,7 +220,9 @@ async def run_scenario(
                                 session,
                                 contender,
                                 priority=c.priority,
-                                context=None,
+                                # Compacted like the scenario's own workflow: a background
+                                # agent's history must not outgrow the backend's context.
+                                context=_context(ablation, default_budget),
                                 track=ctrack,
                             )
                             contender_ok.append(_unfinished(out, contender) is None)

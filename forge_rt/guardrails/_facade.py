@@ -13,7 +13,7 @@ copied from one is caught as the echo it is.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import msgspec
 import structlog
@@ -270,11 +270,11 @@ class Guardrails:
         An enumerable choice belongs in the grammar, not in a nudge: while required steps are
         pending the terminal tools are left out, so is every tool whose prerequisite tools have
         not succeeded yet (a prerequisite that must match an argument is checked once the
-        call's arguments are known), so is ``avoid`` (a tool the loop guard just blocked), and
-        so is a tool that failed in :data:`FAILURE_STREAK` replies in a row, until some call
-        succeeds. After :data:`STEP_PATIENCE` batches in a row that advanced no required step,
-        only the pending steps are callable. With step enforcement off, every tool but the
-        failing ones.
+        call's arguments are known). Then, each only while some tool is left: after
+        :data:`STEP_PATIENCE` batches in a row that advanced no required step only the pending
+        steps; not ``avoid`` (a tool the loop guard just blocked); not a tool that failed in
+        :data:`FAILURE_STREAK` replies in a row, until some call succeeds. With step
+        enforcement off, every tool but the failing ones.
         """
         failing = {t for t, n in self._failing.items() if n >= FAILURE_STREAK}
         if not self.options.steps:
@@ -285,16 +285,17 @@ class Guardrails:
         for spec in self.tools:
             if pending and spec.name in self.terminal_tools:
                 continue
-            if spec.name in avoid or spec.name in failing:
-                continue
             prereqs = self._steps.prerequisites.get(spec.name, ())
             if not all(self._tracker.is_done(p.tool) for p in prereqs):
                 continue
             allowed.append(spec)
+        # The preferences below narrow the choice only while something is left to call: the
+        # overdue steps first, then without the tool the loop guard just blocked, then
+        # without the tools that keep failing.
         if pending and self._idle >= STEP_PATIENCE:
-            overdue = tuple(spec for spec in allowed if spec.name in pending)
-            return overdue or tuple(allowed)
-        return tuple(allowed)
+            allowed = _kept(allowed, lambda name: name in pending)
+        allowed = _kept(allowed, lambda name: name not in avoid)
+        return tuple(_kept(allowed, lambda name: name not in failing))
 
     def check(self, response: Reply, *, constrained: bool = False) -> Action:
         """Decide what to do with one reply (an LLMResponse, native calls, or text).
@@ -539,6 +540,12 @@ def _shown(action: Action) -> list[str]:
             return [r.nudge.content for r in action.refused]
         case _:
             return []
+
+
+def _kept(specs: list[ToolSpec], keep: Callable[[str], bool]) -> list[ToolSpec]:
+    """The specs ``keep`` accepts by name, or all of them when it accepts none."""
+    kept = [spec for spec in specs if keep(spec.name)]
+    return kept or specs
 
 
 def _last_raw(result: ValidationResult) -> str:

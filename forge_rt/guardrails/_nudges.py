@@ -187,6 +187,12 @@ def retry_nudge(
     )
 
 
+def _printable(text: str) -> str:
+    """``text`` with control and line-separator characters escaped (a model-invented name may
+    hold them; a correction must stay one readable line)."""
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+
+
 def unknown_tool_nudge(name: str, tools: Sequence[ToolSpec]) -> str:
     """The tool-channel error for a call of a tool that does not exist, listing the real ones."""
     if not tools:
@@ -195,7 +201,8 @@ def unknown_tool_nudge(name: str, tools: Sequence[ToolSpec]) -> str:
     close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
     guess = f" Did you mean `{close[0]}`?" if close else ""
     return (
-        f"[ToolError] Unknown tool `{name}`.{guess} Available tools: {_names(names)}. "
+        f"[ToolError] Unknown tool `{_printable(name)}`.{guess} Available tools: "
+        f"{_names(names)}. "
         "Call one of them by its exact name."
     )
 
@@ -316,7 +323,7 @@ def bad_args_nudge(
     repair = repair_args(spec, dict(args or {}), unusable=unusable, unknown=dropped)
     fields = list(dict.fromkeys(_field_of(e) for e in errors))
     lines = [f"[ArgumentError] `{spec.name}` was not run: fix {_names(fields)}."]
-    lines += [f"- {e.render()}" for e in errors]
+    lines += [f"- {_printable(e.render())}" for e in errors]
     lines += [f"- {_ignored_line(spec, name, repair.renamed)}" for name in dropped]
     sent = dict(args or {})
     lines += [

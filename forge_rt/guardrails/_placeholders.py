@@ -25,7 +25,14 @@ from typing import Any
 
 from forge_rt.core import ArgumentError
 
-__all__ = ["ECHO_MARKUP", "EchoCorpus", "normalise", "placeholder_errors", "prose"]
+__all__ = [
+    "ECHO_MARKUP",
+    "EchoCorpus",
+    "normalise",
+    "placeholder_errors",
+    "prose",
+    "strip_echo_markup",
+]
 
 # Chat-template markup a model echoes into argument values instead of real content.
 ECHO_MARKUP = ("<tool_response", "</tool_response>", "<tool_call>", "</tool_call>")
@@ -197,6 +204,29 @@ def placeholder_errors(
         if problem is not None:
             found.append(ArgumentError(path, problem))
     return found
+
+
+_EDGE_MARKUP = re.compile(
+    r"^\s*(?:</?tool_(?:response|call)>\s*)+|(?:\s*</?tool_(?:response|call)>)+\s*$"
+)
+
+
+def strip_echo_markup(value: Any) -> Any:
+    """``value`` with the chat template's result and call tags taken off the ends of strings.
+
+    Small models (Qwen2.5-Coder-0.5B on its own template) open an answer with the
+    ``<tool_response>`` tag they saw around tool results: "<tool_response>The weather in Rome
+    is 24C." The tag is markup, the rest is the answer. Markup inside a value, or a value that
+    is nothing but markup, is left as it is, for the echo check to refuse.
+    """
+    if isinstance(value, str):
+        stripped = _EDGE_MARKUP.sub("", value)
+        return stripped if stripped.strip() else value
+    if isinstance(value, Mapping):
+        return {k: strip_echo_markup(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [strip_echo_markup(v) for v in value]
+    return value
 
 
 def _strings(value: Any, path: str, key: str | None) -> Iterator[tuple[str, str | None, str]]:

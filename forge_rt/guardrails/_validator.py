@@ -36,6 +36,7 @@ from forge_rt.guardrails._placeholders import (
     EchoCorpus,
     normalise,
     placeholder_errors,
+    strip_echo_markup,
 )
 from forge_rt.guardrails._repetition import REPETITION_FINISH_REASON
 from forge_rt.guardrails._rescue import rescue
@@ -378,7 +379,7 @@ class ResponseValidator:
                 continue
             unknown = spec.unknown_args(call.args)
             dropped = {k: call.args[k] for k in unknown}
-            args = {k: v for k, v in call.args.items() if k not in dropped}
+            args = {k: strip_echo_markup(v) for k, v in call.args.items() if k not in dropped}
             placeholders = placeholder_errors(
                 args, descriptions=self._descriptions[spec.name], names=self._names, echoes=echoes
             )

@@ -322,3 +322,15 @@ def test_calls_that_differ_only_in_ignored_arguments_run_once(validator: Respons
         ]
     )
     assert ([c.call_id for c in result.calls], result.collapsed) == (["call_a"], 1)
+
+
+def test_an_answer_opened_with_tool_response_markup_keeps_the_answer(
+    validator: ResponseValidator,
+) -> None:
+    """Seen on the real 0.5B: "<tool_response>The weather ..." is the answer with a stray tag;
+    the tag at the ends is dropped and the call runs with the rest."""
+    result = validator.validate(
+        [_call("report", findings="<tool_response>Rome is 24C and sunny.</tool_response>")]
+    )
+    assert result.errors == []
+    assert [c.args for c in result.calls] == [{"findings": "Rome is 24C and sunny."}]

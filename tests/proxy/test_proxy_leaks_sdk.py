@@ -161,13 +161,14 @@ async def test_prose_that_echoes_a_retry_nudge_is_retried(sdk: str, stream: bool
 
 @pytest.mark.parametrize(("sdk", "stream"), CASES, ids=IDS)
 async def test_echoed_tool_response_markup_is_never_an_answer(sdk: str, stream: bool) -> None:
-    """A respond message that is ``<tool_response>`` markup is retried like a copied nudge."""
+    """A respond message wrapped in ``<tool_response>`` markup answers with what is inside;
+    the markup never reaches the client, streamed or not."""
     config = _script(
         _call("respond", message="<tool_response>21 C</tool_response>"),
-        _call("respond", message="21 C and clear."),
+        _call("respond", message="never needed"),
     )
     seen = await _seen(config, sdk, stream=stream)
-    assert seen.text == "21 C and clear."
+    assert seen.text == "21 C"
     assert seen.clean()
 
 

@@ -147,6 +147,8 @@ class WorkflowActor(Actor):
         )
         self._narrowed = NarrowedConstraint(constraint, self._guardrails.tools)
         self._avoid: frozenset[str] = frozenset()  # tools a loop nudge just blocked
+        self._window: int | None = None  # the backend's context length, once asked
+        self._window_known = False
         self._history: list[Message] = list(seed_messages)
         self._iteration = iteration
         self._turn_start = len(self._history)
@@ -276,11 +278,29 @@ class WorkflowActor(Actor):
             budget = await self._budget.ask(GetBudget(self._name))
             if budget is not None:
                 context.budget_tokens = budget
+        window = await self._backend_window()
+        if window is not None and context.budget_tokens > window:
+            # A budget larger than what the backend can take in one prompt would let the
+            # history grow into a 400 (llama-server's exceed_context_size_error).
+            _log.info(
+                "workflow.budget_clamped",
+                actor=self._name,
+                budget=context.budget_tokens,
+                backend_context=window,
+            )
+            context.budget_tokens = window
         compacted, event = context.maybe_compact(self._history)
         if event is not None:
             self._history = list(compacted)
             stats.compactions += 1
             _log_compaction(self._name, event)
+
+    async def _backend_window(self) -> int | None:
+        """The backend's context for one call (asked once), or None where it does not say."""
+        if not self._window_known:
+            self._window = await self._slot.client.context_length()
+            self._window_known = True
+        return self._window
 
     async def _observe(self, response: LLMResponse) -> None:
         """Report a reply's token use to the BudgetActor and calibrate the token estimator."""

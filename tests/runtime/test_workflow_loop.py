@@ -229,6 +229,35 @@ async def test_compaction_keeps_the_loop_going(tools: Tools, autojump_clock: Any
     assert context.estimator.count_messages(last_prompt) < 400
 
 
+async def test_a_budget_larger_than_the_backend_context_is_clamped_to_it(
+    tools: Tools, autojump_clock: Any
+) -> None:
+    """A context budget over what the backend takes in one prompt compacts at the backend's size.
+
+    Without the clamp the history grows past the server's n_ctx and the backend refuses the call.
+    """
+    replies: list[Any] = [weather(f"City{i}") for i in range(6)] + [respond("ok")]
+    client = ScriptedClient(replies, context=200)
+    context = ContextManager(budget_tokens=100_000, strategy=TieredCompact(keep_recent=1))
+    result = await WorkflowRunner(client, context=context).run(tools.workflow(), "Many cities")
+    assert result.output == "ok"
+    assert context.budget_tokens == 200
+    assert result.stats.compactions >= 1
+
+
+async def test_a_backend_that_does_not_say_its_context_leaves_the_budget_alone(
+    tools: Tools, autojump_clock: Any
+) -> None:
+    """No reported context length: the configured budget stands and nothing is compacted early."""
+    replies: list[Any] = [weather(f"City{i}") for i in range(6)] + [respond("ok")]
+    client = ScriptedClient(replies, context=None)
+    context = ContextManager(budget_tokens=100_000, strategy=TieredCompact(keep_recent=1))
+    result = await WorkflowRunner(client, context=context).run(tools.workflow(), "Many cities")
+    assert result.output == "ok"
+    assert context.budget_tokens == 100_000
+    assert result.stats.compactions == 0
+
+
 async def test_two_workflows_share_the_slot_per_call(tools: Tools, autojump_clock: Any) -> None:
     """While one workflow runs a slow tool, the other's calls use the slot."""
     order: list[str] = []

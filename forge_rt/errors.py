@@ -20,7 +20,8 @@ budgets given; a :class:`BackendFailureError` is the backend's doing, not the mo
     │   ├── ContextBudgetError         a context budget could not be discovered or is unusable
     │   ├── UnsupportedModelError      opt-in sampling defaults for a model we have none for
     │   ├── ConstraintUnsupportedError constrain="always" on a backend with no schema or grammar
-    │   └── UnsupportedRequestError    a request asks for what the backend's API cannot express
+    │   ├── UnsupportedRequestError    a request asks for what the backend's API cannot express
+    │   └── GrammarError               a GBNF grammar text forge_rt cannot read
     ├── BudgetExhaustedError           a budget of the run ran out; the run ends with this error
     │   ├── ToolCallError              no valid tool call within the retry budget
     │   ├── StepEnforcementError       terminal tool called before the required steps, too often
@@ -63,6 +64,7 @@ __all__ = [
     "ContextBudgetError",
     "FaultKind",
     "ForgeError",
+    "GrammarError",
     "InferenceDeadlineError",
     "MaxIterationsError",
     "ModelIntegrityError",
@@ -501,3 +503,17 @@ class UnsupportedRequestError(ConfigurationError):
         super().__init__(message)
         self.feature = feature
         self.api = api
+
+
+class GrammarError(ConfigurationError):
+    """A GBNF grammar that forge_rt's grammar reader cannot read.
+
+    Raised by :class:`~forge_rt.guardrails.Gbnf` on a syntax error, a reference to a rule that
+    is not defined, a grammar with no ``root`` rule, or a token-level feature (``<[...]>``, ``!``)
+    it does not follow. ``line`` is the 1-based line of the grammar text where reading stopped
+    (0 when the fault is the grammar as a whole).
+    """
+
+    def __init__(self, message: str, *, line: int = 0) -> None:
+        super().__init__(message)
+        self.line = line

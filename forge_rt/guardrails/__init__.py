@@ -9,12 +9,16 @@ testable and composable.
 from forge_rt.guardrails._constrain import ConstraintDecision as ConstraintDecision
 from forge_rt.guardrails._constrain import NarrowedConstraint as NarrowedConstraint
 from forge_rt.guardrails._constrain import choose_constraint as choose_constraint
+from forge_rt.guardrails._constrain import schema_grammar as schema_grammar
 from forge_rt.guardrails._constrain import tool_call_grammar as tool_call_grammar
 from forge_rt.guardrails._constrain import tool_call_schema as tool_call_schema
+from forge_rt.guardrails._continue import Continuation as Continuation
+from forge_rt.guardrails._continue import continuation_constraint as continuation_constraint
 from forge_rt.guardrails._dialects import JSON_CALL_OPENERS as JSON_CALL_OPENERS
 from forge_rt.guardrails._dialects import TEXT_CALL_MARKERS as TEXT_CALL_MARKERS
 from forge_rt.guardrails._dialects import Dialect as Dialect
 from forge_rt.guardrails._dialects import render_call as render_call
+from forge_rt.guardrails._gbnf import Gbnf as Gbnf
 from forge_rt.guardrails._rescue import RescueResult as RescueResult
 from forge_rt.guardrails._rescue import rescue as rescue
 from forge_rt.guardrails._rescue import rescue_tool_calls as rescue_tool_calls
@@ -97,15 +101,19 @@ __all__: list[str] = [  # noqa: RUF022 -- grouped by owning block (see above), e
     "JSON_CALL_OPENERS",
     "TEXT_CALL_MARKERS",
     "ConstraintDecision",
+    "Continuation",
     "Dialect",
+    "Gbnf",
     "NarrowedConstraint",
     "RescueResult",
     "choose_constraint",
     "coerce_args",
+    "continuation_constraint",
     "render_call",
     "rescue",
     "rescue_tool_calls",
     "respond_spec",
+    "schema_grammar",
     "split_reasoning",
     "split_respond",
     "tool_call_grammar",

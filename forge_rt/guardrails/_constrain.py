@@ -396,6 +396,20 @@ def tool_call_grammar(tools: Sequence[ToolSpec], *, parallel: bool = True) -> st
     return "\n".join(lines) + "\n"
 
 
+def schema_grammar(schema: Mapping[str, Any]) -> str:
+    """A GBNF grammar for the JSON texts of ``schema`` (one :func:`tool_call_schema` built).
+
+    The same conversion :func:`tool_call_grammar` uses, for a schema already made: a constrained
+    call the backend ran under a JSON schema is continued under the rest of this grammar.
+    """
+    grammar = _Grammar()
+    root = grammar.expr(schema, "reply")
+    lines = [f"root ::= {root}"]
+    lines += [f"{name} ::= {body}" for name, body in grammar.rules.items()]
+    lines += [f"{name} ::= {body}" for name, body in _BASE_RULES.items()]
+    return "\n".join(lines) + "\n"
+
+
 # --- choosing --------------------------------------------------------------------------------
 
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import msgspec
 import trio
 
-from forge_rt.core import InferenceRequest, LLMResponse, Message, StreamChunk
+from forge_rt.core import InferenceRequest, LLMResponse, Message, OutputConstraint, StreamChunk
 
 __all__ = ["InferenceJob", "JobFailed", "PreemptPolicy", "fingerprint", "pick_next"]
 
@@ -56,6 +56,8 @@ class InferenceJob:
         "affinity_key",
         "attempt_scope",
         "attempts",
+        "continuation",
+        "decoded",
         "finished",
         "first_token_at",
         "fp",
@@ -66,6 +68,7 @@ class InferenceJob:
         "priority",
         "receive",
         "request",
+        "restarts",
         "send",
         "started_at",
         "submitted_at",
@@ -96,6 +99,10 @@ class InferenceJob:
         self.finished = False
         self.attempt_scope: trio.CancelScope | None = None
         self.prefill = ""
+        # For a constrained call continued from ``prefill``: the constraint on the rest.
+        self.continuation: OutputConstraint | None = None
+        self.decoded = 0  # tokens streamed by earlier attempts and kept (continued from)
+        self.restarts = 0  # preemptions that threw the call's work away
         self.send: trio.MemorySendChannel[StreamChunk | JobFailed]
         self.receive: trio.MemoryReceiveChannel[StreamChunk | JobFailed]
         self.send, self.receive = trio.open_memory_channel(math.inf)

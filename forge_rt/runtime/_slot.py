@@ -4,8 +4,11 @@ Two actors per slot. The *scheduler* (``SlotWorkerActor``) owns the queue and de
 next; the *executor* runs one attempt at a time, streaming chunks straight to the caller. A
 strictly higher-priority arrival cancels the running attempt's cancel scope (which closes its HTTP
 stream, so the backend stops generating); the preempted job is re-queued and re-run -- continued
-from its partial text where the backend supports assistant prefill, otherwise restarted after a
-``ResetChunk`` tells the caller to discard what it saw. The caller sees only latency.
+from its partial text where the backend supports assistant prefill (a constrained call under
+the rest of its constraint, :func:`~forge_rt.guardrails.continuation_constraint`), otherwise
+restarted after a ``ResetChunk`` tells the caller to discard what it saw. The caller sees only
+latency. Only restarts waste work, so only they count toward ``max_preemptions``, and a call at
+``urgent_priority`` preempts regardless.
 
 Scheduling is per inference call, not per workflow: while one workflow runs its tools, another
 workflow's call uses the slot.
@@ -36,6 +39,7 @@ from forge_rt.core import (
     Workflow,
 )
 from forge_rt.errors import InferenceDeadlineError, SlotQueueFullError, StreamError
+from forge_rt.guardrails import continuation_constraint
 from forge_rt.runtime._scheduling import (
     InferenceJob,
     JobFailed,
@@ -70,7 +74,12 @@ class PriorityWaits(msgspec.Struct, kw_only=True):
 
 
 class SlotStats(msgspec.Struct, kw_only=True):
-    """A snapshot of one slot's work."""
+    """A snapshot of one slot's work.
+
+    Of the ``preemptions``, ``continued`` ones resumed from their partial text (nothing lost) and
+    ``restarted`` ones began again; ``tokens_redecoded`` counts the tokens those restarts threw
+    away, to be generated again.
+    """
 
     name: str
     queue_depth: int
@@ -81,6 +90,9 @@ class SlotStats(msgspec.Struct, kw_only=True):
     abandoned: int
     rejected: int
     preemptions: int
+    continued: int
+    restarted: int
+    tokens_redecoded: int
     cache_hits: int
     busy_s: float
     uptime_s: float
@@ -117,6 +129,7 @@ class _Completed(msgspec.Struct):
 class _Preempted(msgspec.Struct):
     partial_text: str
     continuable: bool
+    tokens: int  # tokens this attempt streamed before it was cut
 
 
 class _Abandoned(msgspec.Struct):
@@ -165,12 +178,11 @@ class _SlotExecutor(Actor):
         if self._slot_id is not None and request.slot_id != self._slot_id:
             request = msgspec.structs.replace(request, slot_id=self._slot_id)
         if job.prefill:
-            request = msgspec.structs.replace(
-                request, assistant_prefill=(request.assistant_prefill or "") + job.prefill
-            )
+            request = _continued(request, job)
         scope = job.attempt_scope
         assert scope is not None, "the scheduler sets the attempt scope before dispatch"
         partial: list[str] = []
+        tokens = 0
         tool_delta = False
         final: LLMResponse | None = None
         try:
@@ -189,11 +201,14 @@ class _SlotExecutor(Actor):
                             tool_delta = True
                         elif isinstance(chunk, ResetChunk):
                             partial.clear()
+                            tokens = 0
                             tool_delta = False
-                        if job.first_token_at is None and isinstance(
+                        if isinstance(
                             chunk, TextDeltaChunk | ReasoningDeltaChunk | ToolCallDeltaChunk
                         ):
-                            job.first_token_at = trio.current_time()
+                            tokens += 1
+                            if job.first_token_at is None:
+                                job.first_token_at = trio.current_time()
                         job.send.send_nowait(chunk)
         except trio.BrokenResourceError:
             job.abandoned = True  # the caller closed its end: nobody wants the rest
@@ -205,8 +220,27 @@ class _SlotExecutor(Actor):
         if job.abandoned:
             return _Abandoned()
         if job.preempt_requested:
-            return _Preempted("".join(partial), continuable=not tool_delta)
+            return _Preempted("".join(partial), continuable=not tool_delta, tokens=tokens)
         return _Failed(StreamError("the backend stream ended without a final response"))
+
+
+def _continued(request: InferenceRequest, job: InferenceJob) -> InferenceRequest:
+    """``request`` resumed after the text its earlier attempts generated (``job.prefill``).
+
+    The reply budget shrinks by the tokens already written, and a constrained call is held to
+    the rest of its constraint (``job.continuation``), not to a whole reply again.
+    """
+    changes: dict[str, Any] = {
+        "assistant_prefill": (request.assistant_prefill or "") + job.prefill,
+    }
+    if job.continuation is not None:
+        changes["constraint"] = job.continuation
+    limit = request.sampling.max_tokens
+    if limit is not None and job.decoded:
+        changes["sampling"] = msgspec.structs.replace(
+            request.sampling, max_tokens=max(1, limit - job.decoded)
+        )
+    return msgspec.structs.replace(request, **changes)
 
 
 def _with_prefill(response: LLMResponse, prefill: str) -> LLMResponse:
@@ -236,8 +270,10 @@ class SlotWorkerActor(Actor):
         aging_s: float | None,
         admit: Callable[[InferenceJob], bool] | None,
         slot_id: int | None = None,
+        urgent_priority: int = 0,
     ) -> None:
         self._client = client
+        self._urgent = urgent_priority
         self._slot_id = slot_id
         self._name = name
         self._policy = policy
@@ -260,6 +296,9 @@ class SlotWorkerActor(Actor):
                 "abandoned",
                 "rejected",
                 "preemptions",
+                "continued",
+                "restarted",
+                "tokens_redecoded",
                 "cache_hits",
             ),
             0,
@@ -320,8 +359,8 @@ class SlotWorkerActor(Actor):
                 self._counts["abandoned"] += 1
                 job.finished = True
                 job.send.close()
-            case _Preempted(partial, continuable):
-                self._requeue_preempted(job, partial, continuable)
+            case _Preempted():
+                self._requeue_preempted(job, outcome)
         self._dispatch()
         if self._running is None and self._busy_since is not None:
             self._busy_s += trio.current_time() - self._busy_since
@@ -348,33 +387,55 @@ class SlotWorkerActor(Actor):
             **self._counts,
         )
 
-    def _requeue_preempted(self, job: InferenceJob, partial: str, continuable: bool) -> None:
+    def _requeue_preempted(self, job: InferenceJob, cut: _Preempted) -> None:
         self._counts["preemptions"] += 1
         job.preemptions += 1
         job.preempt_requested = False
-        # The slot's cache now holds the preemptor's prompt, not this one.
-        if job.whole:
-            pass  # nothing was streamed, so there is nothing to continue or take back
-        elif self._prefill and continuable and job.request.constraint is None:
-            # A constrained call is never continued by prefill: the backend applies the schema
-            # or grammar to the new text alone, so a continuation of half a call could never
-            # match it, and the joined reply would be broken. It restarts instead.
-            job.prefill += partial
+        reason = self._continue_or_restart(job, cut)
+        if reason is None:
+            self._counts["continued"] += 1
+            job.prefill += cut.partial_text
+            job.decoded += cut.tokens
         else:
-            job.prefill = ""
-            try:
-                job.send.send_nowait(ResetChunk("preempted by a higher-priority call; restarting"))
-            except trio.BrokenResourceError:
-                job.abandoned = True  # its caller left while it was being preempted
+            self._counts["restarted"] += 1
+            self._counts["tokens_redecoded"] += job.decoded + cut.tokens
+            job.restarts += 1
+            job.prefill, job.continuation, job.decoded = "", None, 0
+            if not job.whole:  # a whole job streamed nothing, so there is nothing to take back
+                try:
+                    job.send.send_nowait(ResetChunk(f"preempted; restarting: {reason}"))
+                except trio.BrokenResourceError:
+                    job.abandoned = True  # its caller left while it was being preempted
         _log.info(
             "slot.preempted",
             slot=self._name,
             job=job.id,
             priority=job.priority,
             preemptions=job.preemptions,
-            continued=bool(job.prefill),
+            continued=reason is None,
+            restart_reason=reason,
+            tokens=cut.tokens,
         )
         self._queue.append(job)
+
+    def _continue_or_restart(self, job: InferenceJob, cut: _Preempted) -> str | None:
+        """None when ``job`` can go on from where it was cut, else why it restarts."""
+        if job.whole:
+            return "the call was fetched whole"
+        if not self._prefill:
+            return "the backend cannot continue a partial reply"
+        if not cut.continuable:
+            return "the backend had begun native tool-call deltas, which cannot be continued"
+        constraint = job.request.constraint
+        if constraint is None:
+            return None
+        # The backend applies a constraint to the new text alone: hold the continuation to
+        # the rest of it, or it would have to write a whole reply after half of one.
+        continuation = continuation_constraint(constraint, job.prefill + cut.partial_text)
+        if continuation.constraint is None:
+            return continuation.reason
+        job.continuation = continuation.constraint
+        return None
 
     def _prune(self) -> None:
         kept = []
@@ -393,7 +454,8 @@ class SlotWorkerActor(Actor):
             return
         if arrival.priority >= running.priority:
             return
-        if running.preemptions >= self._max_preemptions:
+        if running.restarts >= self._max_preemptions and arrival.priority > self._urgent:
+            # Only restarts waste work, so only they count; an urgent call never waits on this.
             return
         if self._policy is PreemptPolicy.BEFORE_FIRST_TOKEN and running.first_token_at is not None:
             return
@@ -462,12 +524,15 @@ class SlotWorker:
         aging_s: float | None = 30.0,
         admit: Callable[[InferenceJob], bool] | None = None,
         slot_id: int | None = None,
+        urgent_priority: int = 0,
     ) -> SlotWorker:
         """Spawn the slot's actors in ``system``.
 
         ``aging_s``: every this many seconds of waiting, a call counts one priority level more
-        urgent (``None`` disables aging). ``max_preemptions``: after this many, a call is no
-        longer preemptible. ``admit``: an optional admission test (the BudgetActor's), a call
+        urgent (``None`` disables aging). ``max_preemptions``: after this many *restarts* (a
+        preemption that threw its work away), a call is no longer preempted, except by a call at
+        ``urgent_priority`` or more urgent (a voice request), which always preempts; a call
+        continued from its partial text loses nothing and is not counted. ``admit``: an optional admission test (the BudgetActor's), a call
         it refuses stays queued until a ``Recheck``. ``slot_id`` pins every call to that backend
         slot (llama-server ``id_slot``).
         """
@@ -486,6 +551,7 @@ class SlotWorker:
                 aging_s=aging_s,
                 admit=admit,
                 slot_id=slot_id,
+                urgent_priority=urgent_priority,
             ),
             name=name,
         )

@@ -199,12 +199,64 @@ async def test_preemption_continues_with_prefill(
     assert (await slot.stats()).preemptions == 1
 
 
-async def test_a_constrained_call_restarts_instead_of_continuing(
+CALL = '{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}'
+WEATHER_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"const": "get_weather"},
+        "arguments": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+            "required": ["city", "days"],
+        },
+    },
+    "required": ["name", "arguments"],
+}
+
+
+async def test_a_constrained_call_continues_under_the_rest_of_its_constraint(
     system: ActorSystem, autojump_clock: object
 ) -> None:
-    """A preempted call under an output constraint is re-run whole, never continued by prefill:
-    the backend applies the constraint to new text only, so half a call plus a fresh constrained
-    reply would be broken JSON (seen on the real 0.5B under contention)."""
+    """A preempted call under a JSON schema resumes from its partial text, held to a grammar for
+    what may follow it: the caller sees one unbroken call, nothing taken back or redone."""
+    from forge_rt.core import GrammarConstraint, JsonSchemaConstraint
+    from forge_rt.guardrails import Gbnf
+
+    client = ScriptedClient(
+        lambda r: CALL if r.messages[-1].content == "low" else "ok", token_s=1.0
+    )
+    slot = await SlotWorker.start(system, client)
+    constrained = msgspec.structs.replace(
+        _request("low"), constraint=JsonSchemaConstraint(schema=WEATHER_SCHEMA)
+    )
+    low_chunks: list[StreamChunk] = []
+
+    async def sink(chunk: StreamChunk) -> None:
+        low_chunks.append(chunk)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: slot.infer(constrained, priority=10, on_chunk=sink))
+        await trio.sleep(3.5)
+        nursery.start_soon(lambda: slot.infer(_request("high"), priority=0))
+    resumed = client.calls[2].request
+    assert resumed.assistant_prefill == '{"name": "get_weather", "arguments": '
+    assert isinstance(resumed.constraint, GrammarConstraint)
+    rest = Gbnf(resumed.constraint.gbnf)
+    assert rest.accepts(CALL[len(resumed.assistant_prefill) :])
+    assert not rest.accepts(CALL)  # a whole call again would not fit after the prefix
+    assert not any(isinstance(c, ResetChunk) for c in low_chunks)
+    final = low_chunks[-1]
+    assert isinstance(final, FinalChunk)
+    assert final.response.raw_text == CALL
+    stats = await slot.stats()
+    assert (stats.continued, stats.restarted, stats.tokens_redecoded) == (1, 0, 0)
+
+
+async def test_a_constrained_call_its_constraint_cannot_continue_restarts(
+    system: ActorSystem, autojump_clock: object
+) -> None:
+    """A partial reply that no continuation of the constraint can begin with (here: prose under
+    a JSON schema) is re-run whole, and the caller is told to discard what it saw."""
     from forge_rt.core import JsonSchemaConstraint
 
     client = ScriptedClient(_reply, token_s=1.0)
@@ -222,7 +274,11 @@ async def test_a_constrained_call_restarts_instead_of_continuing(
         await trio.sleep(3.5)
         nursery.start_soon(lambda: slot.infer(_request("high"), priority=0))
     assert [c.request.assistant_prefill for c in client.calls] == [None, None, None]
-    assert sum(isinstance(c, ResetChunk) for c in low_chunks) == 1  # what it saw is taken back
+    resets = [c for c in low_chunks if isinstance(c, ResetChunk)]
+    assert len(resets) == 1
+    assert "not a beginning" in resets[0].reason
+    stats = await slot.stats()
+    assert (stats.continued, stats.restarted, stats.tokens_redecoded) == (0, 1, 3)
 
 
 async def test_preemption_restarts_without_prefill(
@@ -269,16 +325,34 @@ async def test_preemption_policies(
     assert ((await slot.stats()).preemptions == 1) is preempted
 
 
-async def test_preemption_cap(system: ActorSystem, autojump_clock: object) -> None:
-    """After max_preemptions a call is no longer preemptible."""
-    client = ScriptedClient(_reply, token_s=1.0)
+@pytest.mark.parametrize(
+    ("prefill", "priority", "preemptions", "restarted"),
+    [
+        (False, 5, 1, 1),  # a restart wastes work: after one, the call is left to finish
+        (False, 0, 2, 2),  # an urgent call never waits for it, cap or not
+        (True, 5, 2, 0),  # continued preemptions lose nothing and are not counted
+    ],
+)
+async def test_preemption_cap_counts_restarts_and_never_holds_an_urgent_call(
+    system: ActorSystem,
+    autojump_clock: object,
+    prefill: bool,
+    priority: int,
+    preemptions: int,
+    restarted: int,
+) -> None:
+    """max_preemptions bounds the restarts of one call, for arrivals less urgent than
+    urgent_priority (0 by default)."""
+    client = ScriptedClient(_reply, token_s=1.0, prefill_support=prefill)
     slot = await SlotWorker.start(system, client, max_preemptions=1)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(lambda: slot.infer(_request("low"), priority=10))
         for at in (1.5, 5.5):
             await trio.sleep_until(at)
-            nursery.start_soon(lambda: slot.infer(_request("high"), priority=0))
-    assert (await slot.stats()).preemptions == 1
+            nursery.start_soon(lambda: slot.infer(_request("high"), priority=priority))
+    stats = await slot.stats()
+    assert (stats.preemptions, stats.restarted) == (preemptions, restarted)
+    assert stats.continued == preemptions - restarted
 
 
 async def test_queue_limit(system: ActorSystem, autojump_clock: object) -> None:

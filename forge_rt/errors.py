@@ -31,6 +31,7 @@ budgets given; a :class:`BackendFailureError` is the backend's doing, not the mo
     │   └── MaxIterationsError         the loop hit max_iterations with work still pending
     ├── BackendFailureError            the backend failed, not the model
     │   ├── BackendError               a transport or HTTP fault talking to a backend (FaultKind)
+    │   │   └── ContextOverflowError   the prompt is longer than the backend's context
     │   ├── StreamError                a streamed reply could not be assembled
     │   └── BackendStartError          a managed backend process exited or never became ready
     │       └── BackendExecutableNotFoundError  its program (or xllamacpp) is not installed
@@ -62,6 +63,7 @@ __all__ = [
     "ConfigurationError",
     "ConstraintUnsupportedError",
     "ContextBudgetError",
+    "ContextOverflowError",
     "FaultKind",
     "ForgeError",
     "GrammarError",
@@ -361,6 +363,38 @@ class BackendError(BackendFailureError):
         self.status = status
         self.body = body
         self.url = url
+
+
+class ContextOverflowError(BackendError):
+    """The backend refused a prompt longer than its context (a 400, nothing was generated).
+
+    Raised by the client adapters when the error body says so (llama-server's
+    ``exceed_context_size_error``, OpenAI's ``context_length_exceeded``, vLLM's "maximum context
+    length"). ``prompt_tokens`` and ``context_tokens`` are the backend's own counts where it
+    reports them (None where it does not). A workflow with a context manager compacts to fit
+    and tries again; otherwise shorten the history or start the backend with a larger context.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        prompt_tokens: int | None,
+        context_tokens: int | None,
+        status: int | None = None,
+        body: str | None = None,
+        url: str | None = None,
+    ) -> None:
+        super().__init__(
+            message,
+            kind=FaultKind.CLIENT_ERROR,
+            retry_safe=False,
+            status=status,
+            body=body,
+            url=url,
+        )
+        self.prompt_tokens = prompt_tokens
+        self.context_tokens = context_tokens
 
 
 class BackendStartError(BackendFailureError):

@@ -12,11 +12,13 @@ decides.
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Any, Literal
 
 import httpx
+import msgspec
 
-from forge_rt.errors import BackendError, FaultKind
+from forge_rt.errors import BackendError, ContextOverflowError, FaultKind
 from forge_rt.wire import BODY_KEEP_CHARS
 
 __all__ = [
@@ -118,6 +120,21 @@ def status_error(status: int, reason: str, body: str, *, method: str, url: str) 
             body=kept,
             url=url,
         )
+    if status == 400:
+        overflow = _context_overflow(body)
+        if overflow is not None:
+            prompt, context = overflow
+            counts = f" ({prompt} tokens for a context of {context})" if prompt and context else ""
+            return ContextOverflowError(
+                f"{where}: the backend answered 400: the prompt is longer than its context"
+                f"{counts}; shorten the history (a context manager compacts it) or start the "
+                "backend with a larger context",
+                prompt_tokens=prompt,
+                context_tokens=context,
+                status=status,
+                body=kept,
+                url=url,
+            )
     hint = (
         "the backend is busy; retry later"
         if status in (408, 429)
@@ -142,3 +159,37 @@ def deadline_error(deadline: float, *, method: str, url: str, delivered: bool) -
         retry_safe=not delivered,
         url=url,
     )
+
+
+# How backends say "the prompt does not fit": llama-server's error type (with the counts as
+# fields), OpenAI's error code, vLLM's message.
+_OVERFLOW_TYPES = frozenset({"exceed_context_size_error", "context_length_exceeded"})
+_LLAMA_COUNTS = re.compile(r"request \((\d+) tokens\) exceeds the available context size \((\d+)")
+_VLLM_COUNTS = re.compile(
+    r"maximum context length is (\d+) tokens.*?(?:requested|resulted in|have) (\d+) tokens",
+    re.DOTALL,
+)
+
+
+def _context_overflow(body: str) -> tuple[int | None, int | None] | None:
+    """(prompt tokens, context tokens) when ``body`` says the prompt exceeds the context."""
+    try:
+        decoded: Any = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        decoded = None
+    error = decoded.get("error") if isinstance(decoded, dict) else None
+    fields: dict[str, Any] = error if isinstance(error, dict) else {}
+    said = fields.get("message")
+    message = said if isinstance(said, str) else body
+    llama = _LLAMA_COUNTS.search(message)
+    if llama is not None:
+        return int(llama.group(1)), int(llama.group(2))
+    vllm = _VLLM_COUNTS.search(message)
+    if vllm is not None:
+        return int(vllm.group(2)), int(vllm.group(1))
+    if fields.get("type") in _OVERFLOW_TYPES or fields.get("code") in _OVERFLOW_TYPES:
+        prompt, context = fields.get("n_prompt_tokens"), fields.get("n_ctx")
+        if isinstance(prompt, int) and isinstance(context, int):
+            return prompt, context
+        return None, None
+    return None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import inspect
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
@@ -37,7 +38,12 @@ from forge_rt.core import (
     ToolDef,
     Workflow,
 )
-from forge_rt.errors import ForgeError, MaxIterationsError, WorkflowCancelledError
+from forge_rt.errors import (
+    ContextOverflowError,
+    ForgeError,
+    MaxIterationsError,
+    WorkflowCancelledError,
+)
 from forge_rt.guardrails import (
     GuardrailOptions,
     Guardrails,
@@ -237,8 +243,19 @@ class WorkflowActor(Actor):
                 self._avoid = frozenset(e.tool for e in action.errors if e.tool)
             await self._reject(action.messages(), options)
 
+        overflowed = False
         while True:
-            accepted = await step.run(prepare, call, on_rejected)
+            try:
+                accepted = await step.run(prepare, call, on_rejected)
+            except ContextOverflowError as exc:
+                # Once per reply: the estimate was wrong by the backend's own count, so the
+                # history is compacted to fit that count and sent again. A second overflow
+                # in a row means compaction cannot make it fit.
+                if overflowed or not self._fit_to(exc):
+                    raise
+                overflowed = True
+                continue
+            overflowed = False
             action = accepted.action
             await self._extend(action.messages(), options)
             if isinstance(action, TextAnswer):
@@ -294,6 +311,31 @@ class WorkflowActor(Actor):
             self._history = list(compacted)
             stats.compactions += 1
             _log_compaction(self._name, event)
+
+    def _fit_to(self, overflow: ContextOverflowError) -> bool:
+        """Shrink the context window to what the backend said fits; False if nothing can."""
+        context = self._context
+        real, window = overflow.prompt_tokens, overflow.context_tokens
+        if context is None or real is None or window is None:
+            return False
+        estimated = context.estimator.count_prompt(self._history)
+        context.estimator.observe_usage(self._history, real)
+        # The window in the estimator's units: the history compacts until its estimate, scaled
+        # by how far the estimate was off, fits the backend's context.
+        fitted = math.floor(window * estimated / real)
+        if self._window is not None:
+            fitted = min(fitted, self._window)  # never widen what an earlier overflow narrowed
+        self._window = max(1, min(window, fitted))
+        self._window_known = True
+        _log.info(
+            "workflow.context_overflow",
+            actor=self._name,
+            prompt_tokens=real,
+            backend_context=window,
+            estimated=estimated,
+            window=self._window,
+        )
+        return True
 
     async def _backend_window(self) -> int | None:
         """The backend's context for one call (asked once), or None where it does not say."""

@@ -36,7 +36,7 @@ from forge_rt.clients._factory import (
     VLLMOptions,
 )
 from forge_rt.core import InferenceRequest, Message, StreamChunk, TextDeltaChunk
-from forge_rt.errors import BackendError, ClientOptionError, FaultKind
+from forge_rt.errors import BackendError, ClientOptionError, ContextOverflowError, FaultKind
 
 KINDS = ["openai", "llamaserver", "vllm", "ollama", "anthropic"]
 REQUEST = InferenceRequest(messages=(Message.user("Weather in Paris?"),), tools=(WEATHER,))
@@ -257,6 +257,64 @@ async def test_a_rejected_request_is_client_error_and_not_retry_safe(kind: str) 
         False,
         400,
     )
+    # The backend said why, with its counts: a typed overflow a workflow can compact for.
+    assert isinstance(info.value, ContextOverflowError)
+    assert info.value.context_tokens == 4
+    assert info.value.prompt_tokens is not None
+    assert info.value.prompt_tokens > 4
+
+
+@pytest.mark.parametrize(
+    ("body", "counts"),
+    [
+        (  # llama-server, as the real 0.5B server answered an eval run
+            {
+                "error": {
+                    "code": 400,
+                    "message": "request (4207 tokens) exceeds the available context size "
+                    "(4096 tokens), try increasing it",
+                    "type": "exceed_context_size_error",
+                    "n_prompt_tokens": 4207,
+                    "n_ctx": 4096,
+                }
+            },
+            (4207, 4096),
+        ),
+        (  # OpenAI: a code, no counts
+            {"error": {"message": "too long", "code": "context_length_exceeded", "type": "x"}},
+            (None, None),
+        ),
+        (  # vLLM
+            {
+                "object": "error",
+                "message": "This model's maximum context length is 2048 tokens. However, you "
+                "requested 2100 tokens (2000 in the messages, 100 in the completion).",
+            },
+            (2100, 2048),
+        ),
+    ],
+)
+async def test_each_backends_context_overflow_is_read_with_its_counts(
+    body: dict[str, object], counts: tuple[int | None, int | None]
+) -> None:
+    with trio.fail_after(10):
+        async with (
+            scripted_server(Reply.json(body, status=400)) as server,
+            client_for("openai", server.url) as client,
+        ):
+            with pytest.raises(ContextOverflowError) as info:
+                await client.send(REQUEST)
+    assert (info.value.prompt_tokens, info.value.context_tokens) == counts
+    assert info.value.status == 400
+
+
+async def test_another_400_stays_a_plain_client_error() -> None:
+    refused = Reply.json({"error": {"message": "bad tool schema", "type": "invalid"}}, status=400)
+    with trio.fail_after(10):
+        async with scripted_server(refused) as server, client_for("openai", server.url) as client:
+            with pytest.raises(BackendError) as info:
+                await client.send(REQUEST)
+    assert not isinstance(info.value, ContextOverflowError)
 
 
 @produces(FaultKind.CLIENT_ERROR)

@@ -547,9 +547,9 @@ class SimBackend:
         prompt = self._tokenizer.prompt(view)
         n_ctx = self._config.n_ctx
         if len(prompt) > n_ctx:
-            message = (
-                f"the request exceeds the available context size ({len(prompt)} prompt tokens, "
-                f"n_ctx {n_ctx}); shorten the prompt or raise n_ctx"
+            message = (  # llama-server's own words, which clients read the counts from
+                f"request ({len(prompt)} tokens) exceeds the available context size "
+                f"({n_ctx} tokens), try increasing it"
             )
             await ex.send(400, codec.error(400, message, "exceed_context_size_error"))
             return

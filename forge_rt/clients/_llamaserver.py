@@ -25,7 +25,14 @@ import msgspec
 
 from forge_rt.clients._openai import OpenAICompatClient
 from forge_rt.clients._prometheus import metric_samples
-from forge_rt.core import ClientCapabilities, InferenceRequest, LLMResponse, TextResponse, Timings
+from forge_rt.core import (
+    ClientCapabilities,
+    GrammarConstraint,
+    InferenceRequest,
+    LLMResponse,
+    TextResponse,
+    Timings,
+)
 from forge_rt.wire import openai_request_to_wire, prompt_mode_messages
 
 __all__ = ["LlamaServerClient", "LlamaServerProps", "SlotState"]
@@ -156,6 +163,12 @@ class LlamaServerClient(OpenAICompatClient):
             send_tools=not prompt,
         )
         body["cache_prompt"] = self._cache_prompt
+        if isinstance(request.constraint, GrammarConstraint) and "tools" in body:
+            # llama-server refuses a grammar beside tools it would parse calls from ("Cannot
+            # use custom grammar constraints with tools"); with tool_choice "none" it renders
+            # the same prompt (tools included) and leaves the reply text to the grammar, which
+            # is what a constrained reply is: forge_rt's rescue parser reads the calls.
+            body["tool_choice"] = "none"
         if request.slot_id is not None:
             body["id_slot"] = request.slot_id
         return body

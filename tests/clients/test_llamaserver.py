@@ -213,6 +213,32 @@ async def test_constraints_reach_the_server(constraint: Any, seen_as: str) -> No
             assert {seen_as: 1} == dict(sim.stats.constraints)
 
 
+@pytest.mark.parametrize(
+    ("constraint", "tool_choice"),
+    [
+        (GrammarConstraint(gbnf='root ::= "yes" | "no"'), "none"),
+        (JsonSchemaConstraint(schema={"type": "object"}), None),
+        (None, None),
+    ],
+    ids=["grammar", "json-schema", "free"],
+)
+async def test_a_grammar_beside_native_tools_goes_with_tool_choice_none(
+    constraint: Any, tool_choice: str | None
+) -> None:
+    """llama-server refuses a grammar beside tools unless tool_choice is "none" (which renders
+    the same prompt): the grammar path sends that, the others leave tool_choice alone."""
+    request = InferenceRequest(messages=REQUEST.messages, tools=(WEATHER,), constraint=constraint)
+    with trio.fail_after(10):
+        async with (
+            scripted_server(Reply.json(COMPLETION)) as server,
+            LlamaServerClient(server.url) as client,
+        ):
+            await client.send(request)
+    body = _body(server.requests[0])
+    assert body.get("tool_choice") == tool_choice
+    assert [t["function"]["name"] for t in body["tools"]] == ["get_weather"]
+
+
 async def test_prefill_is_sent_as_a_trailing_assistant_message() -> None:
     """assistant_prefill is continued by the server from a trailing assistant turn."""
     with trio.fail_after(10):

@@ -62,6 +62,7 @@ class InferenceJob:
         "first_token_at",
         "fp",
         "id",
+        "line",
         "preempt_requested",
         "preemptions",
         "prefill",
@@ -103,6 +104,7 @@ class InferenceJob:
         self.continuation: OutputConstraint | None = None
         self.decoded = 0  # tokens streamed by earlier attempts and kept (continued from)
         self.restarts = 0  # preemptions that threw the call's work away
+        self.line: int | None = None  # the backend KV slot (cache line) of its last attempt
         self.send: trio.MemorySendChannel[StreamChunk | JobFailed]
         self.receive: trio.MemoryReceiveChannel[StreamChunk | JobFailed]
         self.send, self.receive = trio.open_memory_channel(math.inf)

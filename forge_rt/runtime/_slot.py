@@ -40,6 +40,7 @@ from forge_rt.core import (
 )
 from forge_rt.errors import InferenceDeadlineError, SlotQueueFullError, StreamError
 from forge_rt.guardrails import continuation_constraint
+from forge_rt.runtime._cache_lines import CacheLine, pick_line
 from forge_rt.runtime._scheduling import (
     InferenceJob,
     JobFailed,
@@ -78,7 +79,9 @@ class SlotStats(msgspec.Struct, kw_only=True):
 
     Of the ``preemptions``, ``continued`` ones resumed from their partial text (nothing lost) and
     ``restarted`` ones began again; ``tokens_redecoded`` counts the tokens those restarts threw
-    away, to be generated again.
+    away, to be generated again. ``prompt_tokens_reprocessed`` is what the backend reported
+    processing (prompt minus cached tokens) for the attempts that finished preempted calls:
+    the prefill that preemption cost.
     """
 
     name: str
@@ -93,6 +96,7 @@ class SlotStats(msgspec.Struct, kw_only=True):
     continued: int
     restarted: int
     tokens_redecoded: int
+    prompt_tokens_reprocessed: int
     cache_hits: int
     busy_s: float
     uptime_s: float
@@ -175,8 +179,9 @@ class _SlotExecutor(Actor):
 
     async def _attempt(self, job: InferenceJob) -> _Outcome:
         request = job.request
-        if self._slot_id is not None and request.slot_id != self._slot_id:
-            request = msgspec.structs.replace(request, slot_id=self._slot_id)
+        slot_id = job.line if job.line is not None else self._slot_id
+        if slot_id is not None and request.slot_id != slot_id:
+            request = msgspec.structs.replace(request, slot_id=slot_id)
         if job.prefill:
             request = _continued(request, job)
         scope = job.attempt_scope
@@ -271,9 +276,11 @@ class SlotWorkerActor(Actor):
         admit: Callable[[InferenceJob], bool] | None,
         slot_id: int | None = None,
         urgent_priority: int = 0,
+        cache_lines: int | None = None,
     ) -> None:
         self._client = client
         self._urgent = urgent_priority
+        self._lines = [CacheLine(i) for i in range(cache_lines or 0)]
         self._slot_id = slot_id
         self._name = name
         self._policy = policy
@@ -299,6 +306,7 @@ class SlotWorkerActor(Actor):
                 "continued",
                 "restarted",
                 "tokens_redecoded",
+                "prompt_tokens_reprocessed",
                 "cache_hits",
             ),
             0,
@@ -350,13 +358,20 @@ class SlotWorkerActor(Actor):
             case _Completed(response):
                 self._counts["completed"] += 1
                 self._cached = job.fp
+                usage = response.usage
+                if job.preemptions and usage.prompt_tokens is not None:
+                    processed = usage.prompt_tokens - (usage.cached_tokens or 0)
+                    self._counts["prompt_tokens_reprocessed"] += processed
+                self._release_line(job)
                 job.complete(response)
             case _Failed(error):
                 self._counts["failed"] += 1
                 self._cached = ()
+                self._release_line(job)
                 job.fail(error)
             case _Abandoned():
                 self._counts["abandoned"] += 1
+                self._release_line(job)
                 job.finished = True
                 job.send.close()
             case _Preempted():
@@ -391,6 +406,8 @@ class SlotWorkerActor(Actor):
         self._counts["preemptions"] += 1
         job.preemptions += 1
         job.preempt_requested = False
+        if job.line is not None and self._lines:
+            self._lines[job.line].held_for = job.id  # keep its cache for its return
         reason = self._continue_or_restart(job, cut)
         if reason is None:
             self._counts["continued"] += 1
@@ -437,11 +454,25 @@ class SlotWorkerActor(Actor):
         job.continuation = continuation.constraint
         return None
 
+    def _assign_line(self, job: InferenceJob, now: float) -> None:
+        urgent = job.priority <= self._urgent
+        line = pick_line(job, self._lines, urgent=urgent)
+        if line.held_for is not None and line.held_for != job.id:
+            _log.info("slot.line_evicted", slot=self._name, line=line.index, job=line.held_for)
+        line.held_for = None
+        line.holds, line.key, line.last_used, line.urgent = job.fp, job.affinity_key, now, urgent
+        job.line = line.index
+
+    def _release_line(self, job: InferenceJob) -> None:
+        if job.line is not None and self._lines and self._lines[job.line].held_for == job.id:
+            self._lines[job.line].held_for = None
+
     def _prune(self) -> None:
         kept = []
         for job in self._queue:
             if job.abandoned:
                 self._counts["abandoned"] += 1
+                self._release_line(job)
                 job.finished = True
                 job.send.close()
             else:
@@ -485,6 +516,8 @@ class SlotWorkerActor(Actor):
             waits.count += 1
             waits.total_s += wait
             waits.max_s = max(waits.max_s, wait)
+        if self._lines:
+            self._assign_line(job, now)
         job.attempts += 1
         job.attempt_scope = trio.CancelScope()
         self._running = job
@@ -525,6 +558,7 @@ class SlotWorker:
         admit: Callable[[InferenceJob], bool] | None = None,
         slot_id: int | None = None,
         urgent_priority: int = 0,
+        cache_lines: int | None = None,
     ) -> SlotWorker:
         """Spawn the slot's actors in ``system``.
 
@@ -532,7 +566,12 @@ class SlotWorker:
         urgent (``None`` disables aging). ``max_preemptions``: after this many *restarts* (a
         preemption that threw its work away), a call is no longer preempted, except by a call at
         ``urgent_priority`` or more urgent (a voice request), which always preempts; a call
-        continued from its partial text loses nothing and is not counted. ``admit``: an optional admission test (the BudgetActor's), a call
+        continued from its partial text loses nothing and is not counted.
+
+        ``cache_lines``: use the backend's first N KV slots (llama-server ``--parallel N``) as
+        cache lines (see ``runtime/_cache_lines.py``): still one generation at a time, but a
+        preempted call returns to the line holding its prompt and partial reply, and urgent
+        workflows keep their own. Exclusive with ``slot_id``. ``admit``: an optional admission test (the BudgetActor's), a call
         it refuses stays queued until a ``Recheck``. ``slot_id`` pins every call to that backend
         slot (llama-server ``id_slot``).
         """
@@ -541,6 +580,10 @@ class SlotWorker:
             raise ValueError("max_queue must be at least 1")
         if max_preemptions < 0:
             raise ValueError("max_preemptions must be >= 0")
+        if cache_lines is not None and cache_lines < 1:
+            raise ValueError(f"cache_lines must be at least 1, got {cache_lines}")
+        if cache_lines is not None and slot_id is not None:
+            raise ValueError("cache_lines and slot_id exclude each other: lines pick the slot")
         ref = await system.spawn(
             lambda: SlotWorkerActor(
                 client,
@@ -552,6 +595,7 @@ class SlotWorker:
                 admit=admit,
                 slot_id=slot_id,
                 urgent_priority=urgent_priority,
+                cache_lines=cache_lines,
             ),
             name=name,
         )

@@ -72,6 +72,13 @@ def _default(name: str) -> Any:
     "--n-ctx", type=int, default=_default("n_ctx"), show_default=True, help="Context window."
 )
 @click.option(
+    "--cache-lines",
+    type=int,
+    default=None,
+    help="Backend KV slots used as cache lines [default: one per agent on local and sim, none "
+    "on a URL backend].",
+)
+@click.option(
     "--voice-at",
     type=float,
     default=None,

@@ -35,6 +35,10 @@ class DemoConfig(BaseModel):
     inference has finished, so the request lands mid-generation.
     ``agent_deadline``: seconds each agent may take before it counts as failed.
     ``tool_seconds``: the I/O time of every tool call (the slot serves other agents meanwhile).
+    ``cache_lines``: the backend KV slots the one inference slot uses as cache lines, so a
+    preempted agent returns to its own cached prompt and the voice agent keeps its prefix warm;
+    ``None`` (the default) is one per agent on the embedded and simulated backends, which are
+    started with that many slots, and none on a URL backend (give its ``--parallel``).
     ``constrain``: the agents' constrained-decoding mode; ``auto`` (the default) constrains where
     the backend can, the measured best on small models; ``never`` lets the model write calls its
     own way, so the guardrails' rescues show.
@@ -46,6 +50,7 @@ class DemoConfig(BaseModel):
     backend_kind: ClientKind = "openai"
     model: str | None = None
     n_ctx: int = Field(default=4096, ge=512)
+    cache_lines: int | None = Field(default=None, ge=1)
     voice_at: float | None = Field(default=None, ge=0)
     background_priority: int = 10
     voice_priority: int = 0
@@ -87,6 +92,12 @@ class DemoConfig(BaseModel):
                     f"one of: {', '.join(MODELS)}"
                 )
         return self
+
+    def lines(self, agents: int) -> int | None:
+        """The cache lines this run uses with ``agents`` agents (see ``cache_lines``)."""
+        if self.cache_lines is not None:
+            return self.cache_lines
+        return agents if self.backend in ("local", "sim") else None
 
     def describe_backend(self) -> str:
         """One line naming the backend, for the view and the summary."""

@@ -44,28 +44,36 @@ _FATAL = (BackendFailureError, ConstraintUnsupportedError)
 
 
 @asynccontextmanager
-async def open_backend(config: DemoConfig) -> AsyncIterator[tuple[LLMClient, str]]:
+async def open_backend(
+    config: DemoConfig, *, lines: int | None = None
+) -> AsyncIterator[tuple[LLMClient, str]]:
     """The demo's client and a line describing the backend; the backend stops on exit.
 
-    Raises what starting the backend raises (``BackendStartError`` and its subclasses,
-    ``ModelPartsMissingError``, ...) for the embedded model.
+    ``lines``: the embedded and simulated backends start with that many slots (each with the
+    whole ``n_ctx``), for the SlotWorker's cache lines. Raises what starting the backend raises
+    (``BackendStartError`` and its subclasses, ``ModelPartsMissingError``, ...) for the
+    embedded model.
     """
+    slots = lines or 1
+    shape = "one slot" if slots == 1 else f"one generation at a time over {slots} cache lines"
     if config.backend == "local":
         from forge_rt.backends.local import DEFAULT_MODEL, LocalModelServer
 
         async with (
-            LocalModelServer.start(config.model or DEFAULT_MODEL, n_ctx=config.n_ctx) as server,
+            LocalModelServer.start(
+                config.model or DEFAULT_MODEL, n_ctx=config.n_ctx * slots, n_parallel=slots
+            ) as server,
             LlamaServerClient(server.url) as client,
         ):
-            yield client, f"embedded {server.model.name} (llama.cpp) at {server.url}, one slot"
+            yield client, f"embedded {server.model.name} (llama.cpp) at {server.url}, {shape}"
     elif config.backend == "sim":
         async with (
-            SimBackend.serve(demo_sim_config(config)) as sim,
+            SimBackend.serve(demo_sim_config(config, slots=slots)) as sim,
             LlamaServerClient(sim.url) as client,
         ):
             yield (
                 client,
-                (f"simulated 0.5B model (x{config.sim_speed:g} speed) at {sim.url}, one slot"),
+                (f"simulated 0.5B model (x{config.sim_speed:g} speed) at {sim.url}, {shape}"),
             )
     else:
         async with make_client(config.backend_kind, config.backend, model=config.model) as client:
@@ -156,7 +164,8 @@ class _Demo:
         """Open the backend and the session, run every agent, measure."""
         config, monitor = self.config, self.monitor
         monitor.note("demo", "backend", f"starting the {config.describe_backend()}")
-        async with open_backend(config) as (client, label):
+        lines = config.lines(len(self.agents))
+        async with open_backend(config, lines=lines) as (client, label):
             monitor.note("demo", "backend", f"backend: {label}")
             sampling = Sampling(
                 temperature=config.temperature, max_tokens=config.max_tokens, seed=config.seed
@@ -165,6 +174,7 @@ class _Demo:
             async with Session.open(
                 observed,
                 slot_policy=PreemptPolicy.ALWAYS,
+                cache_lines=lines,
                 max_iterations=config.max_iterations,
                 sampling=sampling,
             ) as session:

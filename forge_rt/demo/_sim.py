@@ -66,12 +66,13 @@ def plan_oracle(agents: Sequence[AgentSpec] = AGENTS) -> Oracle:
     return oracle
 
 
-def demo_sim_config(config: DemoConfig) -> SimConfig:
-    """The :class:`SimConfig` of a demo run: one slot, 0.5B timing x ``sim_speed``, the plans."""
+def demo_sim_config(config: DemoConfig, *, slots: int = 1) -> SimConfig:
+    """The :class:`SimConfig` of a demo run: ``slots`` KV slots (generating one at a time, as
+    the SlotWorker runs them), 0.5B timing x ``sim_speed``, the plans."""
     return SimConfig(
         model="sim-qwen2.5-coder-0.5b",
         n_ctx=config.n_ctx,
-        n_slots=1,
+        n_slots=slots,
         prefill_tps=PROMPT_TPS * config.sim_speed,
         decode_tps=DECODE_TPS * config.sim_speed,
         seed=config.seed,

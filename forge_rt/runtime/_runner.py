@@ -157,13 +157,18 @@ class Session:
         max_preemptions: int = 3,
         max_queue: int = 256,
         aging_s: float | None = 30.0,
+        cache_lines: int | None = None,
         budget_sources: Sequence[BudgetSource] = (),
         budget_interval: float | None = 5.0,
         max_iterations: int = 15,
         sampling: Sampling | None = None,
         guardrails: GuardrailOptions | None = None,
     ) -> AsyncIterator[Session]:
-        """Start the actors; on exit every workflow, the slot and the monitor are cancelled."""
+        """Start the actors; on exit every workflow, the slot and the monitor are cancelled.
+
+        ``cache_lines``: use that many of the backend's KV slots as cache lines (llama-server
+        started with ``--parallel`` at least that; see ``SlotWorker.start``).
+        """
         async with ActorSystem.open(shutdown="cancel") as system:
             slot = await SlotWorker.start(
                 system,
@@ -172,6 +177,7 @@ class Session:
                 max_preemptions=max_preemptions,
                 max_queue=max_queue,
                 aging_s=aging_s,
+                cache_lines=cache_lines,
             )
             budget = (
                 await BudgetMonitor.start(system, budget_sources, interval=budget_interval)

@@ -409,6 +409,7 @@ async def test_live_view_renders_agents_slot_and_recent_events() -> None:
             restarted=0,
             tokens_redecoded=0,
             prompt_tokens_reprocessed=0,
+            prompt_tokens_resumed=0,
             cache_hits=0,
             busy_s=3.0,
             uptime_s=4.0,

@@ -80,8 +80,8 @@ class SlotStats(msgspec.Struct, kw_only=True):
     Of the ``preemptions``, ``continued`` ones resumed from their partial text (nothing lost) and
     ``restarted`` ones began again; ``tokens_redecoded`` counts the tokens those restarts threw
     away, to be generated again. ``prompt_tokens_reprocessed`` is what the backend reported
-    processing (prompt minus cached tokens) for the attempts that finished preempted calls:
-    the prefill that preemption cost.
+    processing (prompt minus cached tokens) for the attempts that finished preempted calls,
+    out of ``prompt_tokens_resumed`` in their prompts: the prefill that preemption cost.
     """
 
     name: str
@@ -97,6 +97,7 @@ class SlotStats(msgspec.Struct, kw_only=True):
     restarted: int
     tokens_redecoded: int
     prompt_tokens_reprocessed: int
+    prompt_tokens_resumed: int
     cache_hits: int
     busy_s: float
     uptime_s: float
@@ -307,6 +308,7 @@ class SlotWorkerActor(Actor):
                 "restarted",
                 "tokens_redecoded",
                 "prompt_tokens_reprocessed",
+                "prompt_tokens_resumed",
                 "cache_hits",
             ),
             0,
@@ -362,6 +364,7 @@ class SlotWorkerActor(Actor):
                 if job.preemptions and usage.prompt_tokens is not None:
                     processed = usage.prompt_tokens - (usage.cached_tokens or 0)
                     self._counts["prompt_tokens_reprocessed"] += processed
+                    self._counts["prompt_tokens_resumed"] += usage.prompt_tokens
                 self._release_line(job)
                 job.complete(response)
             case _Failed(error):
@@ -406,8 +409,6 @@ class SlotWorkerActor(Actor):
         self._counts["preemptions"] += 1
         job.preemptions += 1
         job.preempt_requested = False
-        if job.line is not None and self._lines:
-            self._lines[job.line].held_for = job.id  # keep its cache for its return
         reason = self._continue_or_restart(job, cut)
         if reason is None:
             self._counts["continued"] += 1
@@ -491,6 +492,10 @@ class SlotWorkerActor(Actor):
         if self._policy is PreemptPolicy.BEFORE_FIRST_TOKEN and running.first_token_at is not None:
             return
         running.preempt_requested = True
+        if running.line is not None and self._lines:
+            # Held from now, not from when the attempt reports back: the arrival is dispatched
+            # before that, and must not take the line with the preempted call's work on it.
+            self._lines[running.line].held_for = running.id
         assert running.attempt_scope is not None
         running.attempt_scope.cancel()
         self._running = None  # the slot is the arrival's now; the old attempt unwinds aside

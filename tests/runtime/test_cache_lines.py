@@ -86,8 +86,10 @@ async def test_the_preempting_call_runs_on_another_line_and_the_preempted_one_co
 ) -> None:
     client = ScriptedClient(_reply, token_s=1.0)
     slot = await SlotWorker.start(system, client, cache_lines=2)
+    # The same system prompt: the line with the most shared prefix is the preempted call's,
+    # which the arrival must leave alone (it is dispatched before the preempted attempt ends).
     low = InferenceRequest(messages=(SYSTEM, Message.user("low")))
-    high = InferenceRequest(messages=(Message.system("Voice."), Message.user("high")))
+    high = InferenceRequest(messages=(SYSTEM, Message.user("high")))
     async with trio.open_nursery() as nursery:
         nursery.start_soon(lambda: slot.infer(low, priority=10, affinity_key="bg"))
         await trio.sleep(2.5)

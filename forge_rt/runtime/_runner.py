@@ -37,6 +37,9 @@ from forge_rt.runtime._workflow_actor import (
     WorkflowActor,
     WorkflowResult,
     _GetHistory,
+    _Prewarm,
+    _Prewarmed,
+    _PrewarmRefused,
     _Turn,
     _TurnFailed,
     unique_actor_name,
@@ -87,6 +90,25 @@ class WorkflowHandle:
             prompt_variables=prompt_variables,
         )
         return await self._turn(user_message, options)
+
+    async def prewarm(
+        self, *, prompt_variables: Mapping[str, str] | None = None, priority: int | None = None
+    ) -> int | None:
+        """Process the workflow's system prompt and tools on the backend now, before its first
+        turn, so that turn's prompt is mostly cached (a voice assistant's first spoken request
+        pays for its user turn only). With ``Session.open(cache_lines=...)`` the prefix stays
+        on the workflow's own line; a workflow at urgent priority keeps that line from
+        background work. Returns the prompt tokens processed (None if the backend does not
+        say). Raises the backend's typed errors, a ``PromptTemplateError`` for a missing prompt
+        variable, and ``RuntimeError`` after the first turn, when the history is the prefix.
+        """
+        reply = await self._ref.ask(
+            _Prewarm(prompt_variables, self.priority if priority is None else priority)
+        )
+        if isinstance(reply, _PrewarmRefused):
+            raise reply.error
+        assert isinstance(reply, _Prewarmed)
+        return reply.prompt_tokens
 
     async def resume(self, **options: Any) -> WorkflowResult:
         """Continue a cancelled turn from where it stopped (no new user message)."""

@@ -112,6 +112,19 @@ class _TurnFailed(msgspec.Struct):
     stats: RunStats | None = None
 
 
+class _Prewarm(msgspec.Struct):
+    prompt_variables: Mapping[str, str] | None
+    priority: int
+
+
+class _Prewarmed(msgspec.Struct):
+    prompt_tokens: int | None
+
+
+class _PrewarmRefused(msgspec.Struct):
+    error: Exception
+
+
 class _GetHistory(msgspec.Struct):
     persisted: bool = True
 
@@ -212,6 +225,40 @@ class WorkflowActor(Actor):
             inferences=stats.inferences,
         )
         return outcome
+
+    @handles(_Prewarm)
+    async def on_prewarm(self, msg: _Prewarm) -> _Prewarmed | _PrewarmRefused:
+        """Have the backend process this workflow's static prefix (system prompt and tools) now,
+        on the cache line its turns will use, so a first request finds it cached.
+
+        Only before the first turn: after it the history is the prefix, and stays warm by use.
+        A refusal or a backend failure is the reply, not a crash of the actor.
+        """
+        if self._history:
+            return _PrewarmRefused(
+                RuntimeError(
+                    f"workflow {self._name!r} already has a history; prewarm before its first turn"
+                )
+            )
+        try:
+            system = Message.system(self._workflow.render_system_prompt(msg.prompt_variables))
+            request = InferenceRequest(
+                messages=(system,),
+                tools=self._guardrails.tools,
+                sampling=msgspec.structs.replace(self._sampling, max_tokens=1),
+            )
+            response = await self._slot.infer(
+                request, priority=msg.priority, affinity_key=self._name, whole=True
+            )
+        except ForgeError as exc:
+            return _PrewarmRefused(exc)
+        _log.info(
+            "workflow.prewarmed",
+            actor=self._name,
+            prompt_tokens=response.usage.prompt_tokens,
+            cached_tokens=response.usage.cached_tokens,
+        )
+        return _Prewarmed(response.usage.prompt_tokens)
 
     @handles(_GetHistory)
     async def on_history(self, msg: _GetHistory) -> tuple[Message, ...]:

@@ -186,3 +186,54 @@ async def test_an_urgent_workflow_keeps_its_line_warm_through_background_work() 
         with_lines = await _voice_prefill(2)
     assert server_choice > 300
     assert with_lines < 20
+
+
+async def test_a_prewarmed_urgent_workflow_finds_its_prefix_cached_after_background_work() -> None:
+    """prewarm() processes the system prompt and tools on the workflow's own line; background
+    work runs on the other line, and the first voice turn's prompt is cached up to its user turn."""
+    from runtime_support import Tools
+
+    from forge_rt.eval.scenarios._kit import call, plan_oracle
+    from forge_rt.runtime import Session
+
+    oracle = plan_oracle([call("get_weather", city="Paris"), call("respond", message="Sunny.")])
+    config = SimConfig(oracle=oracle, n_slots=2)
+    voice_tools, background_tools = Tools(), Tools()
+    with trio.fail_after(30):
+        async with (
+            SimBackend.serve(config) as sim,
+            LlamaServerClient(sim.url) as client,
+            Session.open(client, cache_lines=2) as session,
+        ):
+            voice = await session.start(voice_tools.workflow(name="voice"), priority=0)
+            prefix = await voice.prewarm()
+            assert prefix is not None
+            await session.run(
+                background_tools.workflow(system_prompt_template="Background work. " * 40),
+                "Weather in Paris?",
+                priority=10,
+            )
+            cached_before = [s.cached_tokens for s in sim.stats.slots]
+            await voice.send("Weather in Paris?")
+            gained = [
+                s.cached_tokens - b for s, b in zip(sim.stats.slots, cached_before, strict=True)
+            ]
+            with pytest.raises(RuntimeError, match="prewarm before its first turn"):
+                await voice.prewarm()
+    # The voice's first call reused the whole prewarmed prefix (all but the last token, which a
+    # prompt re-evaluates); its second call reused the first.
+    assert max(gained) >= 2 * (prefix - 1)
+
+
+async def test_prewarm_with_a_missing_prompt_variable_is_the_template_error() -> None:
+    from runtime_support import Tools
+
+    from forge_rt.errors import PromptTemplateError
+    from forge_rt.runtime import Session
+
+    workflow = Tools().workflow(system_prompt_template="You serve {user_name}.")
+    async with Session.open(ScriptedClient(["x"])) as session:
+        handle = await session.start(workflow, priority=0)
+        with pytest.raises(PromptTemplateError):
+            await handle.prewarm()
+        assert await handle.prewarm(prompt_variables={"user_name": "Ana"}) is not None

@@ -28,7 +28,8 @@ budgets given; a :class:`BackendFailureError` is the backend's doing, not the mo
     │   ├── PrerequisiteError          a tool called before its prerequisite, too often
     │   ├── ToolLoopError              the same call repeated past the loop guard's limit
     │   ├── ToolExecutionError         tools kept failing: consecutive tool-error budget exhausted
-    │   └── MaxIterationsError         the loop hit max_iterations with work still pending
+    │   ├── MaxIterationsError         the loop hit max_iterations with work still pending
+    │   └── ContextExhaustedError      the history no longer fits the backend's context
     ├── BackendFailureError            the backend failed, not the model
     │   ├── BackendError               a transport or HTTP fault talking to a backend (FaultKind)
     │   │   └── ContextOverflowError   the prompt is longer than the backend's context
@@ -63,6 +64,7 @@ __all__ = [
     "ConfigurationError",
     "ConstraintUnsupportedError",
     "ContextBudgetError",
+    "ContextExhaustedError",
     "ContextOverflowError",
     "FaultKind",
     "ForgeError",
@@ -249,6 +251,31 @@ class MaxIterationsError(BudgetExhaustedError):
         super().__init__(message)
         self.iterations = iterations
         self.pending_steps = tuple(pending_steps)
+        self.messages = tuple(messages)
+
+
+class ContextExhaustedError(BudgetExhaustedError):
+    """The run's history no longer fits the backend's context, even compacted.
+
+    Raised by the runtime's workflow loop when the backend refuses a prompt as too long
+    (:class:`ContextOverflowError`, the ``__cause__``) and compacting to the backend's count
+    cannot make it fit, or there is no context manager to compact with. ``prompt_tokens`` and
+    ``context_tokens`` are the backend's counts; ``messages`` is the history so far. Give the
+    workflow a context manager (or a tighter compaction strategy), or a backend with a larger
+    context.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        prompt_tokens: int | None,
+        context_tokens: int | None,
+        messages: Sequence[Message] = (),
+    ) -> None:
+        super().__init__(message)
+        self.prompt_tokens = prompt_tokens
+        self.context_tokens = context_tokens
         self.messages = tuple(messages)
 
 

@@ -19,7 +19,7 @@ import trio
 from forge_rt.core import ConstrainMode, ToolDef, ToolSpec, Workflow
 from forge_rt.errors import ToolResolutionError
 
-__all__ = ["AGENTS", "AgentSpec", "PlannedCall", "ToolHook", "agent_by_task"]
+__all__ = ["AGENTS", "IDLE_VOICE", "AgentSpec", "PlannedCall", "ToolHook", "agent_by_task"]
 
 # Called with (agent name, tool name) when a tool starts running; the live view shows it.
 ToolHook = Callable[[str, str], None]
@@ -349,6 +349,17 @@ AGENTS: tuple[AgentSpec, ...] = (
     ),
 )
 """researcher, analyst and writer (background specialists), then voice (the urgent request)."""
+
+IDLE_VOICE = msgspec.structs.replace(
+    AGENTS[-1],
+    task="And what's the weather in Oslo?",
+    plan=(
+        PlannedCall("get_weather", {"city": "Oslo"}),
+        PlannedCall("respond", {"message": "It's 4 degrees with light rain in Oslo."}),
+    ),
+)
+"""The voice agent asked a second question once the slot is idle: the run's own baseline for
+the voice TTFT under load (same prefix, same shape of turn, nothing else running)."""
 
 
 def agent_by_task(agents: Sequence[AgentSpec] = AGENTS) -> dict[str, AgentSpec]:

@@ -389,18 +389,22 @@ class ObservedClient:
         return self._inner.capabilities
 
     async def send(self, request: InferenceRequest) -> LLMResponse:
-        self._monitor.on_attempt(self._agent(request), constrained=request.constraint is not None)
+        agent = self._agent(request)
+        if agent is not None:
+            self._monitor.on_attempt(agent, constrained=request.constraint is not None)
         return await self._inner.send(request)
 
     @asynccontextmanager
     async def stream(self, request: InferenceRequest) -> AsyncIterator[AsyncIterator[StreamChunk]]:
         agent = self._agent(request)
-        self._monitor.on_attempt(agent, constrained=request.constraint is not None)
+        if agent is not None:
+            self._monitor.on_attempt(agent, constrained=request.constraint is not None)
         try:
             async with self._inner.stream(request) as chunks:
                 yield chunks
         except trio.Cancelled:
-            self._monitor.on_attempt_cancelled(agent)  # noted, never handled: it propagates
+            if agent is not None:
+                self._monitor.on_attempt_cancelled(agent)  # noted, never handled: it propagates
             raise
 
     async def context_length(self) -> int | None:
@@ -409,7 +413,8 @@ class ObservedClient:
     async def aclose(self) -> None:
         await self._inner.aclose()
 
-    def _agent(self, request: InferenceRequest) -> str:
-        """The agent whose task is the request's first user message."""
-        task = next(m.content for m in request.messages if m.type is MessageType.USER_INPUT)
-        return self._agent_of_task[task]
+    def _agent(self, request: InferenceRequest) -> str | None:
+        """The agent whose task is the request's first user message; None for the run's own
+        requests that are no agent's turn (the voice prewarm, the idle-slot baseline)."""
+        task = next((m.content for m in request.messages if m.type is MessageType.USER_INPUT), None)
+        return None if task is None else self._agent_of_task.get(task)

@@ -51,9 +51,15 @@ class DemoReport(msgspec.Struct, frozen=True, kw_only=True):
     """The measured outcome of one demo run.
 
     ``contended`` says whether background agents were still running when the voice request
-    arrived (otherwise there was nothing to preempt). ``slot_calls`` and ``slot_busy_s`` are
-    the SlotWorker's completed inferences and busy time; ``wall_s`` runs from the start of the
-    background agents to the end of the last agent.
+    arrived (otherwise there was nothing to preempt). ``slot_calls`` are the SlotWorker's
+    completed inferences and ``slot_busy_s`` its busy time while the agents ran; ``wall_s`` runs from the start of the
+    background agents to the end of the last agent. Of the ``preemptions``, ``continued`` ones
+    resumed from their partial reply and ``restarted`` ones began again, throwing away
+    ``tokens_redecoded``; resuming prefilled ``prompt_tokens_reprocessed`` of
+    ``prompt_tokens_resumed``. ``voice_idle_ttft_s`` is the voice agent's second question,
+    asked once every agent has ended, timed the same way: the run's own idle-slot baseline.
+    ``prewarm_tokens``: the voice prefix processed before the run began. ``baseline_calls``:
+    the inferences of the prewarm and the idle-slot baseline, counted in ``slot_calls``.
     """
 
     backend: str
@@ -61,6 +67,14 @@ class DemoReport(msgspec.Struct, frozen=True, kw_only=True):
     voice_arrived_s: float | None
     contended: bool
     preemptions: int
+    continued: int
+    restarted: int
+    tokens_redecoded: int
+    prompt_tokens_reprocessed: int
+    prompt_tokens_resumed: int
+    prewarm_tokens: int | None
+    voice_idle_ttft_s: float | None
+    baseline_calls: int
     slot_calls: int
     slot_busy_s: float
     wall_s: float
@@ -115,25 +129,38 @@ class DemoReport(msgspec.Struct, frozen=True, kw_only=True):
             f"  completions    {self.completions} of {len(self.agents)} ({outcomes})",
             f"  voice TTFT     {self._ttft_text()}",
             f"  voice answer   {self._answer_text()}",
-            f"  preemptions    {self.preemptions}",
+            f"  preemptions    {self._preemption_text()}",
             f"  rescues        {rescue_text}",
             f"  nudges         {sum(a.nudges for a in self.agents)}",
-            f"  slot           {self.slot_calls} inferences, busy {busy:.0%} of the run",
+            f"  slot           {self.slot_calls} inferences ({self.baseline_calls} for the "
+            f"prewarm and the idle baseline), busy {busy:.0%} of the run",
             f"  wall time      {self.wall_s:.1f} s",
         ]
 
     def _ttft_text(self) -> str:
-        """The voice's time to first token beside the background median."""
-        voice, background = self.voice_ttft_s, self.background_ttft_median_s
+        """The voice's time to first token under load beside the same on the idle slot."""
+        voice, idle = self.voice_ttft_s, self.voice_idle_ttft_s
         if voice is None:
             return "no token: the voice request produced no reply"
         text = f"{voice:.2f} s from arrival to first token"
-        if background is None:
-            return text + " (no background inference to compare with)"
-        ratio = background / voice if voice > 0 else float("inf")
-        text += f"; median background inference {background:.2f} s ({ratio:.1f}x longer)"
         if not self.contended:
-            text += "; the background agents had already finished"
+            text += " (the background agents had already finished)"
+        if idle is None:
+            return text + "; no idle-slot baseline (its request produced no token)"
+        ratio = voice / idle if idle > 0 else float("inf")
+        return text + f"; {idle:.2f} s on the idle slot in the same run ({ratio:.2f}x)"
+
+    def _preemption_text(self) -> str:
+        """Preemptions and what they cost: tokens decoded twice, prompt prefilled again."""
+        text = f"{self.preemptions}"
+        if not self.preemptions:
+            return text
+        text += f" ({self.continued} continued, {self.restarted} restarted); "
+        text += f"{self.tokens_redecoded} tokens decoded again, "
+        text += (
+            f"{self.prompt_tokens_reprocessed} of {self.prompt_tokens_resumed} prompt tokens "
+            "prefilled again on resume"
+        )
         return text
 
     def _answer_text(self) -> str:

@@ -19,8 +19,15 @@ import trio
 
 from forge_rt.backends.sim import SimBackend
 from forge_rt.clients import LlamaServerClient, make_client
-from forge_rt.core import LLMClient, Sampling, Workflow
-from forge_rt.demo._agents import AGENTS, AgentSpec
+from forge_rt.core import (
+    LLMClient,
+    Sampling,
+    StreamChunk,
+    TextDeltaChunk,
+    ToolCallDeltaChunk,
+    Workflow,
+)
+from forge_rt.demo._agents import AGENTS, IDLE_VOICE, AgentSpec
 from forge_rt.demo._config import DemoConfig
 from forge_rt.demo._monitor import DemoMonitor, EventSink, ObservedClient
 from forge_rt.demo._report import AgentOutcome, DemoReport
@@ -31,7 +38,7 @@ from forge_rt.errors import (
     ForgeError,
     WorkflowCancelledError,
 )
-from forge_rt.runtime import PreemptPolicy, Session
+from forge_rt.runtime import PreemptPolicy, Session, WorkflowHandle
 
 __all__ = ["TickSink", "open_backend", "run_demo"]
 
@@ -145,6 +152,10 @@ class _Demo:
         self.fatal: list[ForgeError] = []
         self.voice_arrived: float | None = None
         self.contended = False
+        self.prewarmed: dict[str, WorkflowHandle] = {}
+        self.prewarm_tokens: int | None = None
+        self.idle_ttft: float | None = None
+        self.baseline_calls = 0
         for spec in self.agents:
             workflow = spec.workflow(
                 tool_seconds=config.tool_seconds,
@@ -178,6 +189,8 @@ class _Demo:
                 max_iterations=config.max_iterations,
                 sampling=sampling,
             ) as session:
+                await self._prewarm(session)
+                busy_before = (await session.slot.stats()).busy_s
                 started = monitor.now()
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._poll, session)
@@ -190,21 +203,76 @@ class _Demo:
                                     self._voice, session, spec, agents.cancel_scope, started
                                 )
                     nursery.cancel_scope.cancel()
+                ended = max(
+                    (v.ended_at for v in monitor.agents.values() if v.ended_at), default=started
+                )
+                run_busy = (await session.slot.stats()).busy_s - busy_before
+                if not self.fatal:
+                    await self._idle_voice(session)
                 stats = await session.slot.stats()
                 monitor.slot_stats(stats)
         if self.fatal:
             raise self.fatal[0]
-        ended = max((v.ended_at for v in monitor.agents.values() if v.ended_at), default=started)
         return DemoReport(
             backend=label,
             agents=tuple(self._outcome(spec) for spec in self.agents),
             voice_arrived_s=None if self.voice_arrived is None else self.voice_arrived - started,
             contended=self.contended,
             preemptions=stats.preemptions,
+            continued=stats.continued,
+            restarted=stats.restarted,
+            tokens_redecoded=stats.tokens_redecoded,
+            prompt_tokens_reprocessed=stats.prompt_tokens_reprocessed,
+            prompt_tokens_resumed=stats.prompt_tokens_resumed,
+            prewarm_tokens=self.prewarm_tokens,
+            voice_idle_ttft_s=self.idle_ttft,
+            baseline_calls=self.baseline_calls,
             slot_calls=stats.completed,
-            slot_busy_s=stats.busy_s,
+            slot_busy_s=run_busy,
             wall_s=ended - started,
         )
+
+    async def _prewarm(self, session: Session) -> None:
+        """Start the voice agent's workflow and process its prefix before anything else runs,
+        as a voice assistant does when it starts: its line holds the prefix from then on."""
+        for spec in self.agents:
+            if spec.background:
+                continue
+            handle = await session.start(
+                self.workflows[spec.name], name=spec.name, priority=self._priority(spec)
+            )
+            self.prewarm_tokens = await handle.prewarm()
+            self.baseline_calls += 1
+            self.prewarmed[spec.name] = handle
+            self.monitor.note(
+                spec.name, "prewarm", f"prefix processed: {self.prewarm_tokens} prompt tokens"
+            )
+
+    async def _idle_voice(self, session: Session) -> None:
+        """The run's baseline: the voice agent's second question, asked on the idle slot."""
+        spec = IDLE_VOICE
+        handle = await session.start(
+            self.workflows[spec.name], name=f"{spec.name}-idle", priority=self._priority(spec)
+        )
+        arrived = self.monitor.now()
+        first: list[float] = []
+
+        async def on_chunk(chunk: StreamChunk) -> None:
+            if not first and isinstance(chunk, TextDeltaChunk | ToolCallDeltaChunk):
+                first.append(self.monitor.now())
+
+        try:
+            result = await handle.send(
+                spec.task, deadline=self.config.agent_deadline, on_chunk=on_chunk
+            )
+        except ForgeError as exc:
+            self.monitor.note(spec.name, "idle", f"the idle-slot request failed: {exc}")
+            stats = handle.last_stats
+            self.baseline_calls += stats.inferences if stats is not None else 0
+        else:
+            self.baseline_calls += result.stats.inferences
+        if first:
+            self.idle_ttft = first[0] - arrived
 
     async def _poll(self, session: Session) -> None:
         """Refresh the monitor's slot statistics until cancelled."""
@@ -231,7 +299,7 @@ class _Demo:
         """Run one agent's turn; a backend failure cancels the others."""
         monitor = self.monitor
         monitor.begin(spec.name)
-        handle = await session.start(
+        handle = self.prewarmed.get(spec.name) or await session.start(
             self.workflows[spec.name], name=spec.name, priority=self._priority(spec)
         )
         try:

@@ -20,7 +20,7 @@ from forge_rt.backends.sim import (
     SimConfig,
     SimToolCall,
 )
-from forge_rt.demo._agents import AGENTS, AgentSpec, agent_by_task
+from forge_rt.demo._agents import AGENTS, IDLE_VOICE, AgentSpec, agent_by_task
 from forge_rt.demo._config import DemoConfig
 
 __all__ = ["DECODE_TPS", "DEMO_RATES", "PROMPT_TPS", "demo_sim_config", "plan_oracle"]
@@ -51,6 +51,8 @@ def plan_oracle(agents: Sequence[AgentSpec] = AGENTS) -> Oracle:
     by_task = agent_by_task(agents)
 
     def oracle(view: RequestView) -> Intent:
+        if not view.conversation:
+            return "ok"  # a prefix prewarm: no user turn yet, and one token is all it asks for
         agent = by_task.get(view.conversation)
         if agent is None:
             raise LookupError(
@@ -76,6 +78,6 @@ def demo_sim_config(config: DemoConfig, *, slots: int = 1) -> SimConfig:
         prefill_tps=PROMPT_TPS * config.sim_speed,
         decode_tps=DECODE_TPS * config.sim_speed,
         seed=config.seed,
-        oracle=plan_oracle(),
+        oracle=plan_oracle((*AGENTS, IDLE_VOICE)),
         rates=DEMO_RATES,
     )

@@ -39,6 +39,7 @@ from forge_rt.core import (
     Workflow,
 )
 from forge_rt.errors import (
+    ContextExhaustedError,
     ContextOverflowError,
     ForgeError,
     MaxIterationsError,
@@ -297,9 +298,17 @@ class WorkflowActor(Actor):
             except ContextOverflowError as exc:
                 # Once per reply: the estimate was wrong by the backend's own count, so the
                 # history is compacted to fit that count and sent again. A second overflow
-                # in a row means compaction cannot make it fit.
+                # in a row means compaction cannot make it fit: the run's context is spent.
                 if overflowed or not self._fit_to(exc):
-                    raise
+                    how = "even compacted" if self._context is not None else "(no context manager)"
+                    raise ContextExhaustedError(
+                        f"workflow {self._workflow.name!r}: the history no longer fits the "
+                        f"backend's context {how} ({exc.prompt_tokens} prompt tokens for "
+                        f"{exc.context_tokens}); give it a context manager or a larger context",
+                        prompt_tokens=exc.prompt_tokens,
+                        context_tokens=exc.context_tokens,
+                        messages=self._history,
+                    ) from exc
                 overflowed = True
                 continue
             overflowed = False

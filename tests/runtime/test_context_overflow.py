@@ -14,7 +14,7 @@ from forge_rt.backends.sim import SimBackend, SimConfig
 from forge_rt.clients import LlamaServerClient
 from forge_rt.context import ContextManager, TieredCompact, TokenEstimator
 from forge_rt.core import ToolDef, ToolSpec, Workflow
-from forge_rt.errors import ContextOverflowError
+from forge_rt.errors import BudgetExhaustedError, ContextExhaustedError, ContextOverflowError
 from forge_rt.eval.scenarios._kit import call, plan_oracle
 from forge_rt.runtime import WorkflowRunner
 
@@ -62,16 +62,20 @@ async def test_a_history_compaction_cannot_fit_ends_in_the_overflow_error() -> N
     context = ContextManager(10_000, TieredCompact(keep_recent=1), estimator=_underestimating())
     with trio.fail_after(30):
         async with SimBackend.serve(config) as sim, LlamaServerClient(sim.url) as client:
-            with pytest.raises(ContextOverflowError) as info:
+            with pytest.raises(ContextExhaustedError) as info:
                 await WorkflowRunner(client, context=context).run(_workflow(), "Records?")
+    # A budget of the run ran out (an outcome, as an eval records it), not a broken backend.
+    assert isinstance(info.value, BudgetExhaustedError)
+    assert isinstance(info.value.__cause__, ContextOverflowError)
     assert info.value.context_tokens == 700
+    assert info.value.messages
 
 
-async def test_without_a_context_manager_the_overflow_is_the_runs_typed_error() -> None:
+async def test_without_a_context_manager_the_overflow_ends_the_run_typed() -> None:
     config = SimConfig(oracle=plan_oracle(PLAN), n_ctx=900)
     with trio.fail_after(30):
         async with SimBackend.serve(config) as sim, LlamaServerClient(sim.url) as client:
-            with pytest.raises(ContextOverflowError) as info:
+            with pytest.raises(ContextExhaustedError) as info:
                 await WorkflowRunner(client).run(_workflow(), "Records?")
     assert info.value.context_tokens == 900
     assert info.value.prompt_tokens is not None

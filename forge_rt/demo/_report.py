@@ -53,7 +53,8 @@ class DemoReport(msgspec.Struct, frozen=True, kw_only=True):
     ``contended`` says whether background agents were still running when the voice request
     arrived (otherwise there was nothing to preempt). ``slot_calls`` are the SlotWorker's
     completed inferences and ``slot_busy_s`` its busy time while the agents ran; ``wall_s`` runs from the start of the
-    background agents to the end of the last agent. Of the ``preemptions``, ``continued`` ones
+    background agents to the end of the last agent, which began ``started_at_s`` into the run on
+    the clock the events are stamped with (backend start-up and the prewarm come first). Of the ``preemptions``, ``continued`` ones
     resumed from their partial reply and ``restarted`` ones began again, throwing away
     ``tokens_redecoded``; resuming prefilled ``prompt_tokens_reprocessed`` of
     ``prompt_tokens_resumed``. ``voice_idle_ttft_s`` is the voice agent's second question,
@@ -78,6 +79,7 @@ class DemoReport(msgspec.Struct, frozen=True, kw_only=True):
     slot_calls: int
     slot_busy_s: float
     wall_s: float
+    started_at_s: float
 
     @property
     def completions(self) -> int:
@@ -134,7 +136,8 @@ class DemoReport(msgspec.Struct, frozen=True, kw_only=True):
             f"  nudges         {sum(a.nudges for a in self.agents)}",
             f"  slot           {self.slot_calls} inferences ({self.baseline_calls} for the "
             f"prewarm and the idle baseline), busy {busy:.0%} of the run",
-            f"  wall time      {self.wall_s:.1f} s",
+            f"  wall time      {self.wall_s:.1f} s, from {self.started_at_s:.1f} s to "
+            f"{self.started_at_s + self.wall_s:.1f} s on the event clock",
         ]
 
     def _ttft_text(self) -> str:

@@ -230,6 +230,7 @@ class _Demo:
             slot_calls=stats.completed,
             slot_busy_s=run_busy,
             wall_s=ended - started,
+            started_at_s=started,
         )
 
     async def _prewarm(self, session: Session) -> None:

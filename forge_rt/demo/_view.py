@@ -118,7 +118,7 @@ def render(monitor: DemoMonitor, title: str) -> RenderableType:
             str(sum(view.rescues.values())),
             str(view.nudges),
             str(view.preempted),
-            _last_ttft(view),
+            _first_ttft(view),
         )
     events = Text()
     for event in monitor.events[-_RECENT:]:
@@ -126,9 +126,10 @@ def render(monitor: DemoMonitor, title: str) -> RenderableType:
     return Group(table, _slot_line(monitor), Text(""), events)
 
 
-def _last_ttft(view: AgentView) -> str:
-    """The time to first token of its latest inference, or a dash."""
-    return f"{view.ttfts[-1]:.2f} s" if view.ttfts else "-"
+def _first_ttft(view: AgentView) -> str:
+    """Its request's time to first token (its first inference, from the request's arrival), or a
+    dash: the figure the summary gives for the voice, so the two never disagree."""
+    return f"{view.ttfts[0]:.2f} s" if view.ttfts else "-"
 
 
 def _slot_line(monitor: DemoMonitor) -> Text:

@@ -257,6 +257,18 @@ async def test_the_live_view_shows_the_requests_first_token_time_as_the_summary_
     assert "0.50 s" not in row
 
 
+async def test_the_slot_bar_says_what_the_agents_rows_say() -> None:
+    """An agent still reading its prompt makes the bar say "reading prompt", not "generating"."""
+    monitor = _monitor()
+    monitor.begin("voice")
+    monitor.on_attempt("voice")
+    console = Console(record=True, width=130, color_system=None)
+    console.print(render(monitor, "forge-rt demo"))
+    text = console.export_text()
+    assert "reading prompt" in text
+    assert "slot generating" not in text
+
+
 # --- config --------------------------------------------------------------------------------------
 
 
@@ -455,7 +467,9 @@ async def test_live_view_renders_agents_slot_and_recent_events() -> None:
     text = console.export_text()
     assert re.search(r"writer +10 +queued \(preempted\) +0 +0 +0 +0 +1 +0\.00 s", text), text
     assert re.search(r"voice +0 +queued ", text), text
-    assert "slot generating · queue 2 · 3 inferences done · preemptions 1 · busy 75%" in text
+    # The writer was preempted and the voice is only queued: the slot is busy, no agent's call
+    # is generating yet.
+    assert "slot busy · queue 2 · 3 inferences done · preemptions 1 · busy 75%" in text
     assert "writer      preempted by voice after 1 generated tokens" in text
 
 

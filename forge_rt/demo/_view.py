@@ -132,6 +132,18 @@ def _first_ttft(view: AgentView) -> str:
     return f"{view.ttfts[0]:.2f} s" if view.ttfts else "-"
 
 
+def _slot_phase(monitor: DemoMonitor) -> str:
+    """What the slot is doing, from the agents' own states (the scheduler knows only "busy"):
+    the same words the agent rows use, so the bar never says more than they do."""
+    states = {view.state for view in monitor.agents.values()}
+    for state in (AgentState.GENERATING, AgentState.PREFILL):
+        if state in states:
+            return str(state)
+    # Running but no agent's call: the prewarm, the idle baseline, or the instant between the
+    # scheduler's dispatch and the call reaching the backend.
+    return "busy" if monitor.slot is not None and monitor.slot.running else "idle"
+
+
 def _slot_line(monitor: DemoMonitor) -> Text:
     """The slot's state and counters, and the rescues so far by dialect."""
     stats = monitor.slot
@@ -139,9 +151,10 @@ def _slot_line(monitor: DemoMonitor) -> Text:
         return Text("slot: not started yet", style="dim")
     rescues = monitor.rescues()
     by_dialect = ", ".join(f"{d} {n}" for d, n in rescues.most_common()) or "none yet"
+    phase = _slot_phase(monitor)
     return Text.assemble(
         ("slot ", "bold"),
-        ("generating" if stats.running else "idle", "green" if stats.running else "dim"),
+        (phase, "dim" if phase == "idle" else "green"),
         f" · queue {stats.queue_depth} · {stats.completed} inferences done · ",
         (f"preemptions {stats.preemptions}", "yellow" if stats.preemptions else ""),
         f" · busy {stats.busy_fraction:.0%}\n",

@@ -168,7 +168,13 @@ async def _serve(config: ProxyConfig, console: Console) -> None:
 @click.option(
     "--ctx-size", default=8192, show_default=True, help="Context of a managed/embedded backend."
 )
-@click.option("--parallel", default=1, show_default=True, help="Slots of a managed backend.")
+@click.option(
+    "--parallel",
+    default=1,
+    show_default=True,
+    help="Slots of a managed or embedded llama-server; above 1 the proxy uses them as KV cache "
+    "lines (one generation at a time; a preempted request resumes on its own warm cache).",
+)
 @click.option(
     "--api-key",
     "api_keys",

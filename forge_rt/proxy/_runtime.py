@@ -33,7 +33,7 @@ from forge_rt.runtime import (
     VLLMMetricsSource,
 )
 
-__all__ = ["Backend", "ProxyRuntime", "open_backend", "open_runtime"]
+__all__ = ["Backend", "ProxyRuntime", "cache_lines", "open_backend", "open_runtime"]
 
 log = structlog.get_logger(__name__)
 
@@ -167,6 +167,16 @@ async def open_backend(config: BackendConfig) -> AsyncIterator[Backend]:
         yield Backend(client=client, kind=kind, url=url, mode=config.mode)
 
 
+def cache_lines(backend: Backend, config: BackendConfig) -> int | None:
+    """The KV slots the proxy's one SlotWorker uses as cache lines: every slot of a llama-server
+    forge_rt started itself with ``--parallel`` above 1 (it generates one request at a time, so
+    the other slots keep a preempted request's prompt and other clients' histories warm). An
+    external server's slots are its operator's to assign: none."""
+    if backend.mode == "external" or backend.kind != "llamaserver" or config.n_parallel < 2:
+        return None
+    return config.n_parallel
+
+
 def _sources(backend: Backend) -> list[BudgetSource]:
     """The BudgetActor's sources, all reading through the backend's one client (closed with it)."""
     client = backend.client
@@ -213,6 +223,7 @@ async def open_runtime(
             policy=config.preempt,
             max_preemptions=config.max_preemptions,
             max_queue=config.max_queue,
+            cache_lines=cache_lines(backend, config.backend),
         )
         budget = await BudgetMonitor.start(
             system, sources, name="proxy-budget", interval=_BUDGET_INTERVAL_S

@@ -34,6 +34,7 @@ budgets given; a :class:`BackendFailureError` is the backend's doing, not the mo
     │   ├── BackendError               a transport or HTTP fault talking to a backend (FaultKind)
     │   │   └── ContextOverflowError   the prompt is longer than the backend's context
     │   ├── StreamError                a streamed reply could not be assembled
+    │   ├── InferenceStalledError      a call's first token or next chunk did not come in time
     │   └── BackendStartError          a managed backend process exited or never became ready
     │       └── BackendExecutableNotFoundError  its program (or xllamacpp) is not installed
     ├── ModelPackageError              a packaged model cannot be used as installed
@@ -70,6 +71,7 @@ __all__ = [
     "ForgeError",
     "GrammarError",
     "InferenceDeadlineError",
+    "InferenceStalledError",
     "MaxIterationsError",
     "ModelIntegrityError",
     "ModelPackageError",
@@ -320,6 +322,34 @@ class StreamError(BackendFailureError):
     def __init__(self, message: str, *, partial: str = "") -> None:
         super().__init__(message)
         self.partial = partial
+
+
+class InferenceStalledError(BackendFailureError):
+    """A running inference produced nothing for too long: a hung or trickling backend.
+
+    Raised by the SlotWorker, which cancels the call (closing its stream) and moves on to the
+    next one, so calls behind a stalled one wait at most the stall limit. ``phase`` is
+    ``"first_token"`` (nothing came after the request, prefill included) or ``"between_chunks"``
+    (the stream stopped, or slowed to a trickle, mid-reply); ``waited_s`` the limit that passed;
+    ``tokens`` what was streamed before; ``retry_safe`` is True when nothing was streamed, so
+    sending the request again cannot duplicate output the caller saw.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        slot: str,
+        phase: str,
+        waited_s: float,
+        tokens: int,
+    ) -> None:
+        super().__init__(message)
+        self.slot = slot
+        self.phase = phase
+        self.waited_s = waited_s
+        self.tokens = tokens
+        self.retry_safe = tokens == 0
 
 
 class SlotQueueFullError(ForgeError):

@@ -23,6 +23,7 @@ from forge_rt.runtime._slot import Recheck as Recheck
 from forge_rt.runtime._slot import SlotPool as SlotPool
 from forge_rt.runtime._slot import SlotStats as SlotStats
 from forge_rt.runtime._slot import SlotWorker as SlotWorker
+from forge_rt.runtime._slot import StallLimits as StallLimits
 from forge_rt.runtime._step import Accepted as Accepted
 from forge_rt.runtime._step import GuardedStep as GuardedStep
 from forge_rt.runtime._step import Rejected as Rejected
@@ -57,6 +58,7 @@ __all__ = [
     "SlotPool",
     "SlotStats",
     "SlotWorker",
+    "StallLimits",
     "TurnOptions",
     "Unavailable",
     "VLLMMetricsSource",

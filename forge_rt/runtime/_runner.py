@@ -28,7 +28,7 @@ from forge_rt.guardrails import (
 )
 from forge_rt.runtime._budget import BudgetMonitor, BudgetSource
 from forge_rt.runtime._scheduling import PreemptPolicy
-from forge_rt.runtime._slot import SlotWorker
+from forge_rt.runtime._slot import SlotWorker, StallLimits
 from forge_rt.runtime._step import RunStats
 from forge_rt.runtime._workflow_actor import (
     ChunkSink,
@@ -180,6 +180,7 @@ class Session:
         max_queue: int = 256,
         aging_s: float | None = 30.0,
         cache_lines: int | None = None,
+        stall: StallLimits | None = None,
         budget_sources: Sequence[BudgetSource] = (),
         budget_interval: float | None = 5.0,
         max_iterations: int = 15,
@@ -189,7 +190,9 @@ class Session:
         """Start the actors; on exit every workflow, the slot and the monitor are cancelled.
 
         ``cache_lines``: use that many of the backend's KV slots as cache lines (llama-server
-        started with ``--parallel`` at least that; see ``SlotWorker.start``).
+        started with ``--parallel`` at least that; see ``SlotWorker.start``). ``stall``: how
+        long a running call may produce nothing before it fails with ``InferenceStalledError``
+        and the slot moves on (``StallLimits``; on by default).
         """
         async with ActorSystem.open(shutdown="cancel") as system:
             slot = await SlotWorker.start(
@@ -200,6 +203,7 @@ class Session:
                 max_queue=max_queue,
                 aging_s=aging_s,
                 cache_lines=cache_lines,
+                stall=stall,
             )
             budget = (
                 await BudgetMonitor.start(system, budget_sources, interval=budget_interval)

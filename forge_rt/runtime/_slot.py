@@ -38,7 +38,12 @@ from forge_rt.core import (
     ToolCallDeltaChunk,
     Workflow,
 )
-from forge_rt.errors import InferenceDeadlineError, SlotQueueFullError, StreamError
+from forge_rt.errors import (
+    InferenceDeadlineError,
+    InferenceStalledError,
+    SlotQueueFullError,
+    StreamError,
+)
 from forge_rt.guardrails import continuation_constraint
 from forge_rt.runtime._cache_lines import CacheLine, pick_line
 from forge_rt.runtime._scheduling import (
@@ -52,12 +57,46 @@ from forge_rt.runtime._scheduling import (
 if TYPE_CHECKING:
     from forge_rt.runtime._workflow_actor import WorkflowResult
 
-__all__ = ["PriorityWaits", "SlotPool", "SlotStats", "SlotWorker", "SlotWorkerActor"]
+__all__ = [
+    "PriorityWaits",
+    "SlotPool",
+    "SlotStats",
+    "SlotWorker",
+    "SlotWorkerActor",
+    "StallLimits",
+]
 
 _log = structlog.get_logger(__name__)
 
 # One runs; the others let a preempting call start while a preempted attempt unwinds.
 _EXECUTORS = 3
+
+
+class StallLimits(msgspec.Struct, frozen=True, kw_only=True):
+    """How long a running call may produce nothing before the slot gives up on it.
+
+    The first token may take ``first_token_s`` plus one second per ``prefill_floor_tps`` prompt
+    tokens (estimated at four characters each, tool schemas included): prefill grows with the prompt, so a fixed limit would
+    either cut long prompts or wait too long on short ones. After that, each next chunk must come
+    within ``between_chunks_s``. ``None`` turns a limit off. The defaults leave a wide margin over
+    the embedded Qwen2.5-Coder on the 2-core development CPU (about 160 prompt tokens/s and
+    20 generated tokens/s for the 0.5B, a third of that for the 1.5B, idle): a prefill floor eight
+    times slower than the 0.5B's and a gap between tokens 500 times longer than its usual one.
+    A call fetched whole (``whole=True``) streams nothing to watch and is not limited here.
+    """
+
+    first_token_s: float | None = 30.0
+    prefill_floor_tps: float = 20.0
+    between_chunks_s: float | None = 30.0
+
+    def first_token_limit(self, request: InferenceRequest) -> float:
+        if self.first_token_s is None:
+            return math.inf
+        size = sum(len(m.content) for m in request.messages) + sum(
+            len(spec.description) + len(str(spec.json_schema())) for spec in request.tools
+        )
+        return self.first_token_s + size / 4 / self.prefill_floor_tps
+
 
 ChunkSink = Callable[[StreamChunk], Awaitable[None]]
 
@@ -168,15 +207,36 @@ class Recheck(msgspec.Struct):
 class _SlotExecutor(Actor):
     """Runs one attempt at a time on the backend and reports how it ended."""
 
-    def __init__(self, client: LLMClient, scheduler: ActorRef[Any], slot_id: int | None) -> None:
+    def __init__(
+        self,
+        client: LLMClient,
+        scheduler: ActorRef[Any],
+        slot_id: int | None,
+        *,
+        name: str,
+        limits: StallLimits,
+    ) -> None:
         self._client = client
         self._scheduler = scheduler
         self._slot_id = slot_id
+        self._name = name
+        self._limits = limits
 
     @handles(_RunJob)
     async def on_run(self, msg: _RunJob) -> None:
         outcome = await self._attempt(msg.job)
         await self._scheduler.send(_AttemptDone(msg.job, outcome, self.context.self_ref))
+
+    def _stalled(self, received: int, waited: float, tokens: int) -> InferenceStalledError:
+        phase = "first_token" if received == 0 else "between_chunks"
+        _log.warning("slot.stalled", slot=self._name, phase=phase, waited_s=waited, tokens=tokens)
+        return InferenceStalledError(
+            _stalled_message(self._name, phase, waited, tokens),
+            slot=self._name,
+            phase=phase,
+            waited_s=waited,
+            tokens=tokens,
+        )
 
     async def _attempt(self, job: InferenceJob) -> _Outcome:
         request = job.request
@@ -196,26 +256,46 @@ class _SlotExecutor(Actor):
                 if job.whole:
                     final = await self._client.send(request)
                     return _Completed(final)
-                async with self._client.stream(request) as chunks:
-                    async for chunk in chunks:
-                        if isinstance(chunk, FinalChunk):
-                            final = chunk.response
-                            break
-                        if isinstance(chunk, TextDeltaChunk):
-                            partial.append(chunk.text)
-                        elif isinstance(chunk, ToolCallDeltaChunk):
-                            tool_delta = True
-                        elif isinstance(chunk, ResetChunk):
-                            partial.clear()
-                            tokens = 0
-                            tool_delta = False
-                        if isinstance(
-                            chunk, TextDeltaChunk | ReasoningDeltaChunk | ToolCallDeltaChunk
-                        ):
-                            tokens += 1
-                            if job.first_token_at is None:
-                                job.first_token_at = trio.current_time()
-                        job.send.send_nowait(chunk)
+                # One watch over opening the stream and every chunk: its deadline starts at the
+                # first-token limit (the response headers wait on prefill too) and moves with
+                # each chunk that arrives.
+                received = 0
+                watch = trio.CancelScope(
+                    deadline=trio.current_time() + self._limits.first_token_limit(request)
+                )
+                between = self._limits.between_chunks_s
+                with watch:
+                    async with self._client.stream(request) as chunks:
+                        async for chunk in chunks:
+                            received += 1
+                            watch.deadline = (
+                                math.inf if between is None else trio.current_time() + between
+                            )
+                            if isinstance(chunk, FinalChunk):
+                                final = chunk.response
+                                break
+                            if isinstance(chunk, TextDeltaChunk):
+                                partial.append(chunk.text)
+                            elif isinstance(chunk, ToolCallDeltaChunk):
+                                tool_delta = True
+                            elif isinstance(chunk, ResetChunk):
+                                partial.clear()
+                                tokens = 0
+                                tool_delta = False
+                            if isinstance(
+                                chunk, TextDeltaChunk | ReasoningDeltaChunk | ToolCallDeltaChunk
+                            ):
+                                tokens += 1
+                                if job.first_token_at is None:
+                                    job.first_token_at = trio.current_time()
+                            job.send.send_nowait(chunk)
+                if watch.cancelled_caught:
+                    waited = (
+                        self._limits.first_token_limit(request)
+                        if received == 0
+                        else between or math.inf
+                    )
+                    return _Failed(self._stalled(received, waited, job.decoded + tokens))
         except trio.BrokenResourceError:
             job.abandoned = True  # the caller closed its end: nobody wants the rest
             return _Abandoned()
@@ -228,6 +308,15 @@ class _SlotExecutor(Actor):
         if job.preempt_requested:
             return _Preempted("".join(partial), continuable=not tool_delta, tokens=tokens)
         return _Failed(StreamError("the backend stream ended without a final response"))
+
+
+def _stalled_message(slot: str, phase: str, waited: float, tokens: int) -> str:
+    what = "no first token" if phase == "first_token" else "no next chunk"
+    return (
+        f"slot {slot!r}: {what} within {waited:.1f} s after {tokens} streamed tokens; the call "
+        "was cancelled and the slot moved on -- the backend is hung or overloaded (its log says "
+        "which), or raise the SlotWorker's stall limits for a slower one"
+    )
 
 
 def _continued(request: InferenceRequest, job: InferenceJob) -> InferenceRequest:
@@ -278,9 +367,11 @@ class SlotWorkerActor(Actor):
         slot_id: int | None = None,
         urgent_priority: int = 0,
         cache_lines: int | None = None,
+        stall: StallLimits | None = None,
     ) -> None:
         self._client = client
         self._urgent = urgent_priority
+        self._stall = stall or StallLimits()
         self._lines = [CacheLine(i) for i in range(cache_lines or 0)]
         self._slot_id = slot_id
         self._name = name
@@ -319,12 +410,13 @@ class SlotWorkerActor(Actor):
     async def on_start(self) -> None:
         self._started = trio.current_time()
         client, me, slot_id = self._client, self.context.self_ref, self._slot_id
+        name, limits = self._name, self._stall
         # Spare executors let a preempting call start at once, while the preempted attempt is
         # still closing its stream; the backend queues it for the instant that takes.
         for index in range(_EXECUTORS):
             self._idle.append(
                 await self.context.spawn(
-                    lambda: _SlotExecutor(client, me, slot_id),
+                    lambda: _SlotExecutor(client, me, slot_id, name=name, limits=limits),
                     name=f"{self._name}.executor{index}",
                 )
             )
@@ -564,6 +656,7 @@ class SlotWorker:
         slot_id: int | None = None,
         urgent_priority: int = 0,
         cache_lines: int | None = None,
+        stall: StallLimits | None = None,
     ) -> SlotWorker:
         """Spawn the slot's actors in ``system``.
 
@@ -576,7 +669,11 @@ class SlotWorker:
         ``cache_lines``: use the backend's first N KV slots (llama-server ``--parallel N``) as
         cache lines (see ``runtime/_cache_lines.py``): still one generation at a time, but a
         preempted call returns to the line holding its prompt and partial reply, and urgent
-        workflows keep their own. Exclusive with ``slot_id``. ``admit``: an optional admission test (the BudgetActor's), a call
+        workflows keep their own. Exclusive with ``slot_id``.
+
+        ``stall``: how long a running call may produce nothing (:class:`StallLimits`; defaults
+        on). A stalled call is cancelled and fails with ``InferenceStalledError``, and the slot
+        moves on to the next call. ``admit``: an optional admission test (the BudgetActor's), a call
         it refuses stays queued until a ``Recheck``. ``slot_id`` pins every call to that backend
         slot (llama-server ``id_slot``).
         """
@@ -601,6 +698,7 @@ class SlotWorker:
                 slot_id=slot_id,
                 urgent_priority=urgent_priority,
                 cache_lines=cache_lines,
+                stall=stall,
             ),
             name=name,
         )

@@ -1,0 +1,103 @@
+"""A hung or trickling backend: the SlotWorker gives up on the call in time and moves on.
+
+On the sim over HTTP in virtual time (its faults wait on trio's clock): ``HANG`` answers
+nothing, ``SLOW_DRIP`` writes the reply one byte at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import trio
+import trio.testing
+
+from actors import ActorSystem
+from forge_rt.backends.sim import Fault, SimBackend, SimConfig
+from forge_rt.clients import LlamaServerClient
+from forge_rt.core import InferenceRequest, Message, TextResponse
+from forge_rt.errors import BackendFailureError, InferenceDeadlineError, InferenceStalledError
+from forge_rt.runtime import SlotWorker, StallLimits
+
+LIMITS = StallLimits(first_token_s=5.0, prefill_floor_tps=1e9, between_chunks_s=5.0)
+
+
+def _request(text: str) -> InferenceRequest:
+    return InferenceRequest(messages=(Message.user(text),))
+
+
+@pytest.fixture
+async def system() -> AsyncIterator[ActorSystem]:
+    async with ActorSystem.open() as system:
+        yield system
+
+
+async def test_a_hung_call_fails_typed_and_the_call_behind_it_runs(
+    system: ActorSystem, autojump_clock: trio.testing.MockClock
+) -> None:
+    config = SimConfig(script={"*": ["the answer"]})  # a hung request consumes no reply
+    async with SimBackend.serve(config) as sim, LlamaServerClient(sim.url) as client:
+        sim.inject(Fault.HANG)
+        slot = await SlotWorker.start(system, client, stall=LIMITS)
+        outcome: dict[str, object] = {}
+
+        async def hung() -> None:
+            with pytest.raises(InferenceStalledError) as info:
+                await slot.infer(_request("first"))
+            outcome["error"] = info.value
+            outcome["failed_at"] = trio.current_time()
+
+        async def behind() -> None:
+            await trio.sleep(0.1)
+            response = await slot.infer(_request("second"))
+            assert isinstance(response.result, TextResponse)
+            outcome["answer"] = response.result.content
+            outcome["answered_at"] = trio.current_time()
+
+        start = trio.current_time()
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(hung)
+                nursery.start_soon(behind)
+    error = outcome["error"]
+    assert isinstance(error, InferenceStalledError)
+    assert isinstance(error, BackendFailureError)
+    assert (error.phase, error.tokens, error.retry_safe) == ("first_token", 0, True)
+    assert outcome["answer"] == "the answer"
+    # The call behind the hung one waited the stall limit, not the client's read timeout.
+    assert float(outcome["answered_at"]) - start < LIMITS.first_token_s + 2.0  # type: ignore[arg-type]
+
+
+async def test_a_trickling_reply_is_a_stall_between_chunks(
+    system: ActorSystem, autojump_clock: trio.testing.MockClock
+) -> None:
+    """One byte a second keeps the connection alive but brings no chunk in five seconds."""
+    words = " ".join(f"w{i}" for i in range(40))
+    config = SimConfig(script={"*": [words]}, slow_drip_interval_s=1.0)
+    limits = StallLimits(first_token_s=None, between_chunks_s=5.0)
+    async with SimBackend.serve(config) as sim, LlamaServerClient(sim.url) as client:
+        sim.inject(Fault.SLOW_DRIP)
+        slot = await SlotWorker.start(system, client, stall=limits)
+        with trio.fail_after(600), pytest.raises(InferenceStalledError) as info:
+            await slot.infer(_request("first"))
+    assert info.value.phase == "between_chunks"
+
+
+async def test_the_first_token_limit_grows_with_the_prompt() -> None:
+    limits = StallLimits(first_token_s=10.0, prefill_floor_tps=100.0)
+    short = limits.first_token_limit(_request("hi"))
+    long = limits.first_token_limit(_request("x" * 40_000))
+    assert short < 11.0
+    assert long > 10.0 + 40_000 / 4 / 100.0 - 1
+
+
+async def test_limits_off_leave_the_call_to_its_deadline(
+    system: ActorSystem, autojump_clock: trio.testing.MockClock
+) -> None:
+    config = SimConfig(script={"*": ["never sent"]})
+    off = StallLimits(first_token_s=None, between_chunks_s=None)
+    async with SimBackend.serve(config) as sim, LlamaServerClient(sim.url) as client:
+        sim.inject(Fault.HANG)
+        slot = await SlotWorker.start(system, client, stall=off)
+        with trio.fail_after(600), pytest.raises(InferenceDeadlineError):
+            await slot.infer(_request("first"), deadline=100.0)

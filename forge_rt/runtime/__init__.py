@@ -18,6 +18,7 @@ from forge_rt.runtime._runner import WorkflowHandle as WorkflowHandle
 from forge_rt.runtime._runner import WorkflowRunner as WorkflowRunner
 from forge_rt.runtime._scheduling import InferenceJob as InferenceJob
 from forge_rt.runtime._scheduling import PreemptPolicy as PreemptPolicy
+from forge_rt.runtime._slot import BackendRetry as BackendRetry
 from forge_rt.runtime._slot import PriorityWaits as PriorityWaits
 from forge_rt.runtime._slot import Recheck as Recheck
 from forge_rt.runtime._slot import SlotPool as SlotPool
@@ -36,6 +37,7 @@ from forge_rt.runtime._workflow_actor import WorkflowResult as WorkflowResult
 __all__ = [
     "Accepted",
     "Available",
+    "BackendRetry",
     "BudgetActor",
     "BudgetBoard",
     "BudgetMonitor",

@@ -28,7 +28,7 @@ from forge_rt.guardrails import (
 )
 from forge_rt.runtime._budget import BudgetMonitor, BudgetSource
 from forge_rt.runtime._scheduling import PreemptPolicy
-from forge_rt.runtime._slot import SlotWorker, StallLimits
+from forge_rt.runtime._slot import DEFAULT_RETRY, BackendRetry, SlotWorker, StallLimits
 from forge_rt.runtime._step import RunStats
 from forge_rt.runtime._workflow_actor import (
     ChunkSink,
@@ -181,6 +181,7 @@ class Session:
         aging_s: float | None = 30.0,
         cache_lines: int | None = None,
         stall: StallLimits | None = None,
+        retry: BackendRetry | None = DEFAULT_RETRY,
         budget_sources: Sequence[BudgetSource] = (),
         budget_interval: float | None = 5.0,
         max_iterations: int = 15,
@@ -192,7 +193,9 @@ class Session:
         ``cache_lines``: use that many of the backend's KV slots as cache lines (llama-server
         started with ``--parallel`` at least that; see ``SlotWorker.start``). ``stall``: how
         long a running call may produce nothing before it fails with ``InferenceStalledError``
-        and the slot moves on (``StallLimits``; on by default).
+        and the slot moves on (``StallLimits``; on by default). ``retry``: how long a backend
+        that is briefly away (refused or reset before the reply, a 503) is ridden out before a
+        queued call fails (``BackendRetry``; 30 s by default, ``None`` to fail at once).
         """
         async with ActorSystem.open(shutdown="cancel") as system:
             slot = await SlotWorker.start(
@@ -204,6 +207,7 @@ class Session:
                 aging_s=aging_s,
                 cache_lines=cache_lines,
                 stall=stall,
+                retry=retry,
             )
             budget = (
                 await BudgetMonitor.start(system, budget_sources, interval=budget_interval)

@@ -17,6 +17,7 @@ workflow's call uses the slot.
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,8 @@ from forge_rt.core import (
     Workflow,
 )
 from forge_rt.errors import (
+    BackendError,
+    FaultKind,
     InferenceDeadlineError,
     InferenceStalledError,
     SlotQueueFullError,
@@ -58,6 +61,7 @@ if TYPE_CHECKING:
     from forge_rt.runtime._workflow_actor import WorkflowResult
 
 __all__ = [
+    "BackendRetry",
     "PriorityWaits",
     "SlotPool",
     "SlotStats",
@@ -70,6 +74,50 @@ _log = structlog.get_logger(__name__)
 
 # One runs; the others let a preempting call start while a preempted attempt unwinds.
 _EXECUTORS = 3
+
+
+_RETRIED_KINDS = frozenset(
+    {FaultKind.CONNECT_REFUSED, FaultKind.CONNECT_TIMEOUT, FaultKind.RESET_BEFORE_FIRST_BYTE}
+)
+
+
+class BackendRetry(msgspec.Struct, frozen=True, kw_only=True):
+    """Riding out a backend that is briefly away (a restart, a reload), for ``window_s`` seconds.
+
+    A call that failed before anything was generated -- the connection refused or reset before
+    the response began, or a 503 -- is tried again after a backoff that starts at
+    ``first_backoff_s``, doubles up to ``max_backoff_s`` and is jittered (half to all of it), until
+    the window is spent; then the last error goes to the caller. The embedded model restarts in
+    about 3 s on the development machine; the 30 s default covers that ten times over. Faults
+    that would only repeat (a 4xx, a 500, a stall) are never retried here, and neither is a
+    backend the slot has never reached: a wrong URL fails at once instead of after the window.
+    """
+
+    window_s: float = 30.0
+    first_backoff_s: float = 0.1
+    max_backoff_s: float = 2.0
+
+    def covers(self, outcome: object, elapsed_s: float) -> bool:
+        """Whether ``outcome`` is worth another try, ``elapsed_s`` into the window."""
+        if not isinstance(outcome, _Failed) or elapsed_s > self.window_s:
+            return False
+        error = outcome.error
+        if not isinstance(error, BackendError) or not error.retry_safe:
+            return False
+        return error.kind in _RETRIED_KINDS or error.status == 503
+
+
+class _Reached:
+    """Whether the slot's backend has ever answered (shared by its executors)."""
+
+    __slots__ = ("seen",)
+
+    def __init__(self) -> None:
+        self.seen = False
+
+
+DEFAULT_RETRY = BackendRetry()
+"""What a SlotWorker rides out unless told otherwise: 30 s of a backend being away."""
 
 
 class StallLimits(msgspec.Struct, frozen=True, kw_only=True):
@@ -215,12 +263,17 @@ class _SlotExecutor(Actor):
         *,
         name: str,
         limits: StallLimits,
+        retry: BackendRetry | None,
+        reached: _Reached,
     ) -> None:
         self._client = client
         self._scheduler = scheduler
         self._slot_id = slot_id
         self._name = name
         self._limits = limits
+        self._retry = retry
+        self._reached = reached
+        self._jitter = random.Random()
 
     @handles(_RunJob)
     async def on_run(self, msg: _RunJob) -> None:
@@ -239,6 +292,40 @@ class _SlotExecutor(Actor):
         )
 
     async def _attempt(self, job: InferenceJob) -> _Outcome:
+        """One dispatch of ``job``: tried again while the backend is briefly away (see
+        :class:`BackendRetry`), each try under a fresh attempt scope the scheduler can cancel."""
+        retry, started = self._retry, trio.current_time()
+        reached = self._reached
+        backoff = retry.first_backoff_s if retry is not None else 0.0
+        tries = 1
+        while True:
+            outcome = await self._try_once(job)
+            failed = outcome.error if isinstance(outcome, _Failed) else None
+            if failed is None or (isinstance(failed, BackendError) and failed.status is not None):
+                reached.seen = True  # the backend answered, if only with an error status
+            elapsed = trio.current_time() - started + backoff
+            if retry is None or not reached.seen or not retry.covers(outcome, elapsed):
+                return outcome
+            assert isinstance(outcome, _Failed)
+            _log.info(
+                "slot.backend_retry",
+                slot=self._name,
+                job=job.id,
+                tries=tries,
+                backoff_s=round(backoff, 3),
+                error=str(outcome.error),
+            )
+            scope = job.attempt_scope = trio.CancelScope()
+            with scope:
+                await trio.sleep(backoff * (0.5 + self._jitter.random() / 2))
+            if scope.cancelled_caught or job.abandoned or job.preempt_requested:
+                # Nothing was streamed: a preempted job is simply run again later.
+                return _Abandoned() if job.abandoned else _Preempted("", True, 0)
+            job.attempt_scope = trio.CancelScope()
+            backoff = min(backoff * 2, retry.max_backoff_s)
+            tries += 1
+
+    async def _try_once(self, job: InferenceJob) -> _Outcome:
         request = job.request
         slot_id = job.line if job.line is not None else self._slot_id
         if slot_id is not None and request.slot_id != slot_id:
@@ -368,10 +455,12 @@ class SlotWorkerActor(Actor):
         urgent_priority: int = 0,
         cache_lines: int | None = None,
         stall: StallLimits | None = None,
+        retry: BackendRetry | None = None,
     ) -> None:
         self._client = client
         self._urgent = urgent_priority
         self._stall = stall or StallLimits()
+        self._retry = retry
         self._lines = [CacheLine(i) for i in range(cache_lines or 0)]
         self._slot_id = slot_id
         self._name = name
@@ -410,13 +499,15 @@ class SlotWorkerActor(Actor):
     async def on_start(self) -> None:
         self._started = trio.current_time()
         client, me, slot_id = self._client, self.context.self_ref, self._slot_id
-        name, limits = self._name, self._stall
+        name, limits, retry, reached = self._name, self._stall, self._retry, _Reached()
         # Spare executors let a preempting call start at once, while the preempted attempt is
         # still closing its stream; the backend queues it for the instant that takes.
         for index in range(_EXECUTORS):
             self._idle.append(
                 await self.context.spawn(
-                    lambda: _SlotExecutor(client, me, slot_id, name=name, limits=limits),
+                    lambda: _SlotExecutor(
+                        client, me, slot_id, name=name, limits=limits, retry=retry, reached=reached
+                    ),
                     name=f"{self._name}.executor{index}",
                 )
             )
@@ -657,6 +748,7 @@ class SlotWorker:
         urgent_priority: int = 0,
         cache_lines: int | None = None,
         stall: StallLimits | None = None,
+        retry: BackendRetry | None = DEFAULT_RETRY,
     ) -> SlotWorker:
         """Spawn the slot's actors in ``system``.
 
@@ -673,7 +765,8 @@ class SlotWorker:
 
         ``stall``: how long a running call may produce nothing (:class:`StallLimits`; defaults
         on). A stalled call is cancelled and fails with ``InferenceStalledError``, and the slot
-        moves on to the next call. ``admit``: an optional admission test (the BudgetActor's), a call
+        moves on to the next call. ``retry``: how long a backend that is briefly away is
+        ridden out (:class:`BackendRetry`; ``None`` hands every failure to the caller at once). ``admit``: an optional admission test (the BudgetActor's), a call
         it refuses stays queued until a ``Recheck``. ``slot_id`` pins every call to that backend
         slot (llama-server ``id_slot``).
         """
@@ -699,6 +792,7 @@ class SlotWorker:
                 urgent_priority=urgent_priority,
                 cache_lines=cache_lines,
                 stall=stall,
+                retry=retry,
             ),
             name=name,
         )

@@ -101,3 +101,78 @@ async def test_limits_off_leave_the_call_to_its_deadline(
         slot = await SlotWorker.start(system, client, stall=off)
         with trio.fail_after(600), pytest.raises(InferenceDeadlineError):
             await slot.infer(_request("first"), deadline=100.0)
+
+
+async def test_a_backend_restart_is_ridden_out_and_the_queued_calls_complete(
+    system: ActorSystem, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Three calls queued while the backend is down for 2 s: all answered once it is back."""
+    config = SimConfig(script={"*": ["zero", "one", "two", "three"]})
+    async with SimBackend.serve(config) as sim, LlamaServerClient(sim.url) as client:
+        slot = await SlotWorker.start(system, client)
+        await slot.infer(
+            _request("before")
+        )  # the backend has been reached: it is worth waiting for
+        back = trio.Event()
+        answers: list[str] = []
+
+        async def call(text: str) -> None:
+            response = await slot.infer(_request(text))
+            assert isinstance(response.result, TextResponse)
+            answers.append(response.result.content)
+
+        async def outage() -> None:
+            await sim.restart(downtime=2.0)
+            back.set()
+
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(outage)
+                await trio.testing.wait_all_tasks_blocked()
+                for text in ("a", "b", "c"):
+                    nursery.start_soon(call, text)
+    assert back.is_set()
+    assert sim.stats.restarts == 1
+    assert sorted(answers) == ["one", "three", "two"]
+
+
+@pytest.mark.parametrize("retry", ["off", "never reached"])
+async def test_a_refused_connection_is_the_callers_at_once_without_retry_or_before_any_answer(
+    system: ActorSystem, autojump_clock: trio.testing.MockClock, retry: str
+) -> None:
+    """retry=None fails at once; so does a backend never reached (a wrong URL is no restart)."""
+    from forge_rt.errors import BackendError, FaultKind
+
+    config = SimConfig(script={"*": ["one", "two"]})
+    async with SimBackend.serve(config) as sim, LlamaServerClient(sim.url) as client:
+        slot = await SlotWorker.start(system, client, **({"retry": None} if retry == "off" else {}))
+        if retry == "off":
+            await slot.infer(_request("before"))
+        down = trio.Event()
+
+        async def outage() -> None:
+            await sim.restart(downtime=5.0, until=down)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(outage)
+            await trio.testing.wait_all_tasks_blocked()
+            started = trio.current_time()
+            with pytest.raises(BackendError) as info:
+                await slot.infer(_request("a"))
+            assert trio.current_time() - started < 1.0
+            down.set()
+    assert info.value.kind is FaultKind.CONNECT_REFUSED
+
+
+async def test_a_500_is_not_retried(
+    system: ActorSystem, autojump_clock: trio.testing.MockClock
+) -> None:
+    from forge_rt.errors import BackendError
+
+    config = SimConfig(script={"*": ["one"]})
+    async with SimBackend.serve(config) as sim, LlamaServerClient(sim.url) as client:
+        sim.inject(Fault.HTTP_500)
+        slot = await SlotWorker.start(system, client)
+        with pytest.raises(BackendError) as info:
+            await slot.infer(_request("a"))
+    assert info.value.status == 500

@@ -238,6 +238,13 @@ class _Grammar:
         self.rules[candidate] = ""  # reserved until defined
         return candidate
 
+    def text(self, root: str) -> str:
+        """The whole grammar: ``root`` as its start rule, the rules built so far, the base rules."""
+        lines = [f"root ::= {root}"]
+        lines += [f"{name} ::= {body}" for name, body in self.rules.items()]
+        lines += [f"{name} ::= {body}" for name, body in _BASE_RULES.items()]
+        return "\n".join(lines) + "\n"
+
     def define(self, hint: str, body: str) -> str:
         name = self.name(hint)
         self.rules[name] = body
@@ -390,10 +397,7 @@ def tool_call_grammar(tools: Sequence[ToolSpec], *, parallel: bool = True) -> st
         root = f'{call} | "[" ws {call} ( ws "," ws {call} ){more} ws "]"'
     else:
         root = " | ".join(alternatives)
-    lines = [f"root ::= {root}"]
-    lines += [f"{name} ::= {body}" for name, body in grammar.rules.items()]
-    lines += [f"{name} ::= {body}" for name, body in _BASE_RULES.items()]
-    return "\n".join(lines) + "\n"
+    return grammar.text(root)
 
 
 def schema_grammar(schema: Mapping[str, Any]) -> str:
@@ -403,11 +407,7 @@ def schema_grammar(schema: Mapping[str, Any]) -> str:
     call the backend ran under a JSON schema is continued under the rest of this grammar.
     """
     grammar = _Grammar()
-    root = grammar.expr(schema, "reply")
-    lines = [f"root ::= {root}"]
-    lines += [f"{name} ::= {body}" for name, body in grammar.rules.items()]
-    lines += [f"{name} ::= {body}" for name, body in _BASE_RULES.items()]
-    return "\n".join(lines) + "\n"
+    return grammar.text(grammar.expr(schema, "reply"))
 
 
 # --- choosing --------------------------------------------------------------------------------

@@ -52,13 +52,14 @@ class DemoReport(msgspec.Struct, frozen=True, kw_only=True):
 
     ``contended`` says whether background agents were still running when the voice request
     arrived (otherwise there was nothing to preempt). ``slot_calls`` are the SlotWorker's
-    completed inferences and ``slot_busy_s`` its busy time while the agents ran; ``wall_s`` runs from the start of the
-    background agents to the end of the last agent, which began ``started_at_s`` into the run on
-    the clock the events are stamped with (backend start-up and the prewarm come first). Of the ``preemptions``, ``continued`` ones
-    resumed from their partial reply and ``restarted`` ones began again, throwing away
-    ``tokens_redecoded``; resuming prefilled ``prompt_tokens_reprocessed`` of
-    ``prompt_tokens_resumed``. ``voice_idle_ttft_s`` is the voice agent's second question,
-    asked once every agent has ended, timed the same way: the run's own idle-slot baseline.
+    completed inferences and ``slot_busy_s`` its busy time while the agents ran; ``wall_s`` runs
+    from the start of the background agents to the end of the last agent, which began
+    ``started_at_s`` into the run on the clock the events are stamped with (backend start-up and
+    the prewarm come first). Of the ``preemptions``, ``continued`` ones resumed from their
+    partial reply and ``restarted`` ones began again, throwing away ``tokens_redecoded``;
+    resuming prefilled ``prompt_tokens_reprocessed`` of ``prompt_tokens_resumed``.
+    ``voice_idle_ttft_s`` is the voice agent's second question, asked once every agent has
+    ended, timed the same way: the run's own idle-slot baseline.
     ``prewarm_tokens``: the voice prefix processed before the run began. ``baseline_calls``:
     the inferences of the prewarm and the idle-slot baseline, counted in ``slot_calls``.
     """

@@ -124,9 +124,10 @@ class StallLimits(msgspec.Struct, frozen=True, kw_only=True):
     """How long a running call may produce nothing before the slot gives up on it.
 
     The first token may take ``first_token_s`` plus one second per ``prefill_floor_tps`` prompt
-    tokens (estimated at four characters each, tool schemas included): prefill grows with the prompt, so a fixed limit would
-    either cut long prompts or wait too long on short ones. After that, each next chunk must come
-    within ``between_chunks_s``. ``None`` turns a limit off. The defaults leave a wide margin over
+    tokens (estimated at four characters each, tool schemas included): prefill grows with the
+    prompt, so a fixed limit would either cut long prompts or wait too long on short ones. After
+    that, each next chunk must come within ``between_chunks_s``. ``None`` turns a limit off. The
+    defaults leave a wide margin over
     the embedded Qwen2.5-Coder on the 2-core development CPU (about 160 prompt tokens/s and
     20 generated tokens/s for the 0.5B, a third of that for the 1.5B, idle): a prefill floor eight
     times slower than the 0.5B's and a gap between tokens 500 times longer than its usual one.
@@ -347,17 +348,15 @@ class _SlotExecutor(Actor):
                 # first-token limit (the response headers wait on prefill too) and moves with
                 # each chunk that arrives.
                 received = 0
-                watch = trio.CancelScope(
-                    deadline=trio.current_time() + self._limits.first_token_limit(request)
-                )
+                limit = self._limits.first_token_limit(request)  # the wait being watched now
                 between = self._limits.between_chunks_s
+                watch = trio.CancelScope(deadline=trio.current_time() + limit)
                 with watch:
                     async with self._client.stream(request) as chunks:
                         async for chunk in chunks:
                             received += 1
-                            watch.deadline = (
-                                math.inf if between is None else trio.current_time() + between
-                            )
+                            limit = math.inf if between is None else between
+                            watch.deadline = trio.current_time() + limit
                             if isinstance(chunk, FinalChunk):
                                 final = chunk.response
                                 break
@@ -377,12 +376,7 @@ class _SlotExecutor(Actor):
                                     job.first_token_at = trio.current_time()
                             job.send.send_nowait(chunk)
                 if watch.cancelled_caught:
-                    waited = (
-                        self._limits.first_token_limit(request)
-                        if received == 0
-                        else between or math.inf
-                    )
-                    return _Failed(self._stalled(received, waited, job.decoded + tokens))
+                    return _Failed(self._stalled(received, limit, job.decoded + tokens))
         except trio.BrokenResourceError:
             job.abandoned = True  # the caller closed its end: nobody wants the rest
             return _Abandoned()
@@ -766,9 +760,11 @@ class SlotWorker:
         ``stall``: how long a running call may produce nothing (:class:`StallLimits`; defaults
         on). A stalled call is cancelled and fails with ``InferenceStalledError``, and the slot
         moves on to the next call. ``retry``: how long a backend that is briefly away is
-        ridden out (:class:`BackendRetry`; ``None`` hands every failure to the caller at once). ``admit``: an optional admission test (the BudgetActor's), a call
-        it refuses stays queued until a ``Recheck``. ``slot_id`` pins every call to that backend
-        slot (llama-server ``id_slot``).
+        ridden out (:class:`BackendRetry`; ``None`` hands every failure to the caller at once).
+
+        ``admit``: an optional admission test (the BudgetActor's), a call it refuses stays
+        queued until a ``Recheck``. ``slot_id`` pins every call to that backend slot
+        (llama-server ``id_slot``).
         """
         policy = PreemptPolicy(policy)
         if max_queue < 1:

@@ -43,6 +43,7 @@ budgets given; a :class:`BackendFailureError` is the backend's doing, not the mo
     ├── SlotQueueFullError             an inference slot's queue is at its limit; try later
     ├── InferenceDeadlineError         an inference call missed its deadline (queued or running)
     ├── ToolResolutionError            raised BY a tool: "you called me wrong"; fed back
+    ├── ToolInterruptedError           a non-idempotent call was cut off by a cancellation; fed back
     └── WorkflowCancelledError         the caller or a deadline cancelled the workflow (resumable)
 """
 
@@ -83,6 +84,7 @@ __all__ = [
     "StreamError",
     "ToolCallError",
     "ToolExecutionError",
+    "ToolInterruptedError",
     "ToolLoopError",
     "ToolResolutionError",
     "ToolSchemaError",
@@ -94,7 +96,19 @@ __all__ = [
 
 
 class ForgeError(Exception):
-    """Root of every error forge_rt raises on purpose."""
+    """Root of every error forge_rt raises on purpose.
+
+    Every one pickles with its context (a worker pool or a process queue can carry it): the
+    default way, ``cls(*args)``, cannot pass the keyword-only context most subclasses take.
+    """
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild, (type(self), self.args), self.__dict__)
+
+
+def _rebuild(cls: type[ForgeError], args: tuple[object, ...]) -> ForgeError:
+    """An error of ``cls`` with ``args``, its ``__init__`` skipped; pickle restores the rest."""
+    return cls.__new__(cls, *args)
 
 
 class ConfigurationError(ForgeError):
@@ -184,6 +198,20 @@ class ToolExecutionError(BudgetExhaustedError):
         self.tool = tool
         self.attempts = attempts
         self.last_error = last_error
+
+
+class ToolInterruptedError(ForgeError):
+    """A call of a tool marked ``idempotent=False`` was running when its turn was cancelled.
+
+    On ``resume()`` such a call is not run again (it may already have taken effect: an email
+    sent, a row written); this error is fed back as its result instead, so the model can check
+    and decide. Like a ToolResolutionError it does not count against the tool-error budget.
+    """
+
+    def __init__(self, message: str, *, tool: str, call_id: str) -> None:
+        super().__init__(message)
+        self.tool = tool
+        self.call_id = call_id
 
 
 class ToolResolutionError(ForgeError):

@@ -155,3 +155,20 @@ def test_client_option_error_names_the_option_and_the_kind() -> None:
     """ClientOptionError carries the client kind and the option at fault."""
     error = ClientOptionError("bad", kind="ollama", option="api_key")
     assert (error.kind, error.option, str(error)) == ("ollama", "api_key", "bad")
+
+
+@pytest.mark.parametrize("cls", ERROR_CLASSES, ids=lambda c: c.__name__)
+def test_every_error_pickles_with_its_context(cls: type[BaseException]) -> None:
+    """An error crossing a process boundary keeps its message and its context: the default
+    pickling calls ``cls(*args)``, which the keyword-only context of most of them refuses."""
+    import pickle
+
+    if not issubclass(cls, errors.ForgeError):
+        pytest.skip("an enum, not an error")
+    error = cls.__new__(cls, "what happened")
+    error.attempts = 3  # context as the constructors set it: plain attributes
+    error.messages = ("a", "b")
+    restored = pickle.loads(pickle.dumps(error))
+    assert type(restored) is cls
+    assert restored.args == ("what happened",)
+    assert vars(restored) == {"attempts": 3, "messages": ("a", "b")}

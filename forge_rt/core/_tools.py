@@ -192,6 +192,10 @@ class ToolDef(BaseModel):
     """A tool the runtime can execute: its spec, a sync or async callable, its prerequisites.
 
     ``timeout`` (seconds) bounds one execution; ``None`` means the caller's deadlines apply.
+    ``idempotent`` says whether running a call twice does no more than running it once (a
+    lookup). A call cut off by a cancellation is run again on ``resume()`` when it is; when it
+    is not (it sends, books, writes), the call is not repeated: the model is told it was
+    interrupted (:class:`~forge_rt.errors.ToolInterruptedError`) and decides what to do.
     """
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
@@ -200,6 +204,7 @@ class ToolDef(BaseModel):
     callable: Callable[..., Any]
     prerequisites: tuple[Prerequisite, ...] = ()
     timeout: float | None = None
+    idempotent: bool = True
 
     @model_validator(mode="before")
     @classmethod

@@ -33,6 +33,7 @@ from forge_rt.errors import (
     BudgetExhaustedError,
     ForgeError,
     ToolExecutionError,
+    ToolInterruptedError,
     ToolResolutionError,
     WorkflowDefinitionError,
 )
@@ -56,6 +57,7 @@ from forge_rt.guardrails._nudges import (
     example_call,
     held_back,
     ignored_args_note,
+    interrupted_text,
     next_step_text,
     repeat_note,
     resolution_text,
@@ -264,6 +266,27 @@ class Guardrails:
             completed_steps=self._tracker.completed_steps,
         )
 
+    def new_turn(self) -> None:
+        """A new user turn starts: forget what only described the last one.
+
+        The loop guard's rows, the retry, tool-error, premature and prerequisite budgets, the
+        failure rows and what succeeded are per turn: a chat user who asks the same thing
+        twice gets the same call, and the same answer, without it counting as a loop or a
+        repeat. The steps done stay (control state of the whole session), and so does what
+        the model was told (an echo of an earlier nudge is still an echo).
+        """
+        if self._loop is not None:
+            self._loop.reset()
+        self._errors.reset_retries()
+        self._errors.reset_tool_errors()
+        self._steps.reset_premature()
+        self._steps.reset_prereq()
+        self._succeeded.clear()
+        self._failing.clear()
+        self._last_ok = frozenset()
+        self._pending_before = len(self._tracker.pending(self._steps.required_steps))
+        self._idle = 0
+
     def callable_now(self, avoid: frozenset[str] = frozenset()) -> tuple[ToolSpec, ...]:
         """The tools a reply may call right now, for constraining the next one.
 
@@ -427,6 +450,10 @@ class Guardrails:
                 self._errors.reset_tool_errors()
                 if terminal is None and ends:
                     terminal = result
+            elif isinstance(result.error, ToolInterruptedError):
+                # Not the model's doing, and not known to have failed: said, never counted.
+                text = interrupted_text(call.tool, result.error)
+                messages.append(Message.tool_result(call, text + note))
             elif isinstance(result.error, ToolResolutionError) and self.options.recovery:
                 text = resolution_text(
                     call.tool, result.error, corrected=self._hinted_call(call, result.error)

@@ -46,6 +46,7 @@ __all__ = [
     "held_back",
     "held_back_nudge",
     "ignored_args_note",
+    "interrupted_text",
     "loop_nudge",
     "premature_terminal_nudge",
     "prerequisite_nudge",
@@ -569,6 +570,15 @@ def tool_error_text(tool: str, error: BaseException) -> str:
     return (
         f"[ToolError] `{tool}` failed: {type(error).__name__}: {detail}. Check the arguments "
         "or try a different approach."
+    )
+
+
+def interrupted_text(tool: str, error: BaseException) -> str:
+    """The tool result fed back for a call of ``tool`` a cancellation cut off, not run again."""
+    return (
+        f"[Interrupted] `{tool}` was running when the task was interrupted, and it is not safe "
+        f"to run it twice, so it was not run again; it may or may not have taken effect "
+        f"({_detail(error) or 'no detail'}). Check before calling it again."
     )
 
 

@@ -7,6 +7,12 @@ check. Guardrails and compaction run here, inside the loop; control state (compl
 iteration, error budgets) lives in the Guardrails object, outside the history, so compaction can
 never erase it. Cancellation (the caller, a deadline, shutdown) goes through the turn's cancel
 scope and ends the turn with a resumable ``WorkflowCancelledError``.
+
+A cancellation can land while a batch of calls runs. The calls that finished keep their results
+(recorded into the history as the turn ends); on ``resume()`` the calls left without a result
+are run again first, or, for a tool marked ``idempotent=False``, answered with a
+:class:`~forge_rt.errors.ToolInterruptedError` so the model decides. The history stays one a
+backend accepts: every call has its result before the next inference.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from forge_rt.core import (
     Message,
     OutputConstraint,
     ResetChunk,
+    Role,
     Sampling,
     StepTracker,
     StreamChunk,
@@ -43,6 +50,7 @@ from forge_rt.errors import (
     ContextOverflowError,
     ForgeError,
     MaxIterationsError,
+    ToolInterruptedError,
     WorkflowCancelledError,
 )
 from forge_rt.guardrails import (
@@ -172,6 +180,7 @@ class WorkflowActor(Actor):
         self._history: list[Message] = list(seed_messages)
         self._iteration = iteration
         self._turn_start = len(self._history)
+        self._batch: list[ToolResult] = []  # results of the batch running now, as they finish
 
     # --- messages ------------------------------------------------------------------------------
 
@@ -188,6 +197,7 @@ class WorkflowActor(Actor):
                     msg.options,
                 )
             self._forget_transients()
+            self._guardrails.new_turn()
             self._turn_start = len(self._history)
             await self._append(Message.user(msg.user_text), msg.options)
         outcome: _TurnOk | _TurnFailed | None = None
@@ -200,6 +210,8 @@ class WorkflowActor(Actor):
                 outcome = _TurnOk(await self._loop(msg.options, stats))
             except ForgeError as exc:
                 outcome = _TurnFailed(exc)
+        if outcome is None and self._batch:
+            outcome = await self._keep_finished(msg.options, stats)
         stats.wall_s = trio.current_time() - started
         if isinstance(outcome, _TurnFailed):
             outcome.stats = stats
@@ -291,6 +303,16 @@ class WorkflowActor(Actor):
                 self._avoid = frozenset(e.tool for e in action.errors if e.tool)
             await self._reject(action.messages(), options)
 
+        interrupted = _unanswered(self._history)
+        if interrupted:
+            _log.info(
+                "workflow.resuming_calls",
+                actor=self._name,
+                calls=[c.tool for c in interrupted],
+            )
+            result = await self._execute(interrupted, options, stats, resumed=True)
+            if result is not None:
+                return result
         overflowed = False
         while True:
             try:
@@ -428,12 +450,28 @@ class WorkflowActor(Actor):
         return self._narrowed.to(allowed)
 
     async def _execute(
-        self, calls: list[ToolCall], options: TurnOptions, stats: RunStats
+        self,
+        calls: list[ToolCall],
+        options: TurnOptions,
+        stats: RunStats,
+        *,
+        resumed: bool = False,
     ) -> WorkflowResult | None:
-        results = []
+        """Run ``calls`` in order and record their results; ``resumed``: these calls were cut
+        off by a cancellation, and a non-idempotent one is answered, not run again."""
         for call in calls:
-            results.append(await self._run_tool(call))
-        stats.tool_calls += len(calls)
+            if resumed and not self._safe_to_repeat(call):
+                result = ToolResult(call=call, error=_interrupted(call))
+            else:
+                result = await self._run_tool(call)
+            self._batch.append(result)
+        results, self._batch = self._batch, []
+        return await self._record(results, options, stats)
+
+    async def _record(
+        self, results: list[ToolResult], options: TurnOptions, stats: RunStats
+    ) -> WorkflowResult | None:
+        stats.tool_calls += len(results)
         stats.tool_errors += sum(1 for r in results if not r.ok)
         outcome = self._guardrails.record(results)
         await self._extend(outcome.messages, options)
@@ -443,6 +481,25 @@ class WorkflowActor(Actor):
         if outcome.fatal is not None:
             raise outcome.fatal
         return None
+
+    async def _keep_finished(
+        self, options: TurnOptions, stats: RunStats
+    ) -> _TurnOk | _TurnFailed | None:
+        """A cancellation cut a batch short: record the calls that finished, so ``resume()``
+        runs only the rest. If the terminal tool was among them the turn is done after all;
+        if their errors spent the tool-error budget, it failed with that budget's error."""
+        results, self._batch = self._batch, []
+        try:
+            result = await self._record(results, options, stats)
+        except ForgeError as exc:
+            return _TurnFailed(exc)
+        return _TurnOk(result) if result is not None else None
+
+    def _safe_to_repeat(self, call: ToolCall) -> bool:
+        if self._guardrails.is_synthetic_respond(call):
+            return True
+        tool = self._workflow.tools.get(call.tool)
+        return tool is None or tool.idempotent
 
     async def _run_tool(self, call: ToolCall) -> ToolResult:
         if self._guardrails.is_synthetic_respond(call):
@@ -458,6 +515,13 @@ class WorkflowActor(Actor):
             )
         except Exception as exc:  # noqa: BLE001 -- a tool's failure is fed back to the model, counted
             return ToolResult(call=call, error=exc)
+        except BaseException as exc:
+            # SystemExit (argparse inside a tool), GeneratorExit, a group of them: the tool's
+            # own failure, which must not take the session down. Cancellation is ours, and
+            # Ctrl-C the operator's (trio raises it in whichever task runs): both go on.
+            if isinstance(exc, trio.Cancelled | KeyboardInterrupt) or _holds_cancel(exc):
+                raise
+            return ToolResult(call=call, error=ToolExitError(call.tool, exc))
         return ToolResult(call=call, output=_render(value))
 
     # --- history -------------------------------------------------------------------------------
@@ -471,8 +535,17 @@ class WorkflowActor(Actor):
                 await pending
 
     async def _extend(self, messages: list[Message], options: TurnOptions) -> None:
+        """Append ``messages`` together, then tell the sink: a cancellation landing in the
+        sink cannot leave half of them out (a call without its result, a reply without its
+        correction)."""
+        self._history.extend(messages)
+        sink = options.on_message
+        if sink is None:
+            return
         for message in messages:
-            await self._append(message, options)
+            pending = sink(message)
+            if inspect.isawaitable(pending):
+                await pending
 
     async def _reject(self, messages: list[Message], options: TurnOptions) -> None:
         if options.on_chunk is not None:
@@ -495,6 +568,47 @@ class WorkflowActor(Actor):
             stats=stats,
             answer_only=answer_only,
         )
+
+
+def _unanswered(history: list[Message]) -> list[ToolCall]:
+    """The calls of the last accepted reply that have no result: a cancelled batch's rest.
+
+    Only an accepted reply (not transient) counts; a rejected one is answered by its
+    correction, and a user message after it starts a new turn.
+    """
+    for index in range(len(history) - 1, -1, -1):
+        message = history[index]
+        if message.role is Role.USER:
+            return []
+        if message.tool_calls and not message.transient:
+            answered = {m.tool_call_id for m in history[index + 1 :] if m.tool_call_id}
+            return [c for c in message.tool_calls if c.call_id not in answered]
+    return []
+
+
+def _interrupted(call: ToolCall) -> ToolInterruptedError:
+    return ToolInterruptedError(
+        f"{call.tool} was cancelled while it ran; it is not idempotent, so it was not run again",
+        tool=call.tool,
+        call_id=call.call_id,
+    )
+
+
+def _holds_cancel(exc: BaseException) -> bool:
+    """Whether ``exc`` is a group holding a trio cancellation, which must propagate."""
+    if not isinstance(exc, BaseExceptionGroup):
+        return False
+    cancelled, _ = exc.split(trio.Cancelled)
+    return cancelled is not None
+
+
+class ToolExitError(Exception):
+    """A tool raised a BaseException that is not an Exception (SystemExit, GeneratorExit):
+    fed back to the model as the call's error, like any other tool failure."""
+
+    def __init__(self, tool: str, cause: BaseException) -> None:
+        super().__init__(f"{tool} raised {type(cause).__name__}: {cause}")
+        self.__cause__ = cause
 
 
 def _timeout(tool: ToolDef) -> AbstractContextManager[object]:

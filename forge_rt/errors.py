@@ -41,6 +41,7 @@ budgets given; a :class:`BackendFailureError` is the backend's doing, not the mo
     │   ├── ModelPartsMissingError     a packaged model part is not installed (names the package)
     │   └── ModelIntegrityError        a joined model file's size or sha256 is wrong
     ├── SlotQueueFullError             an inference slot's queue is at its limit; try later
+    │   └── SlotEvictedError           a queued call made room for a more urgent one; try later
     ├── InferenceDeadlineError         an inference call missed its deadline (queued or running)
     ├── ToolResolutionError            raised BY a tool: "you called me wrong"; fed back
     ├── ToolInterruptedError           a non-idempotent call was cut off by a cancellation; fed back
@@ -79,6 +80,7 @@ __all__ = [
     "ModelPartsMissingError",
     "PrerequisiteError",
     "PromptTemplateError",
+    "SlotEvictedError",
     "SlotQueueFullError",
     "StepEnforcementError",
     "StreamError",
@@ -390,6 +392,21 @@ class SlotQueueFullError(ForgeError):
         super().__init__(message)
         self.slot = slot
         self.limit = limit
+
+
+class SlotEvictedError(SlotQueueFullError):
+    """A queued call was dropped from a full queue to make room for a more urgent arrival.
+
+    The least urgent, youngest waiting call goes first; ``priority`` is its own, ``by_priority``
+    the arrival's. Its work had not run, or is thrown away with it: safe to try again later.
+    """
+
+    def __init__(
+        self, message: str, *, slot: str, limit: int, priority: int, by_priority: int
+    ) -> None:
+        super().__init__(message, slot=slot, limit=limit)
+        self.priority = priority
+        self.by_priority = by_priority
 
 
 class InferenceDeadlineError(ForgeError):

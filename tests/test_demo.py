@@ -460,6 +460,7 @@ async def test_live_view_renders_agents_slot_and_recent_events() -> None:
             failed=0,
             abandoned=0,
             rejected=0,
+            evicted=0,
             preemptions=1,
             continued=1,
             restarted=0,

@@ -16,6 +16,7 @@ from forge_rt.runtime._budget import VLLMMetricsSource as VLLMMetricsSource
 from forge_rt.runtime._runner import Session as Session
 from forge_rt.runtime._runner import WorkflowHandle as WorkflowHandle
 from forge_rt.runtime._runner import WorkflowRunner as WorkflowRunner
+from forge_rt.runtime._scheduling import DEFAULT_MAX_WAIT_S as DEFAULT_MAX_WAIT_S
 from forge_rt.runtime._scheduling import InferenceJob as InferenceJob
 from forge_rt.runtime._scheduling import PreemptPolicy as PreemptPolicy
 from forge_rt.runtime._slot import BackendRetry as BackendRetry
@@ -35,6 +36,7 @@ from forge_rt.runtime._workflow_actor import WorkflowActor as WorkflowActor
 from forge_rt.runtime._workflow_actor import WorkflowResult as WorkflowResult
 
 __all__ = [
+    "DEFAULT_MAX_WAIT_S",
     "Accepted",
     "Available",
     "BackendRetry",

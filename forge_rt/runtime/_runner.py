@@ -27,7 +27,7 @@ from forge_rt.guardrails import (
     workflow_tool_specs,
 )
 from forge_rt.runtime._budget import BudgetMonitor, BudgetSource
-from forge_rt.runtime._scheduling import PreemptPolicy
+from forge_rt.runtime._scheduling import DEFAULT_MAX_WAIT_S, PreemptPolicy
 from forge_rt.runtime._slot import DEFAULT_RETRY, BackendRetry, SlotWorker, StallLimits
 from forge_rt.runtime._step import RunStats
 from forge_rt.runtime._workflow_actor import (
@@ -178,7 +178,7 @@ class Session:
         slot_policy: PreemptPolicy | str = PreemptPolicy.ALWAYS,
         max_preemptions: int = 3,
         max_queue: int = 256,
-        aging_s: float | None = 30.0,
+        max_wait_s: float | None = DEFAULT_MAX_WAIT_S,
         cache_lines: int | None = None,
         stall: StallLimits | None = None,
         retry: BackendRetry | None = DEFAULT_RETRY,
@@ -190,6 +190,9 @@ class Session:
     ) -> AsyncIterator[Session]:
         """Start the actors; on exit every workflow, the slot and the monitor are cancelled.
 
+        ``max_wait_s``: the starvation bound -- a call that has waited this long runs next,
+        ahead of more urgent calls that have not (see ``SlotWorker.start``); ``max_queue``: a
+        full queue drops its least urgent, youngest call for a more urgent arrival.
         ``cache_lines``: use that many of the backend's KV slots as cache lines (llama-server
         started with ``--parallel`` at least that; see ``SlotWorker.start``). ``stall``: how
         long a running call may produce nothing before it fails with ``InferenceStalledError``
@@ -204,7 +207,7 @@ class Session:
                 policy=slot_policy,
                 max_preemptions=max_preemptions,
                 max_queue=max_queue,
-                aging_s=aging_s,
+                max_wait_s=max_wait_s,
                 cache_lines=cache_lines,
                 stall=stall,
                 retry=retry,

@@ -1,9 +1,18 @@
 """What a SlotWorker schedules: inference jobs, and the order it runs them in.
 
 Order is priority first (lower number first), then cache affinity (a job whose prompt continues
-what the slot last processed keeps the KV cache warm), then age. Aging lowers a waiting job's
-effective priority number by one level every ``aging_s`` seconds, which bounds how long
-low-priority work can starve.
+what the slot last processed keeps the KV cache warm), then age. The starvation bound is in
+seconds: a job that has waited ``max_wait_s`` is *overdue* and goes ahead of every job that is
+not, oldest overdue first. So under continuous higher-priority load a call waits
+``max_wait_s`` plus the call running when it fell due (and the overdue calls older than it),
+not forever. An urgent call does not wait for it either: an urgent arrival may cut an overdue
+call once (the SlotWorker's rule), after which it runs to its end -- so under continuous urgent
+load the bound is ``max_wait_s`` plus two calls, and an urgent call waits for background work
+only then.
+
+A full queue sheds the least urgent work (:func:`pick_victim`): the waiting job with the highest
+priority number, the youngest of those, makes room for a more urgent arrival; an arrival no
+more urgent than every waiting job is the one refused.
 """
 
 from __future__ import annotations
@@ -18,9 +27,22 @@ import trio
 
 from forge_rt.core import InferenceRequest, LLMResponse, Message, OutputConstraint, StreamChunk
 
-__all__ = ["InferenceJob", "JobFailed", "PreemptPolicy", "fingerprint", "pick_next"]
+__all__ = [
+    "DEFAULT_MAX_WAIT_S",
+    "InferenceJob",
+    "JobFailed",
+    "PreemptPolicy",
+    "fingerprint",
+    "pick_next",
+    "pick_victim",
+]
 
 _job_ids = itertools.count(1)
+
+# The default starvation bound: long enough that priorities mean something for calls of a few
+# seconds to a minute (a 1.5B reply on a laptop CPU), short enough that background work under
+# continuous foreground load still runs about once a minute.
+DEFAULT_MAX_WAIT_S = 60.0
 
 
 class PreemptPolicy(enum.StrEnum):
@@ -57,6 +79,7 @@ class InferenceJob:
         "attempt_scope",
         "attempts",
         "continuation",
+        "cut_while_overdue",
         "decoded",
         "finished",
         "first_token_at",
@@ -104,6 +127,7 @@ class InferenceJob:
         self.continuation: OutputConstraint | None = None
         self.decoded = 0  # tokens streamed by earlier attempts and kept (continued from)
         self.restarts = 0  # preemptions that threw the call's work away
+        self.cut_while_overdue = False  # an urgent call used its one cut of this overdue call
         self.line: int | None = None  # the backend KV slot (cache line) of its last attempt
         self.send: trio.MemorySendChannel[StreamChunk | JobFailed]
         self.receive: trio.MemoryReceiveChannel[StreamChunk | JobFailed]
@@ -117,10 +141,9 @@ class InferenceJob:
         if self.attempt_scope is not None:
             self.attempt_scope.cancel()
 
-    def effective_priority(self, now: float, aging_s: float | None) -> float:
-        if aging_s is None:
-            return self.priority
-        return self.priority - math.floor((now - self.submitted_at) / aging_s)
+    def overdue(self, now: float, max_wait_s: float | None) -> bool:
+        """Whether it has waited past the starvation bound (never, with ``None``)."""
+        return max_wait_s is not None and now - self.submitted_at >= max_wait_s
 
     def complete(self, response: LLMResponse) -> None:
         from forge_rt.core import FinalChunk
@@ -153,16 +176,22 @@ def pick_next(
     *,
     now: float,
     cached: tuple[int, ...],
-    aging_s: float | None,
+    max_wait_s: float | None,
 ) -> InferenceJob | None:
-    """The job to run next: priority (with aging), then cache affinity, then age."""
+    """The job to run next: overdue jobs (oldest first), then the rest by priority; within
+    each, cache affinity, then age."""
     best: InferenceJob | None = None
-    best_key: tuple[float, int, float, int] | None = None
+    best_key: tuple[int, int, int, float, int] | None = None
     for job in queue:
         if job.abandoned:
             continue
+        if job.overdue(now, max_wait_s):
+            tier, priority = 0, 0  # among overdue jobs age alone decides: a bound is a bound
+        else:
+            tier, priority = 1, job.priority
         key = (
-            job.effective_priority(now, aging_s),
+            tier,
+            priority,
             0 if continues(job.fp, cached) else 1,
             job.submitted_at,
             job.id,
@@ -170,3 +199,21 @@ def pick_next(
         if best_key is None or key < best_key:
             best, best_key = job, key
     return best
+
+
+def pick_victim(queue: Sequence[InferenceJob], arrival: InferenceJob) -> InferenceJob | None:
+    """Of a full queue, the job to drop for ``arrival``: the least urgent, youngest first.
+
+    ``None`` when nothing waiting is less urgent than the arrival: then the arrival is refused
+    (it is itself the least urgent and youngest). A job preempted mid-call is the last
+    candidate of its priority: dropping it would throw away work already done.
+    """
+    victim: InferenceJob | None = None
+    victim_key: tuple[int, int, float, int] | None = None
+    for job in queue:
+        if job.abandoned or job.priority <= arrival.priority:
+            continue
+        key = (job.priority, 0 if job.started_at is None else -1, job.submitted_at, job.id)
+        if victim_key is None or key > victim_key:
+            victim, victim_key = job, key
+    return victim

@@ -10,6 +10,10 @@ restarted after a ``ResetChunk`` tells the caller to discard what it saw. The ca
 latency. Only restarts waste work, so only they count toward ``max_preemptions``, and a call at
 ``urgent_priority`` preempts regardless.
 
+Admission and starvation (``runtime/_scheduling.py``): a full queue sheds its least urgent,
+youngest call for a more urgent arrival, and a call that has waited ``max_wait_s`` goes ahead
+of everything but urgent calls.
+
 Scheduling is per inference call, not per workflow: while one workflow runs its tools, another
 workflow's call uses the slot.
 """
@@ -44,17 +48,20 @@ from forge_rt.errors import (
     FaultKind,
     InferenceDeadlineError,
     InferenceStalledError,
+    SlotEvictedError,
     SlotQueueFullError,
     StreamError,
 )
 from forge_rt.guardrails import continuation_constraint
 from forge_rt.runtime._cache_lines import CacheLine, pick_line
 from forge_rt.runtime._scheduling import (
+    DEFAULT_MAX_WAIT_S,
     InferenceJob,
     JobFailed,
     PreemptPolicy,
     continues,
     pick_next,
+    pick_victim,
 )
 
 if TYPE_CHECKING:
@@ -166,7 +173,8 @@ class SlotStats(msgspec.Struct, kw_only=True):
     """A snapshot of one slot's work.
 
     Of the ``preemptions``, ``continued`` ones resumed from their partial text (nothing lost) and
-    ``restarted`` ones began again; ``tokens_redecoded`` counts the tokens those restarts threw
+    ``restarted`` ones began again; ``evicted`` calls were dropped from the full queue for a
+    more urgent arrival, ``rejected`` arrivals refused by it; ``tokens_redecoded`` counts the tokens those restarts threw
     away, to be generated again. ``prompt_tokens_reprocessed`` is what the backend reported
     processing (prompt minus cached tokens) for the attempts that finished preempted calls,
     out of ``prompt_tokens_resumed`` in their prompts: the prefill that preemption cost.
@@ -180,6 +188,7 @@ class SlotStats(msgspec.Struct, kw_only=True):
     failed: int
     abandoned: int
     rejected: int
+    evicted: int
     preemptions: int
     continued: int
     restarted: int
@@ -443,7 +452,7 @@ class SlotWorkerActor(Actor):
         policy: PreemptPolicy,
         max_preemptions: int,
         max_queue: int,
-        aging_s: float | None,
+        max_wait_s: float | None,
         admit: Callable[[InferenceJob], bool] | None,
         slot_id: int | None = None,
         urgent_priority: int = 0,
@@ -461,7 +470,7 @@ class SlotWorkerActor(Actor):
         self._policy = policy
         self._max_preemptions = max_preemptions
         self._max_queue = max_queue
-        self._aging_s = aging_s
+        self._max_wait_s = max_wait_s
         self._admit = admit
         self._queue: list[InferenceJob] = []
         self._running: InferenceJob | None = None
@@ -477,6 +486,7 @@ class SlotWorkerActor(Actor):
                 "failed",
                 "abandoned",
                 "rejected",
+                "evicted",
                 "preemptions",
                 "continued",
                 "restarted",
@@ -509,21 +519,25 @@ class SlotWorkerActor(Actor):
     @handles(_Submit)
     async def on_submit(self, msg: _Submit) -> _Accepted | _Rejected:
         self._prune()
-        if len(self._queue) >= self._max_queue:
-            self._counts["rejected"] += 1
-            return _Rejected(
-                SlotQueueFullError(
-                    f"slot {self._name!r} already has {self._max_queue} calls queued; retry "
-                    "later or raise max_queue",
-                    slot=self._name,
-                    limit=self._max_queue,
-                )
-            )
         job = msg.job
+        if len(self._queue) >= self._max_queue:
+            victim = pick_victim(self._queue, job)
+            if victim is None:
+                self._counts["rejected"] += 1
+                return _Rejected(
+                    SlotQueueFullError(
+                        f"slot {self._name!r} already has {self._max_queue} calls queued, none "
+                        f"less urgent than this one (priority {job.priority}); retry later or "
+                        "raise max_queue",
+                        slot=self._name,
+                        limit=self._max_queue,
+                    )
+                )
+            self._evict(victim, job)
         self._counts["submitted"] += 1
         self._queue.append(job)
-        self._maybe_preempt(job)
-        self._dispatch()
+        # A call that preempts runs next, ahead even of overdue calls: it cut the running one.
+        self._dispatch(first=job if self._maybe_preempt(job) else None)
         return _Accepted()
 
     @handles(_AttemptDone)
@@ -580,6 +594,30 @@ class SlotWorkerActor(Actor):
             uptime_s=now - self._started,
             waits={p: msgspec.structs.replace(w) for p, w in self._waits.items()},
             **self._counts,
+        )
+
+    def _evict(self, victim: InferenceJob, arrival: InferenceJob) -> None:
+        """Drop ``victim`` from the full queue for the more urgent ``arrival``."""
+        self._queue.remove(victim)
+        self._counts["evicted"] += 1
+        self._release_line(victim)
+        _log.info(
+            "slot.evicted",
+            slot=self._name,
+            job=victim.id,
+            priority=victim.priority,
+            by_priority=arrival.priority,
+        )
+        victim.fail(
+            SlotEvictedError(
+                f"slot {self._name!r}: this call (priority {victim.priority}) was dropped from "
+                f"the full queue ({self._max_queue} calls) for a more urgent one (priority "
+                f"{arrival.priority}); retry later or raise max_queue",
+                slot=self._name,
+                limit=self._max_queue,
+                priority=victim.priority,
+                by_priority=arrival.priority,
+            )
         )
 
     def _requeue_preempted(self, job: InferenceJob, cut: _Preempted) -> None:
@@ -657,17 +695,25 @@ class SlotWorkerActor(Actor):
                 kept.append(job)
         self._queue = kept
 
-    def _maybe_preempt(self, arrival: InferenceJob) -> None:
+    def _maybe_preempt(self, arrival: InferenceJob) -> bool:
+        """Cut the running call for ``arrival`` where the rules allow; whether it was cut."""
         running = self._running
         if running is None or running.preempt_requested or self._policy is PreemptPolicy.NEVER:
-            return
+            return False
         if arrival.priority >= running.priority:
-            return
-        if running.restarts >= self._max_preemptions and arrival.priority > self._urgent:
-            # Only restarts waste work, so only they count; an urgent call never waits on this.
-            return
+            return False
+        urgent = arrival.priority <= self._urgent
+        if running.restarts >= self._max_preemptions and not urgent:
+            return False  # only restarts waste work, so only they count; urgent calls ignore it
+        overdue = running.overdue(trio.current_time(), self._max_wait_s)
+        if overdue and (not urgent or running.cut_while_overdue):
+            # Its turn came by the starvation bound: an urgent call may cut it once, so a voice
+            # request does not wait for it; after that it runs, or the bound would mean nothing
+            # under continuous urgent load.
+            return False
+        running.cut_while_overdue = running.cut_while_overdue or overdue
         if self._policy is PreemptPolicy.BEFORE_FIRST_TOKEN and running.first_token_at is not None:
-            return
+            return False
         running.preempt_requested = True
         if running.line is not None and self._lines:
             # Held from now, not from when the attempt reports back: the arrival is dispatched
@@ -676,8 +722,10 @@ class SlotWorkerActor(Actor):
         assert running.attempt_scope is not None
         running.attempt_scope.cancel()
         self._running = None  # the slot is the arrival's now; the old attempt unwinds aside
+        return True
 
-    def _dispatch(self) -> None:
+    def _dispatch(self, first: InferenceJob | None = None) -> None:
+        """Start the next call if the slot is free: ``first`` if it may run, else ``pick_next``."""
         if self._running is not None or not self._idle:
             return
         self._prune()
@@ -685,7 +733,16 @@ class SlotWorkerActor(Actor):
         candidates = self._queue
         if self._admit is not None:
             candidates = [j for j in candidates if self._admit(j)]
-        job = pick_next(candidates, now=now, cached=self._cached, aging_s=self._aging_s)
+        job = (
+            first
+            if first is not None and first in candidates
+            else pick_next(
+                candidates,
+                now=now,
+                cached=self._cached,
+                max_wait_s=self._max_wait_s,
+            )
+        )
         if job is None:
             return
         self._queue.remove(job)
@@ -736,7 +793,7 @@ class SlotWorker:
         policy: PreemptPolicy | str = PreemptPolicy.ALWAYS,
         max_preemptions: int = 3,
         max_queue: int = 256,
-        aging_s: float | None = 30.0,
+        max_wait_s: float | None = DEFAULT_MAX_WAIT_S,
         admit: Callable[[InferenceJob], bool] | None = None,
         slot_id: int | None = None,
         urgent_priority: int = 0,
@@ -746,8 +803,12 @@ class SlotWorker:
     ) -> SlotWorker:
         """Spawn the slot's actors in ``system``.
 
-        ``aging_s``: every this many seconds of waiting, a call counts one priority level more
-        urgent (``None`` disables aging). ``max_preemptions``: after this many *restarts* (a
+        ``max_wait_s``: the starvation bound. A call that has waited this long goes ahead of
+        every call that has not, behind only urgent ones (``urgent_priority``), so it waits
+        about this long plus the call running then, whatever keeps arriving (``None``: strict
+        priority). ``max_queue``: a full queue drops its least urgent, youngest call for a
+        more urgent arrival (``SlotEvictedError``), and refuses an arrival no more urgent
+        than everything waiting (``SlotQueueFullError``). ``max_preemptions``: after this many *restarts* (a
         preemption that threw its work away), a call is no longer preempted, except by a call at
         ``urgent_priority`` or more urgent (a voice request), which always preempts; a call
         continued from its partial text loses nothing and is not counted.
@@ -782,7 +843,7 @@ class SlotWorker:
                 policy=policy,
                 max_preemptions=max_preemptions,
                 max_queue=max_queue,
-                aging_s=aging_s,
+                max_wait_s=max_wait_s,
                 admit=admit,
                 slot_id=slot_id,
                 urgent_priority=urgent_priority,

@@ -101,7 +101,7 @@ async def test_a_whole_call_is_one_reply_and_a_preempted_one_is_sent_again(
 async def test_priority_then_fifo_order(system: ActorSystem, autojump_clock: object) -> None:
     """Queued calls run by priority (lower first), FIFO within a priority."""
     client = ScriptedClient(_reply, prefill_s=1.0)
-    slot = await SlotWorker.start(system, client, aging_s=None)
+    slot = await SlotWorker.start(system, client, max_wait_s=None)
     order: list[str] = []
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_run, slot, "low", order)  # occupies the slot first
@@ -117,7 +117,7 @@ async def test_cache_affinity_breaks_priority_ties(
 ) -> None:
     """Of two equal-priority calls, the one continuing the slot's cached prompt goes first."""
     client = ScriptedClient(_reply, prefill_s=1.0)
-    slot = await SlotWorker.start(system, client, aging_s=None)
+    slot = await SlotWorker.start(system, client, max_wait_s=None)
     first = _request("a")
     await slot.infer(first)
     order: list[str] = []
@@ -146,16 +146,18 @@ async def test_cache_affinity_breaks_priority_ties(
     assert (await slot.stats()).cache_hits >= 1
 
 
-async def test_aging_bounds_low_priority_wait(system: ActorSystem, autojump_clock: object) -> None:
-    """A low-priority call that waited long enough overtakes fresher high-priority calls."""
+async def test_an_overdue_call_overtakes_fresher_urgent_ones(
+    system: ActorSystem, autojump_clock: object
+) -> None:
+    """A low-priority call that waited past max_wait_s goes ahead of fresher high-priority calls."""
     client = ScriptedClient(_reply, prefill_s=10.0)
-    slot = await SlotWorker.start(system, client, aging_s=5.0, policy="never")
+    slot = await SlotWorker.start(system, client, max_wait_s=5.0, policy="never")
     order: list[str] = []
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_run, slot, "a", order)
         await trio.testing.wait_all_tasks_blocked()
         nursery.start_soon(lambda: _run(slot, "low", order, priority=3))
-        await trio.sleep(9)  # "low" has aged ~2 levels by the time "a" ends at t=10
+        await trio.sleep(9)  # "low" is overdue (t=5) by the time "a" ends at t=10
         nursery.start_soon(lambda: _run(slot, "b", order, priority=2))
     assert order == ["a", "low", "b"]
 
@@ -406,7 +408,7 @@ async def test_caller_cancellation_frees_the_slot(
 
 async def test_stats_waits_and_busy_fraction(system: ActorSystem, autojump_clock: object) -> None:
     """Stats report waits per priority and the busy fraction of the slot's lifetime."""
-    slot = await SlotWorker.start(system, ScriptedClient(_reply, prefill_s=2), aging_s=None)
+    slot = await SlotWorker.start(system, ScriptedClient(_reply, prefill_s=2), max_wait_s=None)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(lambda: slot.infer(_request("a"), priority=1))
         await trio.testing.wait_all_tasks_blocked()

@@ -41,6 +41,7 @@ from forge_rt.proxy._config import NAMED_PRIORITIES, KeyProfile, ProxyConfig
 from forge_rt.proxy._engine import Outcome, RequestPlan, apply_reasoning_replay
 from forge_rt.proxy._errors import ApiShape, ErrorKind, ProxyHTTPError, redact
 from forge_rt.proxy._metrics import CONTENT_TYPE
+from forge_rt.proxy._origin import OriginGuard
 from forge_rt.proxy._runtime import ProxyRuntime, open_runtime
 from forge_rt.proxy._toolcache import ToolCache
 from forge_rt.runtime import Unavailable
@@ -62,6 +63,7 @@ __all__ = ["ProxyApp", "build_app"]
 log = structlog.get_logger(__name__)
 
 _ids = itertools.count(1)
+_PRIORITY_LIMIT = 1_000_000  # far past any real use; keeps absurd values out of the scheduler
 _ID_PREFIX = os.urandom(4).hex()
 
 _Handler = Callable[["_Call"], Awaitable[None]]
@@ -104,6 +106,11 @@ class ProxyApp:
         self._client = client
         self._keys = config.api_keys
         self._cors = frozenset(config.cors_origins)
+        self._guard = OriginGuard(
+            bind_host=config.host,
+            allowed_hosts=config.allowed_hosts,
+            cors_origins=config.cors_origins,
+        )
         self._tools: ToolCache[WireTools] = ToolCache()
         self._routes: dict[str, tuple[str, _Handler, ApiShape]] = {
             "/v1/chat/completions": ("POST", self._chat, "openai"),
@@ -224,6 +231,7 @@ class ProxyApp:
                     code="not_found",
                 )
             method, handler, _shape = route
+            self._guard.check(scope)
             if scope["method"] == "OPTIONS" and self._cors:
                 await self._preflight(call)
                 return
@@ -338,11 +346,26 @@ class ProxyApp:
                     f"{', '.join(NAMED_PRIORITIES)} (lower runs first)",
                     code="invalid_priority",
                 ) from None
+        if abs(wanted) > _PRIORITY_LIMIT:
+            raise ProxyHTTPError(
+                ErrorKind.BAD_REQUEST,
+                f"x-forge-priority {wanted} is outside -{_PRIORITY_LIMIT}..{_PRIORITY_LIMIT}",
+                code="invalid_priority",
+            )
         if key is not None and wanted < key.most_urgent:
             raise ProxyHTTPError(
                 ErrorKind.FORBIDDEN,
                 f"API key {key.name!r} may not ask for priority {wanted}; the most urgent it "
                 f"may ask for is {key.most_urgent} (lower runs first)",
+                code="priority_not_allowed",
+            )
+        ceiling = self.config.anonymous_max_priority
+        if key is None and wanted < ceiling:
+            raise ProxyHTTPError(
+                ErrorKind.FORBIDDEN,
+                f"a request without an API key may not ask for priority {wanted}; the most "
+                f"urgent it may ask for is {ceiling} (lower runs first). Give urgent clients a "
+                "key with that priority, or raise --anonymous-max-priority",
                 code="priority_not_allowed",
             )
         return wanted

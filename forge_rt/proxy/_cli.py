@@ -58,6 +58,7 @@ def build_config(
     api_keys: tuple[str, ...],
     key_file: Path | None,
     cors_origins: tuple[str, ...],
+    allowed_hosts: tuple[str, ...],
     max_body_bytes: int,
     body_timeout: float,
     max_retries: int,
@@ -66,6 +67,7 @@ def build_config(
     constrain: str,
     reasoning_replay: str,
     default_priority: str,
+    anonymous_max_priority: str,
     max_queue: int,
     preempt: str,
     deadline: float | None,
@@ -97,6 +99,7 @@ def build_config(
         backend=backend_config,
         api_keys=tuple(keys),
         cors_origins=cors_origins,
+        allowed_hosts=allowed_hosts,
         max_body_bytes=max_body_bytes,
         body_timeout_s=body_timeout,
         max_retries=max_retries,
@@ -105,6 +108,7 @@ def build_config(
         constrain=constrain,
         reasoning_replay=ReasoningReplay(reasoning_replay),
         default_priority=priority,
+        anonymous_max_priority=_priority(anonymous_max_priority),
         max_queue=max_queue,
         preempt=PreemptPolicy(preempt),
         request_deadline_s=deadline,
@@ -195,6 +199,13 @@ async def _serve(config: ProxyConfig, console: Console) -> None:
     help="Allow browser calls from this origin (repeatable; '*' for any). Off by default.",
 )
 @click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    help="Answer requests whose Host header names this host (repeatable; '*' for any). "
+    "Loopback names and the --host address are always allowed.",
+)
+@click.option(
     "--max-body-bytes", default=32 * 1024 * 1024, show_default=True, help="Larger bodies get 413."
 )
 @click.option(
@@ -229,6 +240,12 @@ async def _serve(config: ProxyConfig, console: Console) -> None:
     default="normal",
     show_default=True,
     help="Priority without a key profile or x-forge-priority header (high, normal, low or int).",
+)
+@click.option(
+    "--anonymous-max-priority",
+    default="normal",
+    show_default=True,
+    help="The most urgent priority a request without an API key may ask for.",
 )
 @click.option("--max-queue", default=64, show_default=True, help="Queued calls before 429.")
 @click.option(

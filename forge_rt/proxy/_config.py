@@ -186,14 +186,18 @@ class ProxyConfig(BaseModel):
     """Everything that decides how a proxy behaves.
 
     Network: ``host`` (loopback by default: exposing the proxy is a deliberate act), ``port``
-    (0 picks a free one), ``cors_origins`` (CORS is off unless origins are given).
+    (0 picks a free one), ``cors_origins`` (CORS is off unless origins are given; any other
+    cross-origin request is refused), ``allowed_hosts`` (the ``Host`` names answered besides
+    the loopback names and ``host`` itself; ``*`` for any). See ``proxy/_origin.py``.
 
     Security and bad input: ``api_keys`` (none means no inbound auth; keys are compared in
     constant time), ``max_body_bytes`` (larger requests get 413), ``body_timeout_s`` (a client
     that does not finish sending its body in time gets 408).
 
     Scheduling: every request goes through one SlotWorker; ``default_priority`` is used when
-    neither the key nor an ``x-forge-priority`` header says otherwise (lower runs first),
+    neither the key nor an ``x-forge-priority`` header says otherwise (lower runs first);
+    ``anonymous_max_priority`` is the most urgent priority a request without a key may ask for
+    (``normal``: only a key can make a request urgent);
     ``max_queue`` bounds waiting calls (more get 429), ``preempt`` and ``max_preemptions``
     are the SlotWorker's preemption policy, ``request_deadline_s`` bounds each inference.
 
@@ -214,9 +218,11 @@ class ProxyConfig(BaseModel):
     backend: BackendConfig = BackendConfig()
     api_keys: tuple[KeyProfile, ...] = ()
     cors_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
     max_body_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
     body_timeout_s: float = Field(default=30.0, gt=0)
     default_priority: int = NAMED_PRIORITIES["normal"]
+    anonymous_max_priority: int = NAMED_PRIORITIES["normal"]
     max_queue: int = Field(default=64, gt=0)
     preempt: PreemptPolicy = PreemptPolicy.ALWAYS
     max_preemptions: int = Field(default=3, ge=0)
@@ -229,7 +235,7 @@ class ProxyConfig(BaseModel):
     served_model: str | None = None
     graceful_timeout_s: float = Field(default=5.0, ge=0)
 
-    @field_validator("default_priority", mode="before")
+    @field_validator("default_priority", "anonymous_max_priority", mode="before")
     @classmethod
     def _named(cls, value: object) -> object:
         return _priority(value)

@@ -122,6 +122,7 @@ def test_cli_options_build_the_config() -> None:
         api_keys=("sk-inbound-1234",),
         key_file=None,
         cors_origins=(),
+        allowed_hosts=("forge.lan",),
         max_body_bytes=1000,
         body_timeout=5.0,
         max_retries=2,
@@ -130,6 +131,7 @@ def test_cli_options_build_the_config() -> None:
         constrain="auto",
         reasoning_replay="keep-last",
         default_priority="low",
+        anonymous_max_priority="high",
         max_queue=8,
         preempt="never",
         deadline=30.0,
@@ -140,13 +142,22 @@ def test_cli_options_build_the_config() -> None:
     assert [(k.name, k.priority) for k in config.api_keys] == [("default", 20)]
     assert (config.respond_tool, config.constrain, config.max_retries) == (False, "auto", 2)
     assert config.reasoning_replay.value == "keep-last"
+    assert (config.allowed_hosts, config.anonymous_max_priority) == (("forge.lan",), 0)
 
 
 def test_cli_help_lists_the_backend_options() -> None:
     """`forge-rt proxy --help` documents the backend modes and security options."""
     result = CliRunner().invoke(proxy_command, ["--help"])
     assert result.exit_code == 0
-    for option in ("--backend-url", "--gguf", "--model-path", "--api-key", "--cors-origin"):
+    for option in (
+        "--backend-url",
+        "--gguf",
+        "--model-path",
+        "--api-key",
+        "--cors-origin",
+        "--allowed-host",
+        "--anonymous-max-priority",
+    ):
         assert option in result.output
 
 

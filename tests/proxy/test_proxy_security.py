@@ -16,6 +16,7 @@ from forge_rt.proxy import KeyProfile, ProxyConfig, load_key_file
 
 CHAT = "/v1/chat/completions"
 MESSAGES = "/v1/messages"
+JSON_TYPE = {"content-type": "application/json"}
 OPENAI_BODY: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 ANTHROPIC_BODY: dict[str, Any] = {**OPENAI_BODY, "max_tokens": 16}
 KEYS = (
@@ -172,7 +173,7 @@ async def test_body_over_the_limit_is_413() -> None:
             httpx.AsyncClient(base_url=url) as http,
         ):
             declared = await http.post(MESSAGES, json=big)
-            streamed = await http.post(CHAT, content=chunks())
+            streamed = await http.post(CHAT, content=chunks(), headers=JSON_TYPE)
     assert declared.status_code == 413
     assert _is_anthropic_error(declared.json())
     assert declared.json()["error"]["type"] == "request_too_large"
@@ -187,7 +188,8 @@ async def test_a_body_that_never_finishes_is_408() -> None:
             host, port = url.removeprefix("http://").split(":")
             stream = await trio.open_tcp_stream(host, int(port))
             await stream.send_all(
-                b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n{"
+                b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\n"
+                b"content-type: application/json\r\ncontent-length: 100\r\n\r\n{"
             )
             received = b""
             while b"\r\n\r\n" not in received or not received.rstrip().endswith(b"}"):
@@ -241,7 +243,7 @@ async def test_bad_bodies_are_400_in_the_api_shape(path: str, body: bytes, fragm
     """Every malformed body is a 400 whose message says what is wrong, in the API's shape."""
     with trio.fail_after(20):
         async with client_proxy(_echo()) as url, httpx.AsyncClient(base_url=url) as http:
-            response = await http.post(path, content=body)
+            response = await http.post(path, content=body, headers=JSON_TYPE)
     assert response.status_code == 400
     data = response.json()
     if path == MESSAGES:
@@ -264,13 +266,16 @@ async def test_unknown_path_and_wrong_method() -> None:
 
 
 async def test_cors_is_off_unless_configured() -> None:
-    """Without --cors-origin no CORS header is sent and preflights are refused."""
+    """Without --cors-origin no CORS header is sent, preflights are refused, and so is a
+    cross-origin request (403: a web page cannot drive the local model)."""
     headers = {"origin": "http://evil.example", "access-control-request-method": "POST"}
     with trio.fail_after(20):
         async with client_proxy(_echo()) as url, httpx.AsyncClient(base_url=url) as http:
             preflight = await http.options(CHAT, headers=headers)
             simple = await http.post(CHAT, json=OPENAI_BODY, headers={"origin": "http://x.example"})
-    assert preflight.status_code == 405
+    assert preflight.status_code == 403
+    assert simple.status_code == 403
+    assert simple.json()["error"]["code"] == "origin_not_allowed"
     assert "access-control-allow-origin" not in simple.headers
 
 

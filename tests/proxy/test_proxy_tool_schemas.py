@@ -150,7 +150,11 @@ async def test_unknown_keywords_holding_anything_are_served() -> None:
                             },
                         }
                         body = {"model": "m", "messages": USER, "tools": [tool]}
-                        response = http.post("/v1/chat/completions", content=json.dumps(body))
+                        response = http.post(
+                            "/v1/chat/completions",
+                            content=json.dumps(body),
+                            headers={"content-type": "application/json"},
+                        )
                         assert response.status_code == 200, response.text
 
                     one()

@@ -15,8 +15,10 @@ Annotation keywords (``title``, ``description``, ``format``, ...) describe but d
 and are not reported.
 
 Only a schema nothing can be built from is an error (:class:`~forge_rt.errors.ToolSchemaError`):
-parameters that are not an object schema, and a ``$ref`` that cannot be followed (not local,
-pointing at nothing, or containing itself).
+parameters that are not an object schema, sub-schemas nested past a depth limit (see
+``core/_schema_shape.py``, which also drops the structural keywords whose values break JSON
+Schema's structure from the schema forge_rt uses and sends on), and a ``$ref`` that cannot be
+followed (not local, pointing at nothing, or containing itself).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from forge_rt.core._jsonschema import RecursiveRefError, RefExpansion, SchemaRefError
+from forge_rt.core._schema_shape import check_schema_depth
 from forge_rt.errors import ToolSchemaError
 
 __all__ = ["ignored_keywords", "model_from_json_schema"]
@@ -345,6 +348,7 @@ def model_from_json_schema(name: str, schema: dict[str, Any]) -> type[BaseModel]
 
     Keywords forge_rt cannot enforce are ignored and logged once (``schema.keywords_ignored``).
     """
+    check_schema_depth(name, schema)
     builder = _Builder(schema, name, models=True)
     model = builder.root(_object_schema(name, schema))
     if builder.ignored:

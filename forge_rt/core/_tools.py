@@ -19,7 +19,8 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from forge_rt.core._jsonschema import example_arguments
-from forge_rt.core._schema import model_from_json_schema
+from forge_rt.core._schema import ignored_keywords, model_from_json_schema
+from forge_rt.core._schema_shape import sound_schema
 from forge_rt.errors import ForgeError, WorkflowDefinitionError
 
 __all__ = [
@@ -118,10 +119,26 @@ class ToolSpec(BaseModel):
         return frozenset({f.alias or n for n, f in fields.items()} | set(fields))
 
     def json_schema(self) -> dict[str, Any]:
-        """The parameters as a JSON schema (what is sent to the backend)."""
+        """The parameters as a JSON schema (what is sent to the backend, and what nudges and
+        grammars are written from). A dict schema is the one given, less any structural
+        keyword whose value breaks JSON Schema's structure (``core/_schema_shape.py``)."""
         if isinstance(self.parameters, dict):
-            return self.parameters or {"type": "object", "properties": {}}
+            return self._sound_schema
         return self.parameters.model_json_schema()
+
+    @functools.cached_property
+    def _sound_schema(self) -> dict[str, Any]:
+        assert isinstance(self.parameters, dict)
+        if not self.parameters:
+            return {"type": "object", "properties": {}}
+        return sound_schema(self.parameters)
+
+    def ignored_keywords(self) -> tuple[str, ...]:
+        """The keywords of the schema as given that argument validation ignores, sorted
+        (see ``core/_schema.py``): what the proxy names to its client."""
+        if isinstance(self.parameters, dict):
+            return ignored_keywords(self.parameters or {"type": "object"})
+        return ignored_keywords(self.json_schema())
 
     def property_names(self) -> tuple[str, ...]:
         """Top-level argument names, in schema order (positional rescue relies on it)."""

@@ -3,7 +3,7 @@
 ``POST /v1/chat/completions`` (also ``/chat/completions``) speaks OpenAI, ``POST /v1/messages``
 (and ``/v1/messages/count_tokens``) speaks Anthropic; both go through the same
 :class:`~forge_rt.proxy._engine.InferenceEngine`. ``GET /v1/models`` lists what the backend
-really serves, ``GET /health`` answers without auth, ``GET /metrics`` is Prometheus text and
+really serves, ``GET /health`` (liveness) and ``GET /ready`` (the backend answers) without auth, ``GET /metrics`` is Prometheus text and
 ``GET /forge/usage`` the BudgetActor's view of context use.
 
 Every client mistake is a 4xx in the API's own error shape: a body that is not JSON, a field of
@@ -26,7 +26,8 @@ import structlog
 import trio
 
 from forge_rt.context import TokenEstimator
-from forge_rt.core import FinalChunk, LLMClient, Message, StreamChunk
+from forge_rt.core import FinalChunk, InferenceRequest, LLMClient, Message, Role, StreamChunk
+from forge_rt.errors import BackendError
 from forge_rt.proxy._asgi import (
     ClientGone,
     Receive,
@@ -40,6 +41,7 @@ from forge_rt.proxy._asgi import (
 from forge_rt.proxy._config import NAMED_PRIORITIES, KeyProfile, ProxyConfig
 from forge_rt.proxy._engine import Outcome, RequestPlan, apply_reasoning_replay
 from forge_rt.proxy._errors import ApiShape, ErrorKind, ProxyHTTPError, redact
+from forge_rt.proxy._limits import check_counts
 from forge_rt.proxy._metrics import CONTENT_TYPE
 from forge_rt.proxy._origin import OriginGuard
 from forge_rt.proxy._runtime import ProxyRuntime, open_runtime
@@ -120,6 +122,7 @@ class ProxyApp:
             "/v1/models": ("GET", self._models, "openai"),
             "/models": ("GET", self._models, "openai"),
             "/health": ("GET", self._health, "openai"),
+            "/ready": ("GET", self._ready, "openai"),
             "/metrics": ("GET", self._metrics, "openai"),
             "/forge/usage": ("GET", self._usage, "openai"),
         }
@@ -198,6 +201,21 @@ class ProxyApp:
             runtime.metrics.in_flight.inc()
         try:
             await self._dispatch(call, route)
+        except Exception as exc:
+            # A bug, not a client's or backend's failure: logged with its traceback, and the
+            # client still gets an answer in its API's shape (not an empty 500) if none began.
+            log.exception("proxy.internal_error", request=call.request_id, path=path)
+            if call.reply.started or call.gone:
+                raise
+            await call.reply.error(
+                ProxyHTTPError(
+                    ErrorKind.INTERNAL,
+                    f"internal error ({type(_first_leaf(exc)).__name__}); the proxy logged it "
+                    f"as request "
+                    f"{call.request_id}",
+                    code="internal_error",
+                )
+            )
         finally:
             if runtime is not None:
                 runtime.metrics.in_flight.dec()
@@ -226,8 +244,8 @@ class ProxyApp:
                 raise ProxyHTTPError(
                     ErrorKind.NOT_FOUND,
                     f"no such endpoint: {scope['method']} {scope['path']}; the proxy serves "
-                    "/v1/chat/completions, /v1/messages, /v1/models, /health, /metrics and "
-                    "/forge/usage",
+                    "/v1/chat/completions, /v1/messages, /v1/models, /health, /ready, /metrics "
+                    "and /forge/usage",
                     code="not_found",
                 )
             method, handler, _shape = route
@@ -241,7 +259,7 @@ class ProxyApp:
                     f"{scope['path']} accepts {method}, not {scope['method']}",
                     code="method_not_allowed",
                 )
-            if handler != self._health:
+            if handler not in (self._health, self._ready):
                 call.key = self._authenticate(scope)
             if method == "POST":
                 call.body = await read_body(
@@ -383,10 +401,18 @@ class ProxyApp:
         enforce are accepted too, and named in ``x-forge-ignored-schema-keywords``: the
         backend gets the schema as written, only the argument check is less strict.
         """
+        config = self.config
+        check_counts(call.body, max_messages=config.max_messages, max_tools=config.max_tools)
         try:
             wire = read(call.body, self._tools)
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             raise _schema_error(exc) from exc
+        except RecursionError as exc:
+            raise ProxyHTTPError(
+                ErrorKind.BAD_REQUEST,
+                "the request's JSON is nested too deeply to read",
+                code="invalid_request",
+            ) from exc
         except ValueError as exc:
             # A message or call the data model refuses to hold: the client's data, so a 400.
             raise ProxyHTTPError(
@@ -394,6 +420,7 @@ class ProxyApp:
             ) from exc
         if not wire.request.messages:
             raise _bad("messages must hold at least one message", "$.messages")
+        _check_consistent(wire.request)
         if wire.dropped_tools:
             log.info(
                 "proxy.server_tools_dropped", request=call.request_id, tools=wire.dropped_tools
@@ -574,12 +601,34 @@ class ProxyApp:
     async def _backend_models(self) -> list[str]:
         try:
             return await self.runtime.models()
+        except BackendError as exc:
+            # The backend's URL and its error text stay in the operator's log, not the reply.
+            log.warning("proxy.backend_models_failed", error=redact(str(exc)))
+            raise ProxyHTTPError(
+                ErrorKind.UNAVAILABLE,
+                f"the backend did not answer its model list ({exc.kind.value}); try again once "
+                "it is up (GET /ready says when)",
+                code="backend_unavailable",
+                retry_after=5,
+            ) from exc
         except msgspec.DecodeError as exc:
             raise ProxyHTTPError(
                 ErrorKind.BAD_GATEWAY,
                 f"the backend's model list could not be read: {exc}",
                 code="backend_models_unreadable",
             ) from exc
+
+    async def _ready(self, call: _Call) -> None:
+        """Readiness, unlike ``/health`` (liveness): 200 only while the backend answers."""
+        try:
+            ids = await self.runtime.models()
+        except BackendError as exc:
+            log.info("proxy.not_ready", error=redact(str(exc)))
+            await call.reply.json(
+                503, {"status": "unavailable", "backend": {"error": exc.kind.value}}
+            )
+            return
+        await call.reply.json(200, {"status": "ready", "models": ids})
 
     async def _health(self, call: _Call) -> None:
         stats = await self.runtime.slot.stats()
@@ -651,6 +700,35 @@ def _bad(message: str, path: str) -> ProxyHTTPError:
         code="invalid_request",
         param=path.removeprefix("$.") or None,
     )
+
+
+def _first_leaf(exc: BaseException) -> BaseException:
+    """The first exception inside nested exception groups (what a nursery raised)."""
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _check_consistent(request: InferenceRequest) -> None:
+    """What each part of a request may be on its own but not together: two tools of one name
+    (which would the model's call run?), a tool result answering no call made before it (both
+    APIs refuse it; a client that trimmed its history lost the call)."""
+    names = [tool.name for tool in request.tools]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise _bad(
+            f"tool names must be unique; given more than once: {', '.join(twice)}", "$.tools"
+        )
+    called: set[str] = set()
+    for index, message in enumerate(request.messages):
+        for call in message.tool_calls or ():
+            called.add(call.call_id)
+        if message.role is Role.TOOL and message.tool_call_id not in called:
+            raise _bad(
+                f"the tool result for {message.tool_call_id!r} answers no tool call made before "
+                "it; every tool result must follow the assistant message whose call it answers",
+                f"$.messages[{index}]",
+            )
 
 
 def _schema_error(exc: msgspec.ValidationError | msgspec.DecodeError) -> ProxyHTTPError:

@@ -60,6 +60,8 @@ def build_config(
     cors_origins: tuple[str, ...],
     allowed_hosts: tuple[str, ...],
     max_body_bytes: int,
+    max_messages: int,
+    max_tools: int,
     body_timeout: float,
     max_retries: int,
     rescue: bool,
@@ -101,6 +103,8 @@ def build_config(
         cors_origins=cors_origins,
         allowed_hosts=allowed_hosts,
         max_body_bytes=max_body_bytes,
+        max_messages=max_messages,
+        max_tools=max_tools,
         body_timeout_s=body_timeout,
         max_retries=max_retries,
         rescue=rescue,
@@ -207,6 +211,12 @@ async def _serve(config: ProxyConfig, console: Console) -> None:
 )
 @click.option(
     "--max-body-bytes", default=32 * 1024 * 1024, show_default=True, help="Larger bodies get 413."
+)
+@click.option(
+    "--max-messages", default=4096, show_default=True, help="More messages in a request get 413."
+)
+@click.option(
+    "--max-tools", default=256, show_default=True, help="More tools in a request get 413."
 )
 @click.option(
     "--body-timeout", default=30.0, show_default=True, help="Seconds to receive a request body."

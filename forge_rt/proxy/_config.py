@@ -191,8 +191,9 @@ class ProxyConfig(BaseModel):
     the loopback names and ``host`` itself; ``*`` for any). See ``proxy/_origin.py``.
 
     Security and bad input: ``api_keys`` (none means no inbound auth; keys are compared in
-    constant time), ``max_body_bytes`` (larger requests get 413), ``body_timeout_s`` (a client
-    that does not finish sending its body in time gets 408).
+    constant time), ``max_body_bytes`` (larger requests get 413), ``max_messages`` and
+    ``max_tools`` (counted before the body is decoded in full; more get 413),
+    ``body_timeout_s`` (a client that does not finish sending its body in time gets 408).
 
     Scheduling: every request goes through one SlotWorker; ``default_priority`` is used when
     neither the key nor an ``x-forge-priority`` header says otherwise (lower runs first);
@@ -220,6 +221,8 @@ class ProxyConfig(BaseModel):
     cors_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
     max_body_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
+    max_messages: int = Field(default=4096, gt=0)
+    max_tools: int = Field(default=256, gt=0)
     body_timeout_s: float = Field(default=30.0, gt=0)
     default_priority: int = NAMED_PRIORITIES["normal"]
     anonymous_max_priority: int = NAMED_PRIORITIES["normal"]

@@ -40,7 +40,6 @@ from forge_rt.core import (
     ToolChoice,
     ToolSpec,
 )
-from forge_rt.core._schema import ignored_keywords
 from forge_rt.errors import ForgeError, UnsupportedRequestError
 from forge_rt.wire import _anthropic_schema as an
 from forge_rt.wire._faults import invalid, relocated, required
@@ -344,7 +343,7 @@ def _build_tools(raw: msgspec.Raw) -> WireTools:
         except (ForgeError, ValueError) as exc:
             raise invalid(f"unusable tool definition: {exc}", path) from exc
         specs.append(spec)
-        ignored.update(ignored_keywords(spec.json_schema()))
+        ignored.update(spec.ignored_keywords())
     return WireTools(
         specs=tuple(specs), dropped=tuple(dropped), ignored_keywords=tuple(sorted(ignored))
     )

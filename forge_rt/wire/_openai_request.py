@@ -37,7 +37,6 @@ from forge_rt.core import (
     ToolChoice,
     ToolSpec,
 )
-from forge_rt.core._schema import ignored_keywords
 from forge_rt.errors import ForgeError, UnsupportedRequestError
 from forge_rt.wire import _openai_schema as oa
 from forge_rt.wire._faults import invalid, relocated, required
@@ -302,7 +301,7 @@ def _build_tools(raw: msgspec.Raw) -> WireTools:
         except (ForgeError, ValueError) as exc:
             raise invalid(f"unusable tool definition: {exc}", f"{path}.function") from exc
         specs.append(spec)
-        ignored.update(ignored_keywords(spec.json_schema()))
+        ignored.update(spec.ignored_keywords())
     return WireTools(specs=tuple(specs), ignored_keywords=tuple(sorted(ignored)))
 
 

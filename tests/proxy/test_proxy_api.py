@@ -124,6 +124,8 @@ def test_cli_options_build_the_config() -> None:
         cors_origins=(),
         allowed_hosts=("forge.lan",),
         max_body_bytes=1000,
+        max_messages=10,
+        max_tools=3,
         body_timeout=5.0,
         max_retries=2,
         rescue=True,

@@ -3,12 +3,15 @@
 ``POST /v1/chat/completions`` (also ``/chat/completions``) speaks OpenAI, ``POST /v1/messages``
 (and ``/v1/messages/count_tokens``) speaks Anthropic; both go through the same
 :class:`~forge_rt.proxy._engine.InferenceEngine`. ``GET /v1/models`` lists what the backend
-really serves, ``GET /health`` (liveness) and ``GET /ready`` (the backend answers) without auth, ``GET /metrics`` is Prometheus text and
-``GET /forge/usage`` the BudgetActor's view of context use.
+really serves, ``GET /health`` (liveness) and ``GET /ready`` (the backend answers) answer
+without auth, ``GET /metrics`` is Prometheus text and ``GET /forge/usage`` the BudgetActor's view
+of context use.
 
 Every client mistake is a 4xx in the API's own error shape: a body that is not JSON, a field of
-the wrong type, a field neither API defines, a body over the size limit, a missing or wrong API
-key. A 5xx means the backend or the model failed, never the client.
+the wrong type, a field neither API defines, a body over the size limit, too many messages or
+tools, a missing or wrong API key, a Host, Origin or content type the local-server rules refuse
+(``proxy/_origin.py``). A 5xx means the backend or the model failed, never the client -- or a
+bug, which is still answered in the API's shape and logged with its traceback.
 """
 
 from __future__ import annotations

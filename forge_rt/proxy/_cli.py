@@ -55,6 +55,7 @@ def build_config(
     ctx_size: int,
     backend_command: str | None = None,
     parallel: int,
+    backend_timeout: float = 300.0,
     api_keys: tuple[str, ...],
     key_file: Path | None,
     cors_origins: tuple[str, ...],
@@ -94,6 +95,7 @@ def build_config(
         executable=tuple(shlex.split(backend_command)) if backend_command else None,
         n_ctx=ctx_size,
         n_parallel=parallel,
+        timeout_s=backend_timeout,
     )
     return ProxyConfig(
         host=host,
@@ -267,6 +269,14 @@ async def _serve(config: ProxyConfig, console: Console) -> None:
 )
 @click.option(
     "--deadline", default=600.0, show_default=True, type=float, help="Seconds per request."
+)
+@click.option(
+    "--backend-timeout",
+    default=300.0,
+    show_default=True,
+    type=float,
+    help="Seconds the backend may go without sending a byte (raise it for long replies fetched "
+    "whole on a slow machine).",
 )
 @click.option("--served-model", default=None, help="Model name to report in responses.")
 def proxy_command(**options: object) -> None:

@@ -47,6 +47,10 @@ from forge_rt.runtime._workflow_actor import (
 
 __all__ = ["Session", "WorkflowHandle", "WorkflowRunner"]
 
+# Each inference's default deadline: well past the longest call the embedded 1.5B makes on the
+# 2-core CPU (p95 of a whole run is ~140 s), and the proxy's request deadline too.
+DEFAULT_INFERENCE_DEADLINE_S = 600.0
+
 _log = structlog.get_logger(__name__)
 
 
@@ -60,8 +64,17 @@ def _decide_constraint(workflow: Workflow, client: LLMClient) -> ConstraintDecis
 class WorkflowHandle:
     """One running workflow actor: send it turns, cancel a turn, read its history."""
 
-    def __init__(self, ref: ActorRef[Any], name: str, workflow: Workflow, priority: int) -> None:
+    def __init__(
+        self,
+        ref: ActorRef[Any],
+        name: str,
+        workflow: Workflow,
+        priority: int,
+        *,
+        inference_deadline: float | None = None,
+    ) -> None:
         self._ref = ref
+        self._inference_deadline = inference_deadline
         self.name = name
         self.workflow = workflow
         self.priority = priority
@@ -80,11 +93,16 @@ class WorkflowHandle:
         prompt_variables: Mapping[str, str] | None = None,
         priority: int | None = None,
     ) -> WorkflowResult:
-        """Run one user turn to its terminal tool; raises the loop's typed errors."""
+        """Run one user turn to its terminal tool; raises the loop's typed errors.
+
+        ``inference_deadline`` bounds each inference (default: the session's, 600 s).
+        """
         options = TurnOptions(
             priority=self.priority if priority is None else priority,
             deadline=deadline,
-            inference_deadline=inference_deadline,
+            inference_deadline=(
+                self._inference_deadline if inference_deadline is None else inference_deadline
+            ),
             on_chunk=on_chunk,
             on_message=on_message,
             prompt_variables=prompt_variables,
@@ -112,6 +130,7 @@ class WorkflowHandle:
 
     async def resume(self, **options: Any) -> WorkflowResult:
         """Continue a cancelled turn from where it stopped (no new user message)."""
+        options.setdefault("inference_deadline", self._inference_deadline)
         return await self._turn(None, TurnOptions(priority=self.priority, **options))
 
     async def _turn(self, user_message: str | None, options: TurnOptions) -> WorkflowResult:
@@ -148,6 +167,7 @@ class _Defaults(msgspec.Struct, kw_only=True):
     """What a Session's workflows get unless ``start()`` says otherwise."""
 
     max_iterations: int = 15
+    inference_deadline: float | None = DEFAULT_INFERENCE_DEADLINE_S
     sampling: Sampling = msgspec.field(default_factory=Sampling)
     guardrails: GuardrailOptions = msgspec.field(default_factory=GuardrailOptions)
 
@@ -185,6 +205,7 @@ class Session:
         budget_sources: Sequence[BudgetSource] = (),
         budget_interval: float | None = 5.0,
         max_iterations: int = 15,
+        inference_deadline: float | None = DEFAULT_INFERENCE_DEADLINE_S,
         sampling: Sampling | None = None,
         guardrails: GuardrailOptions | None = None,
     ) -> AsyncIterator[Session]:
@@ -199,6 +220,9 @@ class Session:
         and the slot moves on (``StallLimits``; on by default). ``retry``: how long a backend
         that is briefly away (refused or reset before the reply, a 503) is ridden out before a
         queued call fails (``BackendRetry``; 30 s by default, ``None`` to fail at once).
+        ``inference_deadline``: the default bound on each inference of a turn, queue wait
+        included (600 s; ``None`` for none): the last word after the stall limits, for a
+        backend that trickles just fast enough to pass them.
         """
         async with ActorSystem.open(shutdown="cancel") as system:
             slot = await SlotWorker.start(
@@ -219,6 +243,7 @@ class Session:
             )
             defaults = _Defaults(
                 max_iterations=max_iterations,
+                inference_deadline=inference_deadline,
                 sampling=sampling or Sampling(),
                 guardrails=guardrails or GuardrailOptions(),
             )
@@ -268,7 +293,13 @@ class Session:
             ),
             name=actor_name,
         )
-        return WorkflowHandle(ref, actor_name, workflow, priority)
+        return WorkflowHandle(
+            ref,
+            actor_name,
+            workflow,
+            priority,
+            inference_deadline=self._defaults.inference_deadline,
+        )
 
     async def run(
         self,

@@ -138,12 +138,18 @@ class StallLimits(msgspec.Struct, frozen=True, kw_only=True):
     the embedded Qwen2.5-Coder on the 2-core development CPU (about 160 prompt tokens/s and
     20 generated tokens/s for the 0.5B, a third of that for the 1.5B, idle): a prefill floor eight
     times slower than the 0.5B's and a gap between tokens 500 times longer than its usual one.
-    A call fetched whole (``whole=True``) streams nothing to watch and is not limited here.
+
+    A call fetched whole (``whole=True``) streams nothing to watch between, so it gets one limit
+    for the whole call: the first-token limit plus its ``max_tokens`` (``assumed_max_tokens``
+    when the request sets none) at ``decode_floor_tps`` -- ten times slower than the 0.5B
+    generates. A hung backend then ends the call in minutes, not at the client's read timeout.
     """
 
     first_token_s: float | None = 30.0
     prefill_floor_tps: float = 20.0
     between_chunks_s: float | None = 30.0
+    decode_floor_tps: float = 2.0
+    assumed_max_tokens: int = 2048
 
     def first_token_limit(self, request: InferenceRequest) -> float:
         if self.first_token_s is None:
@@ -152,6 +158,12 @@ class StallLimits(msgspec.Struct, frozen=True, kw_only=True):
             len(spec.description) + len(str(spec.json_schema())) for spec in request.tools
         )
         return self.first_token_s + size / 4 / self.prefill_floor_tps
+
+    def whole_call_limit(self, request: InferenceRequest) -> float:
+        if self.first_token_s is None or self.between_chunks_s is None:
+            return math.inf
+        tokens = request.sampling.max_tokens or self.assumed_max_tokens
+        return self.first_token_limit(request) + tokens / self.decode_floor_tps
 
 
 ChunkSink = Callable[[StreamChunk], Awaitable[None]]
@@ -290,8 +302,10 @@ class _SlotExecutor(Actor):
         outcome = await self._attempt(msg.job)
         await self._scheduler.send(_AttemptDone(msg.job, outcome, self.context.self_ref))
 
-    def _stalled(self, received: int, waited: float, tokens: int) -> InferenceStalledError:
-        phase = "first_token" if received == 0 else "between_chunks"
+    def _stalled(
+        self, received: int, waited: float, tokens: int, *, whole: bool = False
+    ) -> InferenceStalledError:
+        phase = "whole_call" if whole else "first_token" if received == 0 else "between_chunks"
         _log.warning("slot.stalled", slot=self._name, phase=phase, waited_s=waited, tokens=tokens)
         return InferenceStalledError(
             _stalled_message(self._name, phase, waited, tokens),
@@ -351,7 +365,11 @@ class _SlotExecutor(Actor):
         try:
             with scope:
                 if job.whole:
-                    final = await self._client.send(request)
+                    whole_limit = self._limits.whole_call_limit(request)
+                    with trio.move_on_after(whole_limit):
+                        final = await self._client.send(request)
+                    if final is None:
+                        return _Failed(self._stalled(0, whole_limit, 0, whole=True))
                     return _Completed(final)
                 # One watch over opening the stream and every chunk: its deadline starts at the
                 # first-token limit (the response headers wait on prefill too) and moves with
@@ -401,7 +419,11 @@ class _SlotExecutor(Actor):
 
 
 def _stalled_message(slot: str, phase: str, waited: float, tokens: int) -> str:
-    what = "no first token" if phase == "first_token" else "no next chunk"
+    what = {
+        "first_token": "no first token",
+        "between_chunks": "no next chunk",
+        "whole_call": "no reply to a call fetched whole",
+    }[phase]
     return (
         f"slot {slot!r}: {what} within {waited:.1f} s after {tokens} streamed tokens; the call "
         "was cancelled and the slot moved on -- the backend is hung or overloaded (its log says "

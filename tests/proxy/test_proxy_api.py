@@ -119,6 +119,7 @@ def test_cli_options_build_the_config() -> None:
         embedded_model=None,
         ctx_size=4096,
         parallel=1,
+        backend_timeout=120.0,
         api_keys=("sk-inbound-1234",),
         key_file=None,
         cors_origins=(),
@@ -145,6 +146,7 @@ def test_cli_options_build_the_config() -> None:
     assert (config.respond_tool, config.constrain, config.max_retries) == (False, "auto", 2)
     assert config.reasoning_replay.value == "keep-last"
     assert (config.allowed_hosts, config.anonymous_max_priority) == (("forge.lan",), 0)
+    assert config.backend.timeout_s == 120.0
 
 
 def test_cli_help_lists_the_backend_options() -> None:

@@ -15,7 +15,7 @@ import trio.testing
 from actors import ActorSystem
 from forge_rt.backends.sim import Fault, SimBackend, SimConfig
 from forge_rt.clients import LlamaServerClient
-from forge_rt.core import InferenceRequest, Message, TextResponse
+from forge_rt.core import InferenceRequest, Message, Sampling, TextResponse
 from forge_rt.errors import BackendFailureError, InferenceDeadlineError, InferenceStalledError
 from forge_rt.runtime import SlotWorker, StallLimits
 
@@ -81,6 +81,32 @@ async def test_a_trickling_reply_is_a_stall_between_chunks(
         with trio.fail_after(600), pytest.raises(InferenceStalledError) as info:
             await slot.infer(_request("first"))
     assert info.value.phase == "between_chunks"
+
+
+@pytest.mark.parametrize("fault", [Fault.HANG, Fault.SLOW_DRIP])
+async def test_a_call_fetched_whole_is_watched_too(
+    system: ActorSystem, autojump_clock: trio.testing.MockClock, fault: Fault
+) -> None:
+    """A whole call (the proxy's non-streaming requests) streams nothing to watch between: it
+    fails typed at its whole-call limit -- first token plus max_tokens at the decode floor --
+    and the call behind it runs."""
+    words = " ".join(f"w{i}" for i in range(40))
+    config = SimConfig(script={"*": [words, "behind"]}, slow_drip_interval_s=1.0)
+    limits = StallLimits(first_token_s=5.0, prefill_floor_tps=1e9, decode_floor_tps=1.0)
+    request = InferenceRequest(messages=(Message.user("first"),), sampling=Sampling(max_tokens=20))
+    assert limits.whole_call_limit(request) == pytest.approx(25.0)
+    async with SimBackend.serve(config) as sim, LlamaServerClient(sim.url) as client:
+        sim.inject(fault)
+        slot = await SlotWorker.start(system, client, stall=limits)
+        start = trio.current_time()
+        with trio.fail_after(600):
+            with pytest.raises(InferenceStalledError) as info:
+                await slot.infer(request, whole=True)
+            failed_after = trio.current_time() - start
+            behind = await slot.infer(_request("second"), whole=True)
+    assert (info.value.phase, info.value.retry_safe) == ("whole_call", True)
+    assert 25.0 <= failed_after < 26.0
+    assert isinstance(behind.result, TextResponse)
 
 
 async def test_the_first_token_limit_grows_with_the_prompt() -> None:

@@ -113,7 +113,7 @@ async def open_backend(config: BackendConfig) -> AsyncIterator[Backend]:
             client: LLMClient = make_client(kind, config.url, **opts)
             url: str | None = config.url
         elif config.gguf is not None:
-            from forge_rt.backends.managed import ManagedBackend, llama_server_spec
+            from forge_rt.backends.managed import DEFAULT_RESTART, ManagedBackend, llama_server_spec
 
             kind = "llamaserver"
             spec = llama_server_spec(
@@ -122,7 +122,9 @@ async def open_backend(config: BackendConfig) -> AsyncIterator[Backend]:
                 parallel=config.n_parallel,
                 executable=config.executable or "llama-server",
             )
-            managed = await stack.enter_async_context(ManagedBackend.start(spec))
+            managed = await stack.enter_async_context(
+                ManagedBackend.start(spec, restart=DEFAULT_RESTART)
+            )
             url = managed.url
             client = LlamaServerClient(
                 url,
@@ -131,7 +133,7 @@ async def open_backend(config: BackendConfig) -> AsyncIterator[Backend]:
                 transport=coalescing_transport(),
             )
         elif config.model_path is not None:
-            from forge_rt.backends.managed import ManagedBackend, vllm_spec
+            from forge_rt.backends.managed import DEFAULT_RESTART, ManagedBackend, vllm_spec
 
             kind = "vllm"
             spec = vllm_spec(
@@ -140,7 +142,7 @@ async def open_backend(config: BackendConfig) -> AsyncIterator[Backend]:
                 executable=config.executable or "vllm",
             )
             managed = await stack.enter_async_context(
-                ManagedBackend.start(spec, startup_timeout=600.0)
+                ManagedBackend.start(spec, startup_timeout=600.0, restart=DEFAULT_RESTART)
             )
             url = managed.url
             client = VLLMClient(

@@ -84,15 +84,21 @@ _EXECUTORS = 3
 
 
 _RETRIED_KINDS = frozenset(
-    {FaultKind.CONNECT_REFUSED, FaultKind.CONNECT_TIMEOUT, FaultKind.RESET_BEFORE_FIRST_BYTE}
+    {
+        FaultKind.CONNECT_REFUSED,
+        FaultKind.CONNECT_TIMEOUT,
+        FaultKind.RESET_BEFORE_FIRST_BYTE,
+        FaultKind.RESET_MID_STREAM,  # only while retry-safe: nothing of it reached the caller
+    }
 )
 
 
 class BackendRetry(msgspec.Struct, frozen=True, kw_only=True):
     """Riding out a backend that is briefly away (a restart, a reload), for ``window_s`` seconds.
 
-    A call that failed before anything was generated -- the connection refused or reset before
-    the response began, or a 503 -- is tried again after a backoff that starts at
+    A call that failed before anything reached its caller -- the connection refused, reset
+    before the response began or before its first chunk (a server killed mid-prefill), or a
+    503 -- is tried again after a backoff that starts at
     ``first_backoff_s``, doubles up to ``max_backoff_s`` and is jittered (half to all of it), until
     the window is spent; then the last error goes to the caller. The embedded model restarts in
     about 3 s on the development machine; the 30 s default covers that ten times over. Faults
@@ -382,6 +388,7 @@ class _SlotExecutor(Actor):
                     async with self._client.stream(request) as chunks:
                         async for chunk in chunks:
                             received += 1
+                            self._reached.seen = True  # it answered: a later refusal is a restart
                             limit = math.inf if between is None else between
                             watch.deadline = trio.current_time() + limit
                             if isinstance(chunk, FinalChunk):

@@ -18,6 +18,7 @@ from probe_server import QUIET_CHILD, alive_with, probes_in_thread, serve_probes
 from forge_rt.backends.managed import (
     PARENT_PID_ENV,
     ManagedBackend,
+    RestartPolicy,
     llama_server_spec,
     ollama_spec,
     vllm_spec,
@@ -285,3 +286,58 @@ def test_default_log_goes_to_the_cache_logs_dir(
     with ManagedBackend.start_blocking(spec) as backend:
         assert backend.log_path == tmp_path / "cache" / "logs" / f"llama-server-{spec.port}.log"
     assert "fake backend listening" in backend.log_path.read_text()
+
+
+async def test_a_supervised_server_that_dies_is_started_again(
+    fake_backend_cmd, tmp_path: Path
+) -> None:
+    """``restart=``: a server killed while in use comes back on the same URL, its log appended
+    to; the restart count and the new pid say so."""
+    spec = _llama(fake_backend_cmd, tmp_path, "ok")
+    policy = RestartPolicy(backoff_s=0.05)
+    with trio.fail_after(30):
+        async with ManagedBackend.start(
+            spec, log_path=tmp_path / "b.log", restart=policy
+        ) as backend:
+            first = backend.pid
+            os.kill(first, signal.SIGKILL)
+            await backend.wait_restarts(1)
+            async with httpx.AsyncClient() as client:
+                assert (await client.get(backend.url + "/health")).status_code == 200
+            second = backend.pid
+            assert (backend.restarts, backend.gave_up) == (1, False)
+    assert second != first
+    assert _gone(second)
+    assert (tmp_path / "b.log").read_text().count("fake backend listening") == 2
+
+
+async def test_a_server_that_keeps_dying_is_left_down_after_the_budget(
+    fake_backend_cmd, tmp_path: Path
+) -> None:
+    """More exits than ``max_restarts`` within the window: the supervisor gives up, loudly."""
+    spec = _llama(fake_backend_cmd, tmp_path, "ok")
+    policy = RestartPolicy(max_restarts=1, backoff_s=0.05)
+    with trio.fail_after(30):
+        async with ManagedBackend.start(spec, restart=policy) as backend:
+            os.kill(backend.pid, signal.SIGKILL)
+            await backend.wait_restarts(1)
+            os.kill(backend.pid, signal.SIGKILL)
+            await backend.wait_restarts(2)  # returns once it gave up
+            assert (backend.restarts, backend.gave_up) == (1, True)
+            assert backend.returncode == -signal.SIGKILL
+
+
+async def test_an_error_in_the_supervised_block_propagates_as_itself(
+    fake_backend_cmd, tmp_path: Path
+) -> None:
+    spec = _llama(fake_backend_cmd, tmp_path, "ok")
+    pids: list[int] = []
+
+    async def fail_inside() -> None:
+        async with ManagedBackend.start(spec, restart=RestartPolicy()) as backend:
+            pids.append(backend.pid)
+            raise KeyError("mine")
+
+    with trio.fail_after(30), pytest.raises(KeyError):
+        await fail_inside()
+    assert _gone(pids[0])

@@ -24,8 +24,10 @@ from forge_rt.backends.local._models import (
     resolve_model,
 )
 from forge_rt.backends.managed import (
+    DEFAULT_RESTART,
     BackendSpec,
     ManagedBackend,
+    RestartPolicy,
     default_log_dir,
     llama_server_spec,
 )
@@ -124,13 +126,15 @@ class LocalModelServer:
         startup_timeout: float = 60.0,
         stop_timeout: float = 10.0,
         extra_args: Sequence[str] = (),
+        restart: RestartPolicy | None = DEFAULT_RESTART,
     ) -> AsyncIterator[LocalModelServer]:
         """Prepare ``model`` (in a worker thread), start its server, yield it, stop it on exit.
 
         ``n_ctx`` is the total context shared by ``n_parallel`` slots; ``threads=None`` lets
         llama.cpp pick. Raises what :func:`prepare_model` raises, and
         :class:`~forge_rt.errors.BackendStartError` (with the server's last log lines) when the
-        server does not come up within ``startup_timeout`` seconds.
+        server does not come up within ``startup_timeout`` seconds. ``restart``: a server that
+        dies while in use is started again under this policy (``None``: it stays down).
         """
         choice = resolve_model(model)
         _require_xllamacpp()
@@ -148,6 +152,7 @@ class LocalModelServer:
             log_path=_log_path(log_dir, choice, spec.port),
             startup_timeout=startup_timeout,
             stop_timeout=stop_timeout,
+            restart=restart,
         ) as backend:
             yield cls(backend, model=choice, model_path=path, n_ctx=n_ctx)
 

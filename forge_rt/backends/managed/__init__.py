@@ -12,8 +12,10 @@ The embedded model (:class:`forge_rt.backends.local.LocalModelServer`) is built 
 
 from forge_rt.backends.managed._cache import cache_root as cache_root
 from forge_rt.backends.managed._cache import default_log_dir as default_log_dir
+from forge_rt.backends.managed._process import DEFAULT_RESTART as DEFAULT_RESTART
 from forge_rt.backends.managed._process import PARENT_PID_ENV as PARENT_PID_ENV
 from forge_rt.backends.managed._process import ManagedBackend as ManagedBackend
+from forge_rt.backends.managed._process import RestartPolicy as RestartPolicy
 from forge_rt.backends.managed._spec import BackendKind as BackendKind
 from forge_rt.backends.managed._spec import BackendSpec as BackendSpec
 from forge_rt.backends.managed._spec import Probe as Probe
@@ -24,11 +26,13 @@ from forge_rt.backends.managed._spec import ollama_spec as ollama_spec
 from forge_rt.backends.managed._spec import vllm_spec as vllm_spec
 
 __all__ = [
+    "DEFAULT_RESTART",
     "PARENT_PID_ENV",
     "BackendKind",
     "BackendSpec",
     "ManagedBackend",
     "Probe",
+    "RestartPolicy",
     "cache_root",
     "default_log_dir",
     "free_loopback_port",

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO
 
 import httpx
+import msgspec
 import structlog
 import trio
 
@@ -29,7 +30,7 @@ from forge_rt.backends.managed._cache import default_log_dir
 from forge_rt.backends.managed._spec import BackendSpec, judge_probe
 from forge_rt.errors import BackendExecutableNotFoundError, BackendStartError
 
-__all__ = ["PARENT_PID_ENV", "ManagedBackend"]
+__all__ = ["DEFAULT_RESTART", "PARENT_PID_ENV", "ManagedBackend", "RestartPolicy"]
 
 log = structlog.get_logger(__name__)
 
@@ -37,6 +38,7 @@ PARENT_PID_ENV = "FORGE_RT_PARENT_PID"
 """Environment variable naming the process that launched a managed backend."""
 
 _PROBE_TIMEOUT = 2.0
+
 _TAIL_LINES = 40
 _TAIL_BYTES = 64 * 1024
 
@@ -73,9 +75,10 @@ class _Launch:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.last_answer = "no answer yet"
 
-    def open_log(self) -> IO[bytes]:
-        """The log file, truncated, for the child's stdout and stderr."""
-        return self.log_path.open("wb")
+    def open_log(self, *, append: bool = False) -> IO[bytes]:
+        """The log file for the child's stdout and stderr: truncated at start, appended to by
+        a restart (the lines before a crash are its only witness)."""
+        return self.log_path.open("ab" if append else "wb")
 
     def exited_error(self, returncode: int) -> BackendStartError:
         """The child exited before it was ready."""
@@ -128,6 +131,24 @@ class ManagedBackend:
         self.pid = pid
         self.log_path = log_path
         self._poll = poll
+        self.restarts = 0  # times a supervisor brought the server back (``restart=``)
+        self.gave_up = False  # the supervisor's restart budget ran out; the server stays down
+        self._changed = trio.Event()
+
+    async def wait_restarts(self, count: int) -> None:
+        """Wait until the supervisor has restarted the server ``count`` times in all (or gave
+        up); the caller's deadline bounds the wait."""
+        while self.restarts < count and not self.gave_up:
+            await self._changed.wait()
+
+    def _now_running(self, proc: trio.Process) -> None:
+        self.pid, self._poll = proc.pid, proc.poll
+        self.restarts += 1
+        self._notify()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
 
     @property
     def url(self) -> str:
@@ -156,8 +177,13 @@ class ManagedBackend:
         startup_timeout: float = 60.0,
         stop_timeout: float = 10.0,
         poll_interval: float = 0.1,
+        restart: RestartPolicy | None = None,
     ) -> AsyncIterator[ManagedBackend]:
         """Start ``spec``'s server, wait until it is ready, yield it, and stop it on exit.
+
+        ``restart``: supervise it -- a server that exits while in use is started again (on the
+        same port, its log appended to) under :class:`RestartPolicy`'s budget, so a crash costs
+        the calls queued on it a reconnect (``SlotWorker``'s ``BackendRetry``), not the daemon.
 
         Raises :class:`~forge_rt.errors.BackendExecutableNotFoundError` when the program is
         missing and :class:`~forge_rt.errors.BackendStartError` when it exits early, is not ready
@@ -170,26 +196,34 @@ class ManagedBackend:
         log.info(
             "backend.start", backend=spec.name, argv=launch.argv, log_path=str(launch.log_path)
         )
-        log_file = await trio.to_thread.run_sync(launch.open_log)
-        with log_file:
-            proc = await trio.lowlevel.open_process(
-                launch.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                env=launch.env,
-            )
+        child = _Child(await _open_process(launch, append=False))
         was_ready = False
         try:
-            await _poll_until_ready(proc, launch, startup_timeout, poll_interval)
+            await _poll_until_ready(child.proc, launch, startup_timeout, poll_interval)
             was_ready = True
-            log.info("backend.ready", backend=spec.name, url=spec.base_url, pid=proc.pid)
-            yield cls(spec, pid=proc.pid, log_path=launch.log_path, poll=proc.poll)
+            log.info("backend.ready", backend=spec.name, url=spec.base_url, pid=child.proc.pid)
+            backend = cls(spec, pid=child.proc.pid, log_path=launch.log_path, poll=child.proc.poll)
+            if restart is None:
+                yield backend
+            else:
+                body_error: BaseException | None = None
+                async with trio.open_nursery() as nursery:
+                    supervisor = _Supervisor(backend, launch, child, restart)
+                    nursery.start_soon(supervisor.run, startup_timeout, poll_interval, stop_timeout)
+                    try:
+                        yield backend
+                    except BaseException as exc:  # noqa: BLE001 -- re-raised below, unwrapped
+                        # Held so the caller sees its own exception, not a nursery's group.
+                        body_error = exc
+                    child.stopping = True
+                    nursery.cancel_scope.cancel()
+                if body_error is not None:
+                    raise body_error
         finally:
             # Shielded: this runs while the caller may be cancelled, and an unshielded wait would
             # be cancelled at once, leaving the child holding its port, memory and CPU.
             with trio.CancelScope(shield=True):
-                await _stop_async(proc, launch, stop_timeout, was_ready=was_ready)
+                await _stop_async(child.proc, launch, stop_timeout, was_ready=was_ready)
 
     @classmethod
     @contextmanager
@@ -223,6 +257,96 @@ class ManagedBackend:
             yield cls(spec, pid=proc.pid, log_path=launch.log_path, poll=proc.poll)
         finally:
             _stop_sync(proc, launch, stop_timeout, was_ready=was_ready)
+
+
+class RestartPolicy(msgspec.Struct, frozen=True, kw_only=True):
+    """How a supervisor brings a managed server back after it exits while in use.
+
+    At most ``max_restarts`` within ``window_s`` seconds (a server that keeps crashing is left
+    down, logged as ``backend.restarts_exhausted``: its calls then fail typed, and the proxy's
+    ``/ready`` says so); the first restart waits ``backoff_s``, each failed try in a row twice
+    as long, up to ``max_backoff_s``.
+    """
+
+    max_restarts: int = 5
+    window_s: float = 600.0
+    backoff_s: float = 0.5
+    max_backoff_s: float = 30.0
+
+
+class _Child:
+    """The server process running now (a restart replaces it), and whether we are stopping it."""
+
+    def __init__(self, proc: trio.Process) -> None:
+        self.proc = proc
+        self.stopping = False
+
+
+class _Supervisor:
+    """Waits on the child; when it exits by itself, starts it again under the policy."""
+
+    def __init__(
+        self, backend: ManagedBackend, launch: _Launch, child: _Child, policy: RestartPolicy
+    ) -> None:
+        self._backend = backend
+        self._launch = launch
+        self._child = child
+        self._policy = policy
+        self._restarted_at: list[float] = []
+
+    async def run(self, startup_timeout: float, poll_interval: float, stop_timeout: float) -> None:
+        launch, child, policy = self._launch, self._child, self._policy
+        while True:
+            code = await child.proc.wait()
+            if child.stopping:
+                return
+            _exited_by_itself(launch, code, was_ready=True)
+            backoff = policy.backoff_s
+            while True:
+                now = trio.current_time()
+                self._restarted_at = [t for t in self._restarted_at if now - t < policy.window_s]
+                if len(self._restarted_at) >= policy.max_restarts:
+                    log.error(
+                        "backend.restarts_exhausted",
+                        backend=launch.spec.name,
+                        restarts=len(self._restarted_at),
+                        window_s=policy.window_s,
+                        log_path=str(launch.log_path),
+                    )
+                    self._backend.gave_up = True
+                    self._backend._notify()
+                    return
+                self._restarted_at.append(now)
+                await trio.sleep(backoff)
+                proc = await _open_process(launch, append=True)
+                child.proc = proc  # stopped on exit from here on, ready or not
+                try:
+                    await _poll_until_ready(proc, launch, startup_timeout, poll_interval)
+                except BackendStartError as exc:
+                    log.error("backend.restart_failed", backend=launch.spec.name, error=str(exc))
+                    await _stop_async(proc, launch, stop_timeout, was_ready=False)
+                    backoff = min(backoff * 2, policy.max_backoff_s)
+                    continue
+                break
+            self._backend._now_running(proc)
+            log.info(
+                "backend.restarted",
+                backend=launch.spec.name,
+                pid=proc.pid,
+                restarts=self._backend.restarts,
+            )
+
+
+async def _open_process(launch: _Launch, *, append: bool) -> trio.Process:
+    log_file = await trio.to_thread.run_sync(lambda: launch.open_log(append=append))
+    with log_file:
+        return await trio.lowlevel.open_process(
+            launch.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env=launch.env,
+        )
 
 
 def _probe_client_limits() -> httpx.Limits:
@@ -320,3 +444,6 @@ def _stop_sync(
         proc.kill()
         proc.wait()  # SIGKILL cannot be caught or ignored: this wait ends.
     log.info("backend.stopped", backend=launch.spec.name, returncode=proc.returncode)
+
+
+DEFAULT_RESTART = RestartPolicy()

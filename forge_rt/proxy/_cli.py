@@ -74,6 +74,7 @@ def build_config(
     max_queue: int,
     preempt: str,
     deadline: float | None,
+    stall_timeout: float | None = 30.0,
     served_model: str | None,
 ) -> ProxyConfig:
     """The :class:`ProxyConfig` the command-line options describe (``ValueError`` if invalid)."""
@@ -118,6 +119,7 @@ def build_config(
         max_queue=max_queue,
         preempt=PreemptPolicy(preempt),
         request_deadline_s=deadline,
+        stall_s=stall_timeout,
         served_model=served_model,
     )
 
@@ -277,6 +279,14 @@ async def _serve(config: ProxyConfig, console: Console) -> None:
     type=float,
     help="Seconds the backend may go without sending a byte (raise it for long replies fetched "
     "whole on a slow machine).",
+)
+@click.option(
+    "--stall-timeout",
+    default=30.0,
+    show_default=True,
+    type=float,
+    help="Seconds a call may wait for its first token (plus prefill time) or between chunks "
+    "before it fails as stalled and the slot moves on.",
 )
 @click.option("--served-model", default=None, help="Model name to report in responses.")
 def proxy_command(**options: object) -> None:

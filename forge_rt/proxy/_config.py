@@ -200,7 +200,9 @@ class ProxyConfig(BaseModel):
     ``anonymous_max_priority`` is the most urgent priority a request without a key may ask for
     (``normal``: only a key can make a request urgent);
     ``max_queue`` bounds waiting calls (more get 429), ``preempt`` and ``max_preemptions``
-    are the SlotWorker's preemption policy, ``request_deadline_s`` bounds each inference.
+    are the SlotWorker's preemption policy, ``request_deadline_s`` bounds each inference, and
+    ``stall_s`` is its stall watch: the first-token allowance (plus prefill time for the
+    prompt) and the longest gap between chunks before a call fails as stalled (``StallLimits``).
 
     Guardrails (when a request carries tools): ``rescue`` parses calls written as text,
     ``max_retries`` bounds corrective retries per request, ``respond_tool`` injects the synthetic
@@ -230,6 +232,7 @@ class ProxyConfig(BaseModel):
     preempt: PreemptPolicy = PreemptPolicy.ALWAYS
     max_preemptions: int = Field(default=3, ge=0)
     request_deadline_s: float | None = Field(default=600.0, gt=0)
+    stall_s: float | None = Field(default=30.0, gt=0)
     rescue: bool = True
     max_retries: int = Field(default=3, ge=0)
     respond_tool: bool = True

@@ -30,6 +30,7 @@ from forge_rt.runtime import (
     LlamaServerSource,
     NvmlSource,
     SlotWorker,
+    StallLimits,
     VLLMMetricsSource,
 )
 
@@ -226,6 +227,7 @@ async def open_runtime(
             max_preemptions=config.max_preemptions,
             max_queue=config.max_queue,
             cache_lines=cache_lines(backend, config.backend),
+            stall=StallLimits(first_token_s=config.stall_s, between_chunks_s=config.stall_s),
         )
         budget = await BudgetMonitor.start(
             system, sources, name="proxy-budget", interval=_BUDGET_INTERVAL_S

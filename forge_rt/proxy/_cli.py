@@ -214,7 +214,7 @@ async def _serve(config: ProxyConfig, console: Console) -> None:
     "Loopback names and the --host address are always allowed.",
 )
 @click.option(
-    "--max-body-bytes", default=32 * 1024 * 1024, show_default=True, help="Larger bodies get 413."
+    "--max-body-bytes", default=8 * 1024 * 1024, show_default=True, help="Larger bodies get 413."
 )
 @click.option(
     "--max-messages", default=4096, show_default=True, help="More messages in a request get 413."

@@ -222,7 +222,7 @@ class ProxyConfig(BaseModel):
     api_keys: tuple[KeyProfile, ...] = ()
     cors_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
-    max_body_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
+    max_body_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
     max_messages: int = Field(default=4096, gt=0)
     max_tools: int = Field(default=256, gt=0)
     body_timeout_s: float = Field(default=30.0, gt=0)

@@ -28,6 +28,10 @@ def check_counts(body: bytes, *, max_messages: int, max_tools: int) -> None:
     """Raise a 413 :class:`ProxyHTTPError` for a request with more messages or tools than
     allowed. A body this pass cannot read is left to the API's own decoder, which says
     precisely what is wrong with it (in the API's words)."""
+    # A cheap upper bound first (a C-speed substring count): every message has a "role" key,
+    # so a body with few of them cannot be over the limit, and the shape pass is skipped.
+    if body.count(b'"role"') <= max_messages and body.count(b'"name"') <= max_tools:
+        return
     try:
         counts = _decoder.decode(body)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):

@@ -447,7 +447,8 @@ class BackendError(BackendFailureError):
 
     ``retry_safe`` is True only when nothing was generated yet, so re-sending cannot duplicate
     work the caller already saw. The response body is kept in ``body`` and never put into the
-    message, which may end up in logs.
+    message, which may end up in logs. ``retry_after_s`` is the backend's ``Retry-After`` (in
+    seconds), when it sent one with an error status.
     """
 
     def __init__(
@@ -459,6 +460,7 @@ class BackendError(BackendFailureError):
         status: int | None = None,
         body: str | None = None,
         url: str | None = None,
+        retry_after_s: float | None = None,
     ) -> None:
         super().__init__(message)
         self.kind = kind
@@ -466,6 +468,7 @@ class BackendError(BackendFailureError):
         self.status = status
         self.body = body
         self.url = url
+        self.retry_after_s = retry_after_s
 
 
 class ContextOverflowError(BackendError):

@@ -102,11 +102,22 @@ def transport_error(
     )
 
 
-def status_error(status: int, reason: str, body: str, *, method: str, url: str) -> BackendError:
+def status_error(
+    status: int,
+    reason: str,
+    body: str,
+    *,
+    method: str,
+    url: str,
+    retry_after: str | None = None,
+) -> BackendError:
     """An HTTP error status. 5xx, 408 and 429 are safe to retry; other 4xx are not.
 
     The body goes to ``BackendError.body`` only: it may echo the prompt, and messages get logged.
+    ``retry_after`` is the response's ``Retry-After`` header: kept when it is a number of seconds
+    (an HTTP date is rare from a model server and is left out, not guessed).
     """
+    wait = float(retry_after) if retry_after is not None and _is_seconds(retry_after) else None
     kept = body[:BODY_KEEP_CHARS]
     where = f"{method} {url}"
     if status >= 500:
@@ -119,6 +130,7 @@ def status_error(status: int, reason: str, body: str, *, method: str, url: str) 
             status=status,
             body=kept,
             url=url,
+            retry_after_s=wait,
         )
     if status == 400:
         overflow = _context_overflow(body)
@@ -147,7 +159,13 @@ def status_error(status: int, reason: str, body: str, *, method: str, url: str) 
         status=status,
         body=kept,
         url=url,
+        retry_after_s=wait,
     )
+
+
+def _is_seconds(value: str) -> bool:
+    text = value.strip()
+    return text.replace(".", "", 1).isdigit()
 
 
 def deadline_error(deadline: float, *, method: str, url: str, delivered: bool) -> BackendError:

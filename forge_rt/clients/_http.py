@@ -125,13 +125,19 @@ class HTTPClient:
             raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
         if deadline is not None and deadline <= 0:
             raise ValueError(f"deadline must be > 0 seconds or None, got {deadline!r}")
-        self._base_url = base_url.rstrip("/")
+        # Credentials in the URL (http://user:pass@host) become basic auth and leave the URL:
+        # the URL is in every error message and log line, the password must be in none.
+        url = httpx.URL(base_url)
+        auth = httpx.BasicAuth(url.username, url.password) if url.userinfo else None
+        plain = str(url.copy_with(userinfo=b"")) if auth is not None else base_url
+        self._base_url = plain.rstrip("/")
         self._model = model
         self._deadline_s = deadline
         self._recommended = recommended_sampling
         self._defaults: Sampling | None = None
         self._http = httpx.AsyncClient(
             base_url=self._base_url,
+            auth=auth,
             headers=dict(headers or {}),
             timeout=httpx.Timeout(
                 connect=connect_timeout, read=read_timeout, write=read_timeout, pool=connect_timeout
@@ -266,7 +272,12 @@ class HTTPClient:
                         url=url,
                     ) from exc
                 raise status_error(
-                    response.status_code, response.reason_phrase, text, method=method, url=url
+                    response.status_code,
+                    response.reason_phrase,
+                    text,
+                    method=method,
+                    url=url,
+                    retry_after=response.headers.get("retry-after"),
                 )
             yield response
         finally:

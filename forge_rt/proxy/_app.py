@@ -78,7 +78,17 @@ _Reader = Callable[[bytes, ToolMemo], WireRequest]
 class _Call:
     """One HTTP request being answered."""
 
-    __slots__ = ("body", "gone", "key", "receive", "reply", "request_id", "scope", "started")
+    __slots__ = (
+        "body",
+        "gone",
+        "key",
+        "receive",
+        "reply",
+        "request_id",
+        "scope",
+        "started",
+        "stream",
+    )
 
     def __init__(self, scope: Scope, receive: Receive, reply: Responder) -> None:
         self.scope = scope
@@ -89,6 +99,7 @@ class _Call:
         self.request_id = f"req_{_ID_PREFIX}{next(_ids):08x}"
         self.started = trio.current_time()
         self.gone: list[bool] = []
+        self.stream = False  # the client asked for a stream (set once its body is read)
 
 
 class ProxyApp:
@@ -222,12 +233,14 @@ class ProxyApp:
         finally:
             if runtime is not None:
                 runtime.metrics.in_flight.dec()
-                self._count(runtime, call, endpoint)
+                if endpoint != "/metrics":  # a scrape is not a request of either API
+                    self._count(runtime, call, endpoint)
 
     def _count(self, runtime: ProxyRuntime, call: _Call, endpoint: str) -> None:
         metrics = runtime.metrics
         status = str(call.reply.status) if call.reply.status else "disconnected"
-        stream = "true" if call.reply.first_byte_at is not None else "false"
+        # What the client asked for (a stream it left before the first byte is still one).
+        stream = "true" if call.stream or call.reply.first_byte_at is not None else "false"
         metrics.requests.labels(call.reply.shape, endpoint, stream, status).inc()
         if endpoint in ("/v1/chat/completions", "/chat/completions", "/v1/messages"):
             metrics.latency.labels(call.reply.shape, stream).observe(
@@ -329,7 +342,7 @@ class ProxyApp:
         if not self._keys:
             return None
         given = header(scope, b"x-api-key")
-        if given is None:
+        if not given:  # absent or empty: an SDK that sends both leaves one blank
             auth = header(scope, b"authorization")
             if auth is not None and auth[:7].lower() == b"bearer ":
                 given = auth[7:].strip()
@@ -421,6 +434,7 @@ class ProxyApp:
             raise ProxyHTTPError(
                 ErrorKind.BAD_REQUEST, f"invalid request: {exc}", code="invalid_request"
             ) from exc
+        call.stream = wire.stream
         if not wire.request.messages:
             raise _bad("messages must hold at least one message", "$.messages")
         _check_consistent(wire.request)

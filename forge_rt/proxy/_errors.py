@@ -9,6 +9,7 @@ is translated here, in one place, from forge_rt's typed errors (:func:`from_forg
 from __future__ import annotations
 
 import enum
+import math
 import re
 from typing import Any, Literal
 
@@ -265,6 +266,18 @@ def from_forge_error(error: ForgeError) -> ProxyHTTPError:
                 f"the backend answered {error.status}: {backend}",
                 code="backend_client_error",
                 retry=False,
+            )
+        if error.status == 503:
+            # Still unavailable after the slot rode it out: the client is told when to come
+            # back, with the backend's own Retry-After where it gave one.
+            wait = error.retry_after_s
+            return ProxyHTTPError(
+                ErrorKind.UNAVAILABLE,
+                "the backend is unavailable (it answered 503, and went on answering it while "
+                "the proxy retried); retry later",
+                code="backend_unavailable",
+                retry=True,
+                retry_after=max(1, math.ceil(wait)) if wait is not None else 5,
             )
         return ProxyHTTPError(
             ErrorKind.BAD_GATEWAY,

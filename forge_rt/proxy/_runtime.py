@@ -21,6 +21,7 @@ from forge_rt.core import LLMClient
 from forge_rt.guardrails import choose_constraint, respond_spec
 from forge_rt.proxy._config import BackendConfig, ProxyConfig
 from forge_rt.proxy._engine import InferenceEngine
+from forge_rt.proxy._errors import redact
 from forge_rt.proxy._metrics import ProxyMetrics
 from forge_rt.proxy._transport import coalescing_transport
 from forge_rt.runtime import (
@@ -151,22 +152,27 @@ async def open_backend(config: BackendConfig) -> AsyncIterator[Backend]:
             )
         else:
             # Imported here: the embedded model pulls in the local-model machinery only when used.
-            from forge_rt.backends.local import DEFAULT_MODEL, LocalModelServer
+            from forge_rt.backends.local import DEFAULT_MODEL, LocalModelServer, resolve_model
 
             kind = "llamaserver"
+            # Served under the packaged model's name (not its cache file's path), which
+            # /v1/models lists and /health reports.
+            name = resolve_model(config.embedded_model or DEFAULT_MODEL).name
             server = await stack.enter_async_context(
                 LocalModelServer.start(
                     config.embedded_model or DEFAULT_MODEL,
                     n_ctx=config.n_ctx,
                     n_parallel=config.n_parallel,
+                    extra_args=("--alias", name),
                 )
             )
             url = server.url
             client = LlamaServerClient(
-                url, read_timeout=config.timeout_s, transport=coalescing_transport()
+                url, model=name, read_timeout=config.timeout_s, transport=coalescing_transport()
             )
         stack.push_async_callback(client.aclose)
-        log.info("proxy.backend", mode=config.mode, kind=kind, url=url, model=client.model)
+        shown = redact(url) if url is not None else None  # credentials in a URL are never logged
+        log.info("proxy.backend", mode=config.mode, kind=kind, url=shown, model=client.model)
         yield Backend(client=client, kind=kind, url=url, mode=config.mode)
 
 

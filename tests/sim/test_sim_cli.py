@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import httpx
+import pytest
 import trio
 from click.testing import CliRunner
 
@@ -50,3 +51,43 @@ def test_bad_rate_is_a_usage_error() -> None:
     result = CliRunner().invoke(sim_command, ["--rate", "nonsense=0.5"])
     assert result.exit_code == 2
     assert "'nonsense=0.5' is not NAME=PROBABILITY with NAME one of: bare_json" in result.output
+
+
+async def test_sim_command_stops_on_sigint_with_requests_hanging_in_it() -> None:
+    """Every request hangs (``--fault-rate hang=1``); SIGINT still stops it, exit 0."""
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-c", LAUNCH, "--fault-rate", "hang=1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert process.stdout is not None
+    output = b""
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    cut: list[bool] = []
+    try:
+        with trio.fail_after(60):
+            while b"(Ctrl-C stops it)" not in output:
+                output += await process.stdout.receive_some()
+            url = output.decode().split(" at ")[1].split(" ")[0]
+            async with (
+                httpx.AsyncClient(base_url=url, timeout=30) as http,
+                trio.open_nursery() as n,
+            ):
+
+                async def hang() -> None:
+                    with pytest.raises(httpx.RemoteProtocolError):  # the server went away
+                        await http.post("/v1/chat/completions", json=body)
+                    cut.append(True)
+
+                for _ in range(4):
+                    n.start_soon(hang)
+                await trio.sleep(0.5)  # the requests are in, hanging; no timing is asserted
+                process.send_signal(signal.SIGINT)
+                await process.wait()
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        await process.stdout.aclose()
+    assert process.returncode == 0
+    assert cut == [True] * 4

@@ -78,3 +78,23 @@ async def test_an_empty_x_api_key_beside_a_valid_bearer_token_is_accepted() -> N
             headers = {"x-api-key": "", "authorization": "Bearer sk-valid-key-0123"}
             response = await http.post(CHAT, json=BODY, headers=headers)
     assert response.status_code == 200
+
+
+async def test_pipelined_requests_are_all_answered() -> None:
+    """HTTP/1.1 pipelining: two requests sent back to back on one connection, two answers."""
+    body = b'{"model":"m","messages":[{"role":"user","content":"x"}]}'
+    post = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\n"
+        b"content-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
+    )
+    health = b"GET /health HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n"
+    with trio.fail_after(20):
+        async with client_proxy(GatedClient(lambda r: "ok", gated=False)) as url:
+            host, port = url.removeprefix("http://").split(":")
+            stream = await trio.open_tcp_stream(host, int(port))
+            await stream.send_all(post + health)
+            received = b""
+            while received.count(b"HTTP/1.1 200") < 2:
+                received += await stream.receive_some(65536)
+            await stream.aclose()
+    assert received.index(b'"chat.completion"') < received.rindex(b"HTTP/1.1 200")

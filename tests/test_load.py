@@ -13,7 +13,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).parent / "proxy"))
 sys.path.insert(0, str(Path(__file__).parent / "runtime"))
-from proxy_support import GatedClient, client_proxy
+from proxy_support import client_proxy
 from runtime_support import Tools
 
 from forge_rt.core import InferenceRequest, ToolCall

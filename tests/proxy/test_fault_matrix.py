@@ -9,17 +9,13 @@ a hang costs virtual seconds; the proxy half runs on real sockets with a short s
 from __future__ import annotations
 
 import os
-import sys
 import threading
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import trio
 import trio.testing
-
-sys.path.insert(0, str(Path(__file__).parent / "proxy"))
 from proxy_support import proxy_config
 
 from actors import ActorSystem

@@ -162,6 +162,40 @@ async def test_a_backend_restart_is_ridden_out_and_the_queued_calls_complete(
     assert sorted(answers) == ["one", "three", "two"]
 
 
+async def test_three_short_outages_lose_none_of_a_hundred_workflows(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """100 workflows on one slot while the backend restarts three times (0.3 s down each):
+    every one completes with its answer, with the Session's default settings."""
+    from runtime_support import Tools
+
+    from forge_rt.runtime import Session
+
+    config = SimConfig(decode_tps=50.0)
+    async with SimBackend.serve(config) as sim, LlamaServerClient(sim.url) as client:
+        tools = Tools()
+        done: list[str] = []
+        async with Session.open(client) as session:
+            await session.slot.infer(_request("warm"))  # reached once: worth riding out
+
+            async def workflow(n: int) -> None:
+                result = await session.run(tools.workflow(), f"Weather in City{n}?")
+                done.append(result.output)
+
+            async def outages() -> None:
+                for _ in range(3):
+                    await trio.sleep(1.0)
+                    await sim.restart(downtime=0.3)
+
+            with trio.fail_after(3600):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(outages)
+                    for n in range(100):
+                        nursery.start_soon(workflow, n)
+    assert sim.stats.restarts == 3
+    assert len(done) == 100
+
+
 @pytest.mark.parametrize("retry", ["off", "never reached"])
 async def test_a_refused_connection_is_the_callers_at_once_without_retry_or_before_any_answer(
     system: ActorSystem, autojump_clock: trio.testing.MockClock, retry: str

@@ -44,7 +44,7 @@ from forge_rt.proxy._asgi import (
 from forge_rt.proxy._config import NAMED_PRIORITIES, KeyProfile, ProxyConfig
 from forge_rt.proxy._engine import Outcome, RequestPlan, apply_reasoning_replay
 from forge_rt.proxy._errors import ApiShape, ErrorKind, ProxyHTTPError, redact
-from forge_rt.proxy._limits import check_counts
+from forge_rt.proxy._limits import BodyTally, check_counts
 from forge_rt.proxy._metrics import CONTENT_TYPE
 from forge_rt.proxy._origin import OriginGuard
 from forge_rt.proxy._runtime import ProxyRuntime, open_runtime
@@ -88,6 +88,7 @@ class _Call:
         "scope",
         "started",
         "stream",
+        "tally",
     )
 
     def __init__(self, scope: Scope, receive: Receive, reply: Responder) -> None:
@@ -100,6 +101,7 @@ class _Call:
         self.started = trio.current_time()
         self.gone: list[bool] = []
         self.stream = False  # the client asked for a stream (set once its body is read)
+        self.tally = BodyTally()  # bounds of its messages and tools, counted as it arrives
 
 
 class ProxyApp:
@@ -283,6 +285,7 @@ class ProxyApp:
                     call.receive,
                     limit=self.config.max_body_bytes,
                     timeout_s=self.config.body_timeout_s,
+                    observe=call.tally.feed,
                 )
             await self._with_disconnect(call, handler)
         except ProxyHTTPError as exc:
@@ -418,7 +421,9 @@ class ProxyApp:
         backend gets the schema as written, only the argument check is less strict.
         """
         config = self.config
-        check_counts(call.body, max_messages=config.max_messages, max_tools=config.max_tools)
+        check_counts(
+            call.body, call.tally, max_messages=config.max_messages, max_tools=config.max_tools
+        )
         try:
             wire = read(call.body, self._tools)
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:

@@ -13,7 +13,37 @@ import msgspec
 
 from forge_rt.proxy._errors import ErrorKind, ProxyHTTPError
 
-__all__ = ["check_counts"]
+__all__ = ["BodyTally", "check_counts"]
+
+
+class BodyTally:
+    """Upper bounds of a body's messages and tools, counted chunk by chunk as it arrives.
+
+    Every message has a ``"role"`` key and every tool a ``"name"``, so the number of those
+    strings bounds the counts from above; the pieces of a pattern split across two chunks are
+    joined through the last few bytes carried over.
+    """
+
+    _PATTERNS = (b'"role"', b'"name"')
+
+    def __init__(self) -> None:
+        self.counts = [0, 0]
+        self._tail = b""
+
+    def feed(self, chunk: bytes) -> None:
+        window = self._tail + chunk
+        for index, pattern in enumerate(self._PATTERNS):
+            self.counts[index] += window.count(pattern)
+        keep = len(self._PATTERNS[0]) - 1  # too short to hold a whole pattern: never recounted
+        self._tail = window[-keep:]
+
+    @property
+    def roles(self) -> int:
+        return self.counts[0]
+
+    @property
+    def names(self) -> int:
+        return self.counts[1]
 
 
 class _Counts(msgspec.Struct):
@@ -24,13 +54,12 @@ class _Counts(msgspec.Struct):
 _decoder = msgspec.json.Decoder(_Counts)
 
 
-def check_counts(body: bytes, *, max_messages: int, max_tools: int) -> None:
+def check_counts(body: bytes, tally: BodyTally, *, max_messages: int, max_tools: int) -> None:
     """Raise a 413 :class:`ProxyHTTPError` for a request with more messages or tools than
-    allowed. A body this pass cannot read is left to the API's own decoder, which says
-    precisely what is wrong with it (in the API's words)."""
-    # A cheap upper bound first (a C-speed substring count): every message has a "role" key,
-    # so a body with few of them cannot be over the limit, and the shape pass is skipped.
-    if body.count(b'"role"') <= max_messages and body.count(b'"name"') <= max_tools:
+    allowed. ``tally`` is the body's :class:`BodyTally`: when its bounds are within the limits
+    (every real request) the shape pass is skipped. A body this pass cannot read is left to
+    the API's own decoder, which says precisely what is wrong with it (in the API's words)."""
+    if tally.roles <= max_messages and tally.names <= max_tools:
         return
     try:
         counts = _decoder.decode(body)

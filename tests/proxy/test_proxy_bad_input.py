@@ -185,3 +185,15 @@ async def test_a_bug_is_still_a_json_500_in_the_apis_shape() -> None:
     assert body["type"] == "error"
     assert body["error"]["type"] == "api_error"
     assert "ZeroDivisionError" in body["error"]["message"]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 7, 64])
+def test_the_body_tally_counts_patterns_split_across_chunks(size: int) -> None:
+    """However the body is cut into chunks, the tally counts what the whole body holds."""
+    from forge_rt.proxy._limits import BodyTally
+
+    body = b'{"messages":[{"role":"user"},{"role":"tool","name":"f"}],"tools":[{"name":"g"}]}'
+    tally = BodyTally()
+    for start in range(0, len(body), size):
+        tally.feed(body[start : start + size])
+    assert (tally.roles, tally.names) == (body.count(b'"role"'), body.count(b'"name"'))

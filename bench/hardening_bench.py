@@ -184,10 +184,14 @@ def _poll_health(url: str, seconds: float) -> subprocess.Popen[str]:
     )
 
 
-def _probes(poller: subprocess.Popen[str], since: float, until: float) -> list[float]:
+def _probe_pairs(poller: subprocess.Popen[str]) -> list[tuple[float, float]]:
     out, _ = poller.communicate(timeout=60)
-    pairs = [tuple(map(float, line.split())) for line in out.splitlines() if line.strip()]
-    return [latency for start, latency in pairs if since <= start <= until]
+    rows = [line.split() for line in out.splitlines() if line.strip()]
+    return [(float(start), float(latency)) for start, latency in rows]
+
+
+def _probes(poller: subprocess.Popen[str], since: float, until: float) -> list[float]:
+    return [lat for start, lat in _probe_pairs(poller) if since <= start <= until]
 
 
 async def bad_input_phase(url: str) -> dict[str, Any]:
@@ -199,8 +203,10 @@ async def bad_input_phase(url: str) -> dict[str, Any]:
     poller = _poll_health(url, 8.0)
     await trio.sleep(0.5)  # the poller is up and probing
     since = time.time()
+    spans: dict[str, tuple[float, float]] = {}
     async with httpx.AsyncClient(base_url=url, timeout=CLIENT_TIMEOUT_S) as http:
         for name, kwargs in payloads.items():
+            began = time.time()
             start = time.perf_counter()
             response = await http.post(CHAT, **kwargs)
             took = time.perf_counter() - start
@@ -213,8 +219,14 @@ async def bad_input_phase(url: str) -> dict[str, Any]:
                 "ms": round(took * 1000, 1),
                 "json": shaped,
             }
+            spans[name] = (began, time.time())
     until = time.time()
-    during = _probes(poller, since, until)
+    pairs = _probe_pairs(poller)
+    during = [lat for start, lat in pairs if since <= start <= until]
+    for name, (began, ended) in spans.items():
+        # The slowest /health probe that overlapped this payload's request.
+        overlapping = [lat for start, lat in pairs if start <= ended and start + lat >= began]
+        answers[name]["health_max_ms"] = round(max(overlapping, default=0.0) * 1000, 2)
     return {
         "health_idle_p50_ms": round(_p(idle, 0.5) * 1000, 2),
         "health_idle_p99_ms": round(_p(idle, 0.99) * 1000, 2),

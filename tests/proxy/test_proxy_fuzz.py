@@ -146,3 +146,92 @@ async def test_malformed_requests_are_always_4xx_with_an_error_body() -> None:
                     one()
 
             await trio.to_thread.run_sync(fuzz)
+
+
+ROUTES = [
+    ("POST", "/v1/chat/completions"),
+    ("POST", "/chat/completions"),
+    ("POST", "/v1/messages"),
+    ("POST", "/v1/messages/count_tokens"),
+    ("GET", "/v1/models"),
+    ("GET", "/v1/models/some-model"),
+    ("GET", "/health"),
+    ("GET", "/ready"),
+    ("GET", "/metrics"),
+    ("GET", "/forge/usage"),
+    ("GET", "/no/such/route"),
+    ("DELETE", "/v1/chat/completions"),
+]
+# What an HTTP client can send at all: printable, without surrounding whitespace.
+header_values = st.text(
+    alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=40
+).filter(lambda v: v == v.strip())
+hostile_headers = st.fixed_dictionaries(
+    {},
+    optional={
+        "host": st.sampled_from(["attacker.example", "localhost:1", "[::1]", "127.0.0.1", ""])
+        | header_values,
+        "origin": st.sampled_from(["http://evil.example", "null", "http://127.0.0.1"])
+        | header_values,
+        "content-type": st.sampled_from(
+            ["text/plain", "application/json; charset=utf-8", "multipart/form-data", ""]
+        )
+        | header_values,
+        "x-forge-priority": st.integers().map(str) | header_values,
+        "x-api-key": header_values,
+        "authorization": header_values,
+        "anthropic-version": header_values,
+    },
+)
+schemas = st.recursive(
+    st.fixed_dictionaries({"type": st.sampled_from(["string", "integer", "dict", 5, None])}),
+    lambda inner: st.fixed_dictionaries(
+        {},
+        optional={
+            "type": st.sampled_from(["object", "array"]) | json_values,
+            "properties": st.dictionaries(st.text(max_size=5), inner, max_size=3) | json_values,
+            "required": st.lists(st.text(max_size=5), max_size=3) | json_values,
+            "items": inner | json_values,
+            "anyOf": st.lists(inner, max_size=3) | json_values,
+            "enum": json_values,
+        },
+    ),
+    max_leaves=10,
+)
+
+
+def _tool_bodies() -> st.SearchStrategy[bytes]:
+    openai_tool = schemas.map(
+        lambda s: {"type": "function", "function": {"name": "f", "parameters": s}}
+    )
+    return st.lists(openai_tool, min_size=1, max_size=3).map(
+        lambda tools: json.dumps({**_base(False), "tools": tools}).encode()
+    )
+
+
+async def test_every_route_under_hostile_headers_and_bodies_never_fails_the_server() -> None:
+    """Any route, any mix of Host / Origin / content-type / priority / key headers, any body
+    (garbage, malformed tool schemas): never a 5xx, and every error is JSON naming an error."""
+    bodies = _bodies(False) | _bodies(True) | _tool_bodies() | st.binary(max_size=64)
+    with trio.fail_after(300):
+        async with client_proxy(GatedClient(_reply, gated=False)) as url:
+
+            def fuzz() -> None:
+                with httpx.Client(base_url=url, timeout=20) as http:
+
+                    @settings(
+                        max_examples=300,
+                        deadline=None,
+                        suppress_health_check=[HealthCheck.too_slow],
+                    )
+                    @given(st.sampled_from(ROUTES), hostile_headers, bodies)
+                    def one(route: tuple[str, str], headers: dict[str, str], body: bytes) -> None:
+                        method, path = route
+                        response = http.request(method, path, content=body, headers=headers)
+                        assert response.status_code < 500, (route, headers, response.text)
+                        if response.status_code >= 400:
+                            assert "error" in response.json()
+
+                    one()
+
+            await trio.to_thread.run_sync(fuzz)

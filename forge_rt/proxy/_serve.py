@@ -22,6 +22,7 @@ from hypercorn.trio import serve
 from forge_rt.core import LLMClient
 from forge_rt.proxy._app import ProxyApp
 from forge_rt.proxy._config import ProxyConfig
+from forge_rt.proxy._http_errors import install as install_json_http_errors
 from forge_rt.proxy._runtime import open_runtime
 
 __all__ = ["hypercorn_config", "serve_proxy"]
@@ -97,6 +98,7 @@ async def serve_proxy(
     replaces the backend the config describes (tests, or an application that already holds
     one). Raises what starting the backend raises, unchanged.
     """
+    install_json_http_errors()  # hypercorn's own 400/431 answers get JSON bodies too
     async with open_runtime(config, client=client) as runtime:
         app = ProxyApp(config, runtime=runtime)
         stop = trio.Event()

@@ -4,9 +4,12 @@ counted as a stream, and an empty x-api-key beside a valid Bearer token not refu
 
 from __future__ import annotations
 
+import contextlib
+import json
 from typing import Any
 
 import httpx
+import pytest
 import structlog
 import trio
 import trio.testing
@@ -98,3 +101,41 @@ async def test_pipelined_requests_are_all_answered() -> None:
                 received += await stream.receive_some(65536)
             await stream.aclose()
     assert received.index(b'"chat.completion"') < received.rindex(b"HTTP/1.1 200")
+
+
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [
+        (
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\n"
+            b"content-type: application/json\r\ntransfer-encoding: chunked\r\n\r\nZZ\r\n",
+            400,
+        ),
+        (
+            b"POST /v1/messages HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 5\r\n"
+            b"content-length: 6\r\n\r\nhello",
+            400,
+        ),
+        (b"GET /health HTTP/1.1\r\nhost: 127.0.0.1\r\nx-big: " + b"a" * 100_000 + b"\r\n\r\n", 431),
+    ],
+    ids=["bad-chunk-size", "two-content-lengths", "headers-too-large"],
+)
+async def test_errors_of_the_http_layer_are_json_too(raw: bytes, status: int) -> None:
+    """What h11 cannot parse is answered by the server itself: still JSON, in a shape both
+    SDKs read (the Anthropic envelope around an OpenAI-style error object)."""
+    with trio.fail_after(20):
+        async with client_proxy(GatedClient(lambda r: "ok", gated=False)) as url:
+            host, port = url.removeprefix("http://").split(":")
+            stream = await trio.open_tcp_stream(host, int(port))
+            with contextlib.suppress(trio.BrokenResourceError):  # it may close mid-send
+                await stream.send_all(raw)
+            received = b""
+            while chunk := await stream.receive_some(65536):
+                received += chunk
+            await stream.aclose()
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 %d" % status)
+    assert b"content-type: application/json" in head
+    error = json.loads(body)
+    assert error["type"] == "error"
+    assert {"type", "message", "param", "code"} <= set(error["error"])

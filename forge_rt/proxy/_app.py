@@ -257,6 +257,13 @@ class ProxyApp:
 
     async def _dispatch(self, call: _Call, route: tuple[str, _Handler, ApiShape] | None) -> None:
         scope, reply = call.scope, call.reply
+        # Until its body is read, an answer closes the connection: refused early (a bad Host,
+        # a missing key, a GET that carried a body), the unread body would be taken for the
+        # next request on it, so the server drops the connection -- and a pooling client that
+        # was not told so finds it gone when it sends its next request.
+        unread = _CLOSE if _declares_body(scope) else None
+        if unread is not None:
+            reply.extra_headers.append(unread)
         try:
             if route is None:
                 raise ProxyHTTPError(
@@ -287,6 +294,8 @@ class ProxyApp:
                     timeout_s=self.config.body_timeout_s,
                     observe=call.tally.feed,
                 )
+                if unread is not None:
+                    reply.extra_headers.remove(unread)
             await self._with_disconnect(call, handler)
         except ProxyHTTPError as exc:
             if exc.status >= 500:
@@ -721,6 +730,17 @@ def _bad(message: str, path: str) -> ProxyHTTPError:
         f"{message} - at `{path}`",
         code="invalid_request",
         param=path.removeprefix("$.") or None,
+    )
+
+
+_CLOSE = (b"connection", b"close")
+
+
+def _declares_body(scope: Scope) -> bool:
+    """Whether the request says a body follows (a non-zero length, or chunked)."""
+    length = header(scope, b"content-length")
+    return header(scope, b"transfer-encoding") is not None or (
+        length is not None and length.strip() not in (b"", b"0")
     )
 
 

@@ -124,3 +124,18 @@ def test_the_bound_address_is_allowed_unless_it_is_a_wildcard() -> None:
     wildcard = OriginGuard(bind_host="0.0.0.0", allowed_hosts=("box",), cors_origins=())
     assert "192.168.1.5" in lan.allowed_hosts
     assert wildcard.allowed_hosts == {"localhost", "127.0.0.1", "::1", "box"}
+
+
+async def test_a_request_refused_before_its_body_is_read_does_not_break_the_next_one() -> None:
+    """Refused before its body is read (a bad Host, a GET with a body), the answer says
+    ``connection: close``, so a pooling client opens a new connection for its next request
+    instead of finding the old one dropped."""
+    with trio.fail_after(30):
+        async with client_proxy(_echo()) as url, httpx.AsyncClient(base_url=url) as http:
+            for _ in range(20):
+                refused = await http.post(CHAT, json=BODY, headers={"host": "attacker.example"})
+                assert refused.status_code == 403
+                assert refused.headers["connection"] == "close"
+                with_body = await http.request("GET", "/ready", content=b'{"a": 1}')
+                assert with_body.status_code == 200
+                assert (await http.post(CHAT, json=BODY)).status_code == 200

@@ -38,6 +38,8 @@ Every inference is bounded here, so both users get the same bounds:
 
 from __future__ import annotations
 
+import math
+import random
 from collections.abc import Awaitable, Callable
 
 import msgspec
@@ -58,7 +60,7 @@ from forge_rt.core import (
     ToolCall,
     ToolCallDeltaChunk,
 )
-from forge_rt.errors import ToolSchemaError
+from forge_rt.errors import SlotQueueFullError, ToolSchemaError
 from forge_rt.guardrails import (
     REPETITION_FINISH_REASON,
     Execute,
@@ -79,6 +81,12 @@ from forge_rt.runtime._slot import SlotWorker
 __all__ = ["Accepted", "GuardedStep", "Rejected", "RunStats", "SlotCall"]
 
 _log = structlog.get_logger(__name__)
+
+# Waiting for room in a full queue: the first backoff, doubled up to the cap, jittered so calls
+# evicted together do not come back together.
+_ROOM_FIRST_BACKOFF_S = 0.25
+_ROOM_MAX_BACKOFF_S = 5.0
+_jitter = random.Random()
 
 ChunkSink = Callable[[StreamChunk], Awaitable[None]]
 ResponseHook = Callable[[LLMResponse], Awaitable[None]]
@@ -118,7 +126,10 @@ class SlotCall(msgspec.Struct, frozen=True, kw_only=True):
 
     ``deadline`` is in seconds for each inference, ``deadline_at`` a point on trio's clock by
     which every inference must be done (a request's whole deadline); the nearer one applies.
-    ``whole`` fetches replies in one piece for a caller that streams nothing.
+    ``whole`` fetches replies in one piece for a caller that streams nothing. ``wait_for_room``:
+    a call the slot's full queue refuses or evicts is submitted again after a jittered backoff
+    (within the deadline), instead of failing -- for a workflow mid-turn, whose tools may
+    already have run; the proxy leaves it off and answers 429, and its client retries.
     """
 
     priority: int = 0
@@ -127,6 +138,7 @@ class SlotCall(msgspec.Struct, frozen=True, kw_only=True):
     on_chunk: ChunkSink | None = None
     affinity_key: str | None = None
     whole: bool = False
+    wait_for_room: bool = False
 
     def deadline_now(self) -> float | None:
         """The deadline, in seconds from now, for an inference that starts now."""
@@ -235,14 +247,25 @@ class GuardedStep:
     async def _infer(
         self, request: InferenceRequest, call: SlotCall, on_chunk: ChunkSink | None
     ) -> LLMResponse:
-        return await self._slot.infer(
-            request,
-            priority=call.priority,
-            deadline=call.deadline_now(),
-            on_chunk=on_chunk,
-            affinity_key=call.affinity_key,
-            whole=call.whole,
-        )
+        backoff = _ROOM_FIRST_BACKOFF_S
+        first = call.deadline_now()
+        give_up_at = trio.current_time() + first if first is not None else math.inf
+        while True:
+            try:
+                return await self._slot.infer(
+                    request,
+                    priority=call.priority,
+                    deadline=call.deadline_now(),
+                    on_chunk=on_chunk,
+                    affinity_key=call.affinity_key,
+                    whole=call.whole,
+                )
+            except SlotQueueFullError as exc:
+                if not call.wait_for_room or trio.current_time() + backoff >= give_up_at:
+                    raise  # a full queue for as long as the call may take: the caller's now
+                _log.info("step.waiting_for_room", error=type(exc).__name__, backoff_s=backoff)
+            await trio.sleep(backoff * (0.5 + _jitter.random() / 2))
+            backoff = min(backoff * 2, _ROOM_MAX_BACKOFF_S)
 
     async def _streamed(self, request: InferenceRequest, call: SlotCall) -> LLMResponse:
         """The streamed reply, or what of it came before it started to repeat itself."""

@@ -292,6 +292,7 @@ class WorkflowActor(Actor):
             deadline=options.inference_deadline,
             on_chunk=options.on_chunk,
             affinity_key=self._name,
+            wait_for_room=True,  # a full queue delays a turn; it must not fail one mid-way
         )
 
         async def prepare() -> InferenceRequest:

@@ -199,3 +199,36 @@ async def test_an_arrival_no_more_urgent_than_the_queue_is_the_one_refused(
         assert not isinstance(info.value, SlotEvictedError)
     stats = await slot.stats()
     assert (stats.evicted, stats.rejected) == (0, 1)
+
+
+async def test_workflows_on_a_tiny_queue_wait_for_room_instead_of_failing_mid_turn(
+    autojump_clock: object,
+) -> None:
+    """30 workflows at mixed priorities, max_queue=2: calls refused or evicted are submitted
+    again after a backoff, so every turn completes -- none fails after its first tool ran."""
+    from runtime_support import Tools
+
+    from forge_rt.core import ToolCall
+    from forge_rt.runtime import Session
+
+    def reply(request: InferenceRequest) -> list[ToolCall]:
+        last = request.messages[-1]
+        if last.type.value == "user_input":
+            return [ToolCall(tool="get_weather", args={"city": last.content})]
+        return [ToolCall(tool="respond", args={"message": last.content})]
+
+    tools = Tools()
+    outputs: list[str] = []
+    async with Session.open(ScriptedClient(reply, prefill_s=1.0), max_queue=2) as session:
+
+        async def one(n: int) -> None:
+            result = await session.run(tools.workflow(), f"City{n}", priority=(n % 3) * 10)
+            outputs.append(result.output)
+
+        with trio.fail_after(10_000):
+            async with trio.open_nursery() as nursery:
+                for n in range(30):
+                    nursery.start_soon(one, n)
+        stats = await session.slot.stats()
+    assert sorted(outputs) == sorted(f"22C and sunny in City{n}" for n in range(30))
+    assert stats.rejected + stats.evicted > 0  # the queue really was full

@@ -740,9 +740,9 @@ class SlotWorkerActor(Actor):
             # request does not wait for it; after that it runs, or the bound would mean nothing
             # under continuous urgent load.
             return False
-        running.cut_while_overdue = running.cut_while_overdue or overdue
         if self._policy is PreemptPolicy.BEFORE_FIRST_TOKEN and running.first_token_at is not None:
             return False
+        running.cut_while_overdue = running.cut_while_overdue or overdue
         running.preempt_requested = True
         if running.line is not None and self._lines:
             # Held from now, not from when the attempt reports back: the arrival is dispatched

@@ -21,6 +21,7 @@ import trio
 import trio.lowlevel
 
 __all__ = [
+    "LiveTasks",
     "StepTrigger",
     "cancel_at_every_step",
     "installed",
@@ -52,6 +53,19 @@ class StepTrigger(trio.abc.Instrument):
         if self._steps == self._at:
             self.fired = True
             self._action()
+
+
+class LiveTasks(trio.abc.Instrument):
+    """The tasks spawned while it is installed that have not exited (empty: none left)."""
+
+    def __init__(self) -> None:
+        self.alive: set[trio.lowlevel.Task] = set()
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        self.alive.add(task)
+
+    def task_exited(self, task: trio.lowlevel.Task) -> None:
+        self.alive.discard(task)
 
 
 @contextmanager

@@ -16,6 +16,7 @@ import httpx
 import pytest
 import trio
 import trio.testing
+from leak_support import LiveTasks, installed
 from proxy_support import proxy_config
 
 from actors import ActorSystem
@@ -37,17 +38,6 @@ def _fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-class _Tasks(trio.abc.Instrument):
-    def __init__(self) -> None:
-        self.alive: set[trio.lowlevel.Task] = set()
-
-    def task_spawned(self, task: trio.lowlevel.Task) -> None:
-        self.alive.add(task)
-
-    def task_exited(self, task: trio.lowlevel.Task) -> None:
-        self.alive.discard(task)
-
-
 @pytest.mark.parametrize("whole", [False, True], ids=["streamed", "whole"])
 @pytest.mark.parametrize("fault", list(Fault), ids=[f.value for f in Fault])
 async def test_runtime_every_fault_ends_typed_or_completes(
@@ -55,35 +45,34 @@ async def test_runtime_every_fault_ends_typed_or_completes(
 ) -> None:
     words = " ".join(f"w{i}" for i in range(12))
     config = SimConfig(script={"*": [words] * (BEHIND + 3)}, slow_drip_interval_s=1.0)
-    tasks = _Tasks()
+    tasks = LiveTasks()
     threads, fds = threading.active_count(), _fds()
     outcomes: list[object] = []
-    trio.lowlevel.add_instrument(tasks)
-    async with (
-        SimBackend.serve(config) as sim,
-        LlamaServerClient(sim.url) as client,
-        ActorSystem.open() as system,
-    ):
-        slot = await SlotWorker.start(system, client)
-        await slot.infer(_request("warm"), whole=whole)  # the backend is known to answer
-        sim.inject(fault)
+    with installed(tasks):
+        async with (
+            SimBackend.serve(config) as sim,
+            LlamaServerClient(sim.url) as client,
+            ActorSystem.open() as system,
+        ):
+            slot = await SlotWorker.start(system, client)
+            await slot.infer(_request("warm"), whole=whole)  # the backend is known to answer
+            sim.inject(fault)
 
-        async def call(text: str) -> None:
-            try:
-                reply = await slot.infer(_request(text), whole=whole)
-            except ForgeError as exc:
-                outcomes.append(exc)
-            else:
-                assert isinstance(reply.result, TextResponse)
-                outcomes.append(reply.result.content)
+            async def call(text: str) -> None:
+                try:
+                    reply = await slot.infer(_request(text), whole=whole)
+                except ForgeError as exc:
+                    outcomes.append(exc)
+                else:
+                    assert isinstance(reply.result, TextResponse)
+                    outcomes.append(reply.result.content)
 
-        with trio.fail_after(3600):  # virtual seconds: a hang would be caught here
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(call, "faulted")
-                await sim.wait_until(lambda s: sum(s.faults.values()) >= 1)
-                for n in range(BEHIND):
-                    nursery.start_soon(call, f"behind {n}")
-    trio.lowlevel.remove_instrument(tasks)
+            with trio.fail_after(3600):  # virtual seconds: a hang would be caught here
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(call, "faulted")
+                    await sim.wait_until(lambda s: sum(s.faults.values()) >= 1)
+                    for n in range(BEHIND):
+                        nursery.start_soon(call, f"behind {n}")
     assert len(outcomes) == BEHIND + 1  # nothing lost: every call has an outcome
     faulted = [o for o in outcomes if not isinstance(o, str)]
     assert len(faulted) <= 1, faulted  # only the faulted call may fail, and then typed

@@ -5,6 +5,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from leak_support import LiveTasks, installed
 from runtime_support import CITY, Tools
 
 from forge_rt.context import ContextManager, TieredCompact
@@ -161,24 +162,13 @@ async def test_cancel_mid_inference_then_resume(tools: Tools, autojump_clock: An
 async def test_deadline_mid_tool_leaves_no_task_running(tools: Tools, autojump_clock: Any) -> None:
     """A turn deadline cancels a running async tool; every task spawned during the run exits."""
 
-    class Tasks(trio.abc.Instrument):
-        def __init__(self) -> None:
-            self.alive: set[trio.lowlevel.Task] = set()
-
-        def task_spawned(self, task: trio.lowlevel.Task) -> None:
-            self.alive.add(task)
-
-        def task_exited(self, task: trio.lowlevel.Task) -> None:
-            self.alive.discard(task)
-
-    tasks = Tasks()
-    trio.lowlevel.add_instrument(tasks)
+    tasks = LiveTasks()
     client = ScriptedClient([[ToolCall(tool="slow_lookup", args={"city": "Rome"})]])
-    async with Session.open(client) as session:
-        handle = await session.start(tools.workflow(required_steps=[]))
-        with pytest.raises(WorkflowCancelledError) as info:
-            await handle.send("Weather?", deadline=5)
-    trio.lowlevel.remove_instrument(tasks)
+    with installed(tasks):
+        async with Session.open(client) as session:
+            handle = await session.start(tools.workflow(required_steps=[]))
+            with pytest.raises(WorkflowCancelledError) as info:
+                await handle.send("Weather?", deadline=5)
     assert tools.tool_started.is_set()
     assert info.value.iteration == 1
     assert tasks.alive == set()

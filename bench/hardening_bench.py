@@ -26,7 +26,6 @@ import json
 import os
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -37,6 +36,7 @@ from typing import Any
 
 import httpx
 import trio
+from _processes import free_port, spawn
 
 CHAT = "/v1/chat/completions"
 BASE: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -109,33 +109,11 @@ def bad_inputs() -> dict[str, dict[str, Any]]:
 # --- processes ---------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _forge_rt() -> str:
     found = shutil.which("forge-rt")
     if found is None:
         raise SystemExit("forge-rt is not on PATH: install the project first (pip install -e .)")
     return found
-
-
-def _spawn(stack: ExitStack, argv: list[str], log: Path) -> subprocess.Popen[bytes]:
-    out = stack.enter_context(log.open("wb"))
-    proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-
-    def stop() -> None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-    stack.callback(stop)
-    return proc
 
 
 def _wait_ready(url: str) -> None:
@@ -289,14 +267,14 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON")
     args = parser.parse_args()
     cli = _forge_rt()
-    sim_port, proxy_port = _free_port(), _free_port()
+    sim_port, proxy_port = free_port(), free_port()
     logs = Path(os.environ.get("TMPDIR", "/tmp"))
     faults = [f"--fault-rate={k}={v}" for k, v in SOAK_FAULTS.items()]
     with ExitStack() as stack:
-        _spawn(stack, [cli, "sim", "--port", str(sim_port), *faults], logs / "hardening-sim.log")
+        spawn(stack, [cli, "sim", "--port", str(sim_port), *faults], logs / "hardening-sim.log")
         backend = f"http://127.0.0.1:{sim_port}"
         _wait_ready(backend + "/health")
-        proxy = _spawn(
+        proxy = spawn(
             stack,
             [
                 cli,

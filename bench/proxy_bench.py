@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -39,6 +38,7 @@ from pathlib import Path
 
 import httpx
 import trio
+from _processes import free_port, spawn
 
 BODY = {"model": "bench", "messages": [{"role": "user", "content": "Say something short."}]}
 STREAM_BODY = {**BODY, "stream": True}
@@ -95,28 +95,6 @@ def _serve_proxy(backend_url: str, port: int) -> None:
             await trio.sleep_forever()
 
     trio.run(main)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _spawn(stack: ExitStack, argv: list[str], log: Path) -> subprocess.Popen[bytes]:
-    out = stack.enter_context(log.open("wb"))
-    proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-
-    def stop() -> None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-
-    stack.callback(stop)
-    return proc
 
 
 def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
@@ -404,28 +382,28 @@ def _start_targets(
 ) -> list[tuple[str, str, int]]:
     """Start a sim backend and the proxies in front of it; ``(name, url, pid)`` of each."""
     me = [sys.executable, str(Path(__file__).resolve())]
-    backend_port = _free_port()
+    backend_port = free_port()
     backend = f"http://127.0.0.1:{backend_port}"
     argv = [*me, "--serve-backend", str(backend_port)]
     if decode_tps is not None:
         argv += ["--backend-tps", str(decode_tps)]
-    proc = _spawn(stack, argv, logs / f"backend-{tag}.log")
+    proc = spawn(stack, argv, logs / f"backend-{tag}.log")
     _wait_ready(backend, proc, logs / f"backend-{tag}.log")
     targets = [("direct", backend, proc.pid)]
 
-    ours_port = _free_port()
+    ours_port = free_port()
     ours = f"http://127.0.0.1:{ours_port}"
     log = logs / f"forge_rt-{tag}.log"
-    proc = _spawn(stack, [*me, "--serve-proxy", backend, str(ours_port)], log)
+    proc = spawn(stack, [*me, "--serve-proxy", backend, str(ours_port)], log)
     _wait_ready(ours, proc, log)
     targets.append(("forge_rt", ours, proc.pid))
 
     if forge_python is not None:
-        forge_port = _free_port()
+        forge_port = free_port()
         forge = f"http://127.0.0.1:{forge_port}"
         argv = [str(forge_python), "-m", "forge.proxy", "--backend-url", backend]
         log = logs / f"forge-{tag}.log"
-        proc = _spawn(stack, [*argv, "--port", str(forge_port)], log)
+        proc = spawn(stack, [*argv, "--port", str(forge_port)], log)
         _wait_ready(forge, proc, log)
         targets.append(("forge 0.9.3", forge, proc.pid))
     return targets

@@ -16,6 +16,7 @@ bug, which is still answered in the API's shape and logged with its traceback.
 
 from __future__ import annotations
 
+import collections
 import hmac
 import itertools
 import math
@@ -755,8 +756,9 @@ def _check_consistent(request: InferenceRequest) -> None:
     """What each part of a request may be on its own but not together: two tools of one name
     (which would the model's call run?), a tool result answering no call made before it (both
     APIs refuse it; a client that trimmed its history lost the call)."""
-    names = [tool.name for tool in request.tools]
-    twice = sorted({n for n in names if names.count(n) > 1})
+    twice = sorted(
+        n for n, k in collections.Counter(t.name for t in request.tools).items() if k > 1
+    )
     if twice:
         raise _bad(
             f"tool names must be unique; given more than once: {', '.join(twice)}", "$.tools"

@@ -528,12 +528,7 @@ class WorkflowActor(Actor):
     # --- history -------------------------------------------------------------------------------
 
     async def _append(self, message: Message, options: TurnOptions) -> None:
-        self._history.append(message)
-        sink = options.on_message
-        if sink is not None:
-            pending = sink(message)
-            if inspect.isawaitable(pending):
-                await pending
+        await self._extend([message], options)
 
     async def _extend(self, messages: list[Message], options: TurnOptions) -> None:
         """Append ``messages`` together, then tell the sink: a cancellation landing in the

@@ -5,6 +5,8 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import httpx
 import pytest
@@ -16,34 +18,55 @@ from forge_rt.backends.sim._cli import sim_command
 LAUNCH = "from forge_rt.backends.sim._cli import sim_command; sim_command()"
 
 
-async def test_sim_command_serves_until_interrupted() -> None:
-    """It prints the URL, answers on it, and exits 0 on SIGINT."""
+class _Sim:
+    """A ``forge-rt sim`` child process, started; what it printed so far in ``output``."""
+
+    def __init__(self, process: trio.Process, url: str, output: bytes) -> None:
+        self.process = process
+        self.url = url
+        self.output = output
+
+    async def interrupt(self) -> None:
+        """SIGINT, then read what it prints until it exits."""
+        assert self.process.stdout is not None
+        self.process.send_signal(signal.SIGINT)
+        while chunk := await self.process.stdout.receive_some():
+            self.output += chunk
+        await self.process.wait()
+
+
+@asynccontextmanager
+async def _sim(*args: str) -> AsyncIterator[_Sim]:
+    """The sim command with ``args``, once it printed its URL; killed if still running after."""
     process = await trio.lowlevel.open_process(
-        [sys.executable, "-c", LAUNCH, "--model", "cli-model", "--rate", "hermes=1"],
+        [sys.executable, "-c", LAUNCH, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )
     assert process.stdout is not None
     output = b""
     try:
-        with trio.fail_after(60):
-            while b"(Ctrl-C stops it)" not in output:
-                output += await process.stdout.receive_some()
-            url = output.decode().split(" at ")[1].split(" ")[0]
-            async with httpx.AsyncClient(base_url=url) as http:
-                models = (await http.get("/v1/models")).json()
-            process.send_signal(signal.SIGINT)
-            while chunk := await process.stdout.receive_some():
-                output += chunk
-            await process.wait()
+        while b"(Ctrl-C stops it)" not in output:
+            output += await process.stdout.receive_some()
+        url = output.decode().split(" at ")[1].split(" ")[0]
+        yield _Sim(process, url, output)
     finally:
         if process.returncode is None:
             process.kill()
             await process.wait()
         await process.stdout.aclose()
+
+
+async def test_sim_command_serves_until_interrupted() -> None:
+    """It prints the URL, answers on it, and exits 0 on SIGINT."""
+    with trio.fail_after(60):
+        async with _sim("--model", "cli-model", "--rate", "hermes=1") as sim:
+            async with httpx.AsyncClient(base_url=sim.url) as http:
+                models = (await http.get("/v1/models")).json()
+            await sim.interrupt()
     assert models["data"][0]["id"] == "cli-model"
-    assert process.returncode == 0
-    assert output.decode().endswith("sim stopped\n")
+    assert sim.process.returncode == 0
+    assert sim.output.decode().endswith("sim stopped\n")
 
 
 def test_bad_rate_is_a_usage_error() -> None:
@@ -55,39 +78,23 @@ def test_bad_rate_is_a_usage_error() -> None:
 
 async def test_sim_command_stops_on_sigint_with_requests_hanging_in_it() -> None:
     """Every request hangs (``--fault-rate hang=1``); SIGINT still stops it, exit 0."""
-    process = await trio.lowlevel.open_process(
-        [sys.executable, "-c", LAUNCH, "--fault-rate", "hang=1"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    assert process.stdout is not None
-    output = b""
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
     cut: list[bool] = []
-    try:
-        with trio.fail_after(60):
-            while b"(Ctrl-C stops it)" not in output:
-                output += await process.stdout.receive_some()
-            url = output.decode().split(" at ")[1].split(" ")[0]
-            async with (
-                httpx.AsyncClient(base_url=url, timeout=30) as http,
-                trio.open_nursery() as n,
-            ):
+    with trio.fail_after(60):
+        async with (
+            _sim("--fault-rate", "hang=1") as sim,
+            httpx.AsyncClient(base_url=sim.url, timeout=30) as http,
+            trio.open_nursery() as nursery,
+        ):
 
-                async def hang() -> None:
-                    with pytest.raises(httpx.RemoteProtocolError):  # the server went away
-                        await http.post("/v1/chat/completions", json=body)
-                    cut.append(True)
+            async def hang() -> None:
+                with pytest.raises(httpx.RemoteProtocolError):  # the server went away
+                    await http.post("/v1/chat/completions", json=body)
+                cut.append(True)
 
-                for _ in range(4):
-                    n.start_soon(hang)
-                await trio.sleep(0.5)  # the requests are in, hanging; no timing is asserted
-                process.send_signal(signal.SIGINT)
-                await process.wait()
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-        await process.stdout.aclose()
-    assert process.returncode == 0
+            for _ in range(4):
+                nursery.start_soon(hang)
+            await trio.sleep(0.5)  # the requests are in, hanging; no timing is asserted
+            await sim.interrupt()
+    assert sim.process.returncode == 0
     assert cut == [True] * 4

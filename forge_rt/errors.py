@@ -21,7 +21,8 @@ budgets given; a :class:`BackendFailureError` is the backend's doing, not the mo
     │   ├── UnsupportedModelError      opt-in sampling defaults for a model we have none for
     │   ├── ConstraintUnsupportedError constrain="always" on a backend with no schema or grammar
     │   ├── UnsupportedRequestError    a request asks for what the backend's API cannot express
-    │   └── GrammarError               a GBNF grammar text forge_rt cannot read
+    │   ├── GrammarError               a GBNF grammar text forge_rt cannot read
+    │   └── SessionWorkflowMismatchError  a stored session belongs to another workflow
     ├── BudgetExhaustedError           a budget of the run ran out; the run ends with this error
     │   ├── ToolCallError              no valid tool call within the retry budget
     │   ├── StepEnforcementError       terminal tool called before the required steps, too often
@@ -43,8 +44,12 @@ budgets given; a :class:`BackendFailureError` is the backend's doing, not the mo
     ├── SlotQueueFullError             an inference slot's queue is at its limit; try later
     │   └── SlotEvictedError           a queued call made room for a more urgent one; try later
     ├── InferenceDeadlineError         an inference call missed its deadline (queued or running)
+    ├── StoreError                     the session store could not be opened, read or written
+    │   ├── StoreSchemaError           the store's schema is not one this forge_rt can use
+    │   └── SessionConflictError       another writer changed the session since it was loaded
     ├── ToolResolutionError            raised BY a tool: "you called me wrong"; fed back
     ├── ToolInterruptedError           a non-idempotent call was cut off by a cancellation; fed back
+    ├── RestoredToolError              a tool's failure as a session store kept it; fed back
     └── WorkflowCancelledError         the caller or a deadline cancelled the workflow (resumable)
 """
 
@@ -80,9 +85,14 @@ __all__ = [
     "ModelPartsMissingError",
     "PrerequisiteError",
     "PromptTemplateError",
+    "RestoredToolError",
+    "SessionConflictError",
+    "SessionWorkflowMismatchError",
     "SlotEvictedError",
     "SlotQueueFullError",
     "StepEnforcementError",
+    "StoreError",
+    "StoreSchemaError",
     "StreamError",
     "ToolCallError",
     "ToolExecutionError",
@@ -214,6 +224,16 @@ class ToolInterruptedError(ForgeError):
         super().__init__(message)
         self.tool = tool
         self.call_id = call_id
+
+
+class RestoredToolError(ForgeError):
+    """A tool's failure as a session store kept it, for a batch cut short by a restart: the
+    model is told ``type_name`` (the original exception's class) and the message, as it would
+    have been before the restart."""
+
+    def __init__(self, message: str, *, type_name: str) -> None:
+        super().__init__(message)
+        self.type_name = type_name
 
 
 class ToolResolutionError(ForgeError):
@@ -657,3 +677,53 @@ class GrammarError(ConfigurationError):
     def __init__(self, message: str, *, line: int = 0) -> None:
         super().__init__(message)
         self.line = line
+
+
+class SessionWorkflowMismatchError(ConfigurationError):
+    """``Session.start(workflow, name=...)`` named a stored session of another workflow.
+
+    A stored history only makes sense with the tools and steps it was made with; start the
+    stored session with its own workflow (``stored``), or use another name.
+    """
+
+    def __init__(self, message: str, *, session: str, stored: str, requested: str) -> None:
+        super().__init__(message)
+        self.session = session
+        self.stored = stored
+        self.requested = requested
+
+
+class StoreError(ForgeError):
+    """The session store could not be opened, read or written (``store`` names which one).
+
+    Raised before anything is acknowledged: a message whose commit failed was not accepted,
+    and the workflow's state in memory is what the store holds.
+    """
+
+    def __init__(self, message: str, *, store: str) -> None:
+        super().__init__(message)
+        self.store = store
+
+
+class StoreSchemaError(StoreError):
+    """The store's schema version is one this forge_rt cannot use: written by a newer
+    forge_rt (``found`` > ``supported``), or not a forge_rt session store at all."""
+
+    def __init__(self, message: str, *, store: str, found: int | None, supported: int) -> None:
+        super().__init__(message, store=store)
+        self.found = found
+        self.supported = supported
+
+
+class SessionConflictError(StoreError):
+    """Another writer (a second process on the same store) changed ``session`` after this one
+    loaded it: its commit is refused rather than interleaved. Reload the session (start it
+    again) to continue from what the other writer stored."""
+
+    def __init__(
+        self, message: str, *, store: str, session: str, expected: int, found: int | None
+    ) -> None:
+        super().__init__(message, store=store)
+        self.session = session
+        self.expected = expected
+        self.found = found

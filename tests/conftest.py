@@ -25,3 +25,12 @@ def local_model() -> Iterator[LocalModelServer]:
 def local_model_url(local_model: LocalModelServer) -> str:
     """Base URL of the session's embedded model server, e.g. ``http://127.0.0.1:41234``."""
     return local_model.url
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A throwaway PostgreSQL server for the session (see tests/postgres_support.py)."""
+    from postgres_support import throwaway_postgres
+
+    with throwaway_postgres() as url:
+        yield url

@@ -30,6 +30,21 @@ class StepTracker:
         for step in completed:
             self._mark(step)
 
+    @classmethod
+    def restore(
+        cls, completed: Iterable[str], calls: Iterable[tuple[str, dict[str, Any]]]
+    ) -> StepTracker:
+        """A tracker as :attr:`completed_steps` and :attr:`calls` described it (a stored
+        session's): the calls keep prerequisites that match on an argument satisfiable."""
+        tracker = cls(completed)
+        tracker._calls = [_Record(tool, dict(args)) for tool, args in calls]
+        return tracker
+
+    @property
+    def calls(self) -> tuple[tuple[str, dict[str, Any]], ...]:
+        """Every successful call as ``(tool, arguments)``, in the order they ran."""
+        return tuple((r.tool, dict(r.args)) for r in self._calls)
+
     def _mark(self, tool: str) -> None:
         if tool not in self._order:
             self._order.append(tool)

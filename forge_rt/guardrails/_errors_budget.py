@@ -83,6 +83,11 @@ class ErrorTracker:
             ) from exc
         return self._tool_errors
 
+    def restore(self, *, retries: int, tool_errors: int) -> None:
+        """Resume with ``retries`` and ``tool_errors`` already used (a stored session's)."""
+        self._retries = retries
+        self._tool_errors = tool_errors
+
     def reset_retries(self) -> None:
         """A reply held valid calls: the retry row is broken."""
         self._retries = 0

@@ -266,6 +266,14 @@ class Guardrails:
             completed_steps=self._tracker.completed_steps,
         )
 
+    def restore_budgets(self, used: Budgets) -> None:
+        """Set the per-turn budgets' use to ``used`` (a snapshot from :attr:`budgets`, kept by
+        a session store): a turn resumed after a restart has no more retries, tool errors,
+        premature or prerequisite attempts left than it had. The loop guard's rows start over.
+        """
+        self._errors.restore(retries=used.retries, tool_errors=used.tool_errors)
+        self._steps.restore_counts(premature=used.premature, prereq=used.prereq)
+
     def new_turn(self) -> None:
         """A new user turn starts: forget what only described the last one.
 

@@ -33,6 +33,7 @@ from forge_rt.core import (
     ToolSpec,
 )
 from forge_rt.core._jsonschema import deref
+from forge_rt.errors import RestoredToolError
 from forge_rt.guardrails._rescue_args import SCHEMA_KEYWORDS, repair_args, schema_of
 
 __all__ = [
@@ -567,8 +568,9 @@ def _detail(error: BaseException) -> str:
 def tool_error_text(tool: str, error: BaseException) -> str:
     """The tool result fed back when ``tool`` raised ``error`` while executing."""
     detail = _detail(error) or "(no message)"
+    kind = error.type_name if isinstance(error, RestoredToolError) else type(error).__name__
     return (
-        f"[ToolError] `{tool}` failed: {type(error).__name__}: {detail}. Check the arguments "
+        f"[ToolError] `{tool}` failed: {kind}: {detail}. Check the arguments "
         "or try a different approach."
     )
 

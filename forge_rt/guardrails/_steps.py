@@ -243,6 +243,11 @@ class StepEnforcer:
         self.reset_premature()
         self.reset_prereq()
 
+    def restore_counts(self, *, premature: int, prereq: int) -> None:
+        """Resume with ``premature`` and ``prereq`` attempts already used (a stored session's)."""
+        self._premature = premature
+        self._prereq = prereq
+
     def reset_premature(self) -> None:
         self._premature = 0
 

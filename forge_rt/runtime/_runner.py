@@ -8,8 +8,10 @@ actor, each a ``WorkflowHandle`` that can take many turns).
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import msgspec
@@ -19,7 +21,7 @@ import trio
 from actors import ActorRef, ActorSystem
 from forge_rt.context import ContextManager
 from forge_rt.core import LLMClient, Sampling, Workflow
-from forge_rt.errors import WorkflowCancelledError
+from forge_rt.errors import ConfigurationError, SessionWorkflowMismatchError, WorkflowCancelledError
 from forge_rt.guardrails import (
     ConstraintDecision,
     GuardrailOptions,
@@ -27,6 +29,7 @@ from forge_rt.guardrails import (
     workflow_tool_specs,
 )
 from forge_rt.runtime._budget import BudgetMonitor, BudgetSource
+from forge_rt.runtime._durable import SessionLog, decode_state, restored_history
 from forge_rt.runtime._scheduling import DEFAULT_MAX_WAIT_S, PreemptPolicy
 from forge_rt.runtime._slot import DEFAULT_RETRY, BackendRetry, SlotWorker, StallLimits
 from forge_rt.runtime._step import RunStats
@@ -44,6 +47,7 @@ from forge_rt.runtime._workflow_actor import (
     _TurnFailed,
     unique_actor_name,
 )
+from forge_rt.store import SessionInfo, SessionStore, store_for
 
 __all__ = ["Session", "WorkflowHandle", "WorkflowRunner"]
 
@@ -72,12 +76,17 @@ class WorkflowHandle:
         priority: int,
         *,
         inference_deadline: float | None = None,
+        stored: SessionInfo | None = None,
     ) -> None:
         self._ref = ref
         self._inference_deadline = inference_deadline
         self.name = name
         self.workflow = workflow
         self.priority = priority
+        self.stored = stored
+        """The session as the store held it when this handle started it (None: a new one)."""
+        self.interrupted = stored is not None and stored.status == "in_turn"
+        """A turn was running when the process that ran it stopped: ``resume()`` finishes it."""
         self._scope: trio.CancelScope | None = None
         self.last_cancelled: WorkflowCancelledError | None = None
         self.last_stats: RunStats | None = None
@@ -131,7 +140,9 @@ class WorkflowHandle:
     async def resume(self, **options: Any) -> WorkflowResult:
         """Continue a cancelled turn from where it stopped (no new user message)."""
         options.setdefault("inference_deadline", self._inference_deadline)
-        return await self._turn(None, TurnOptions(priority=self.priority, **options))
+        result = await self._turn(None, TurnOptions(priority=self.priority, **options))
+        self.interrupted = False
+        return result
 
     async def _turn(self, user_message: str | None, options: TurnOptions) -> WorkflowResult:
         scope = trio.CancelScope()
@@ -182,11 +193,13 @@ class Session:
         slot: SlotWorker,
         budget: BudgetMonitor | None,
         defaults: _Defaults,
+        store: SessionStore | None = None,
     ) -> None:
         self.system = system
         self.client = client
         self.slot = slot
         self.budget = budget
+        self.store = store
         self._defaults = defaults
 
     @classmethod
@@ -208,8 +221,16 @@ class Session:
         inference_deadline: float | None = DEFAULT_INFERENCE_DEADLINE_S,
         sampling: Sampling | None = None,
         guardrails: GuardrailOptions | None = None,
+        store: SessionStore | str | os.PathLike[str] | None = None,
     ) -> AsyncIterator[Session]:
         """Start the actors; on exit every workflow, the slot and the monitor are cancelled.
+
+        ``store``: keep sessions durably -- a :class:`~forge_rt.store.SessionStore`, or where
+        one is (an SQLite file path, or a ``postgresql://`` URL: opened here, closed on exit).
+        Then each workflow started with a ``name`` is that stored session: every accepted
+        message, tool result and control-state change is committed before it is used, and
+        after a restart ``start(workflow, name=...)`` carries on from the store
+        (``sessions()`` lists what it holds).
 
         ``max_wait_s``: the starvation bound -- a call that has waited this long runs next,
         ahead of more urgent calls that have not (see ``SlotWorker.start``); ``max_queue``: a
@@ -224,7 +245,10 @@ class Session:
         included (600 s; ``None`` for none): the last word after the stall limits, for a
         backend that trickles just fast enough to pass them.
         """
-        async with ActorSystem.open(shutdown="cancel") as system:
+        async with AsyncExitStack() as stack:
+            if isinstance(store, str | os.PathLike):
+                store = await stack.enter_async_context(store_for(store))
+            system = await stack.enter_async_context(ActorSystem.open(shutdown="cancel"))
             slot = await SlotWorker.start(
                 system,
                 client,
@@ -247,7 +271,7 @@ class Session:
                 sampling=sampling or Sampling(),
                 guardrails=guardrails or GuardrailOptions(),
             )
-            yield cls(system, client, slot, budget, defaults)
+            yield cls(system, client, slot, budget, defaults, store)
 
     async def start(
         self,
@@ -266,10 +290,23 @@ class Session:
         ``guardrails`` replaces the session's guardrail options for this workflow (e.g.
         ``GuardrailOptions(rescue=False)`` for an ablation).
         ``resume_from`` seeds the actor with a cancelled run's messages, steps and iteration.
+        With a store, ``name`` is the stored session's (a new random one if not given): a
+        stored session comes back as it was (``handle.interrupted``: resume its turn), and one
+        of another workflow is a ``SessionWorkflowMismatchError``.
         """
-        actor_name = name or unique_actor_name(workflow.name)
-        decision = _decide_constraint(workflow, self.client)
-        options = guardrails or self._defaults.guardrails
+        if self.store is not None:
+            return await self._start_stored(
+                workflow,
+                name=name or f"{workflow.name}-{uuid.uuid4().hex[:12]}",
+                priority=priority,
+                resume_from=resume_from,
+                spawn={
+                    "max_iterations": max_iterations,
+                    "context": context,
+                    "sampling": sampling,
+                    "guardrails": guardrails,
+                },
+            )
         seed: dict[str, Any] = {}
         if resume_from is not None:
             seed = {
@@ -277,7 +314,110 @@ class Session:
                 "completed_steps": resume_from.completed_steps,
                 "iteration": resume_from.iteration,
             }
-        ref = await self.system.spawn(
+        actor_name = name or unique_actor_name(workflow.name)
+        ref = await self._spawn(
+            workflow,
+            actor_name,
+            max_iterations=max_iterations,
+            context=context,
+            sampling=sampling,
+            guardrails=guardrails,
+            seed=seed,
+        )
+        return WorkflowHandle(
+            ref,
+            actor_name,
+            workflow,
+            priority,
+            inference_deadline=self._defaults.inference_deadline,
+        )
+
+    async def sessions(self) -> list[SessionInfo]:
+        """Every session the store holds, most recently changed first (``status`` ``"in_turn"``:
+        a turn was running when its process stopped). Only with ``Session.open(store=...)``."""
+        return await self._required_store().sessions()
+
+    async def forget(self, name: str) -> bool:
+        """Delete the stored session ``name`` (stop its workflow first); False if none."""
+        return await self._required_store().delete(name)
+
+    def _required_store(self) -> SessionStore:
+        if self.store is None:
+            raise ConfigurationError(
+                "this Session keeps no sessions: open it with Session.open(client, store=PATH)"
+            )
+        return self.store
+
+    async def _start_stored(
+        self,
+        workflow: Workflow,
+        *,
+        name: str,
+        priority: int,
+        resume_from: WorkflowCancelledError | None,
+        spawn: dict[str, Any],
+    ) -> WorkflowHandle:
+        """``start`` with a store: the stored session ``name`` if there is one, else a new one."""
+        store = self._required_store()
+        stored = await store.load(name)
+        seed: dict[str, Any] = {}
+        log = SessionLog(store, name, workflow.name)
+        if stored is not None:
+            if stored.info.workflow != workflow.name:
+                raise SessionWorkflowMismatchError(
+                    f"session {name!r} in {store.description} is a {stored.info.workflow!r} "
+                    f"session; start it with that workflow, not {workflow.name!r}",
+                    session=name,
+                    stored=stored.info.workflow,
+                    requested=workflow.name,
+                )
+            if resume_from is not None:
+                raise ConfigurationError(
+                    f"session {name!r} is already stored; resume_from seeds only a new session"
+                )
+            state = decode_state(stored, store)
+            log.version = stored.info.version
+            seed = {
+                "seed_messages": restored_history(stored.messages, state),
+                "restored": state,
+            }
+            _log.info(
+                "session.restored",
+                session=name,
+                messages=stored.info.messages,
+                status=stored.info.status,
+                iteration=state.iteration,
+            )
+        elif resume_from is not None:
+            seed = {
+                "seed_messages": resume_from.messages,
+                "completed_steps": resume_from.completed_steps,
+                "iteration": resume_from.iteration,
+            }
+        ref = await self._spawn(workflow, name, seed={**seed, "log": log}, **spawn)
+        return WorkflowHandle(
+            ref,
+            name,
+            workflow,
+            priority,
+            inference_deadline=self._defaults.inference_deadline,
+            stored=stored.info if stored is not None else None,
+        )
+
+    async def _spawn(
+        self,
+        workflow: Workflow,
+        actor_name: str,
+        *,
+        max_iterations: int | None,
+        context: ContextManager | None,
+        sampling: Sampling | None,
+        guardrails: GuardrailOptions | None,
+        seed: dict[str, Any],
+    ) -> ActorRef[Any]:
+        decision = _decide_constraint(workflow, self.client)
+        options = guardrails or self._defaults.guardrails
+        return await self.system.spawn(
             lambda: WorkflowActor(
                 workflow,
                 self.slot,
@@ -292,13 +432,6 @@ class Session:
                 **seed,
             ),
             name=actor_name,
-        )
-        return WorkflowHandle(
-            ref,
-            actor_name,
-            workflow,
-            priority,
-            inference_deadline=self._defaults.inference_deadline,
         )
 
     async def run(

@@ -50,6 +50,7 @@ from forge_rt.errors import (
     ContextOverflowError,
     ForgeError,
     MaxIterationsError,
+    StoreError,
     ToolInterruptedError,
     WorkflowCancelledError,
 )
@@ -63,6 +64,7 @@ from forge_rt.guardrails import (
     ToolResult,
 )
 from forge_rt.runtime._budget import GetBudget, ObservedUsage
+from forge_rt.runtime._durable import ControlState, SessionLog, StoredResult
 from forge_rt.runtime._slot import SlotWorker
 from forge_rt.runtime._step import GuardedStep, Rejected, RunStats, SlotCall
 
@@ -158,9 +160,11 @@ class WorkflowActor(Actor):
         constraint: OutputConstraint | None,
         constraint_reason: str | None,
         budget: ActorRef[Any] | None,
-        seed_messages: tuple[Message, ...] = (),
+        seed_messages: tuple[Message, ...] | list[Message] = (),
         completed_steps: tuple[str, ...] = (),
         iteration: int = 0,
+        log: SessionLog | None = None,
+        restored: ControlState | None = None,
     ) -> None:
         self._workflow = workflow
         self._slot = slot
@@ -170,8 +174,9 @@ class WorkflowActor(Actor):
         self._sampling = sampling
         self._constraint_reason = constraint_reason
         self._budget = budget
+        tracker = restored.tracker() if restored is not None else StepTracker(completed_steps)
         self._guardrails = Guardrails.from_workflow(
-            workflow, options=guardrail_options, tracker=StepTracker(completed_steps)
+            workflow, options=guardrail_options, tracker=tracker
         )
         self._narrowed = NarrowedConstraint(constraint, self._guardrails.tools)
         self._avoid: frozenset[str] = frozenset()  # tools a loop nudge just blocked
@@ -181,6 +186,14 @@ class WorkflowActor(Actor):
         self._iteration = iteration
         self._turn_start = len(self._history)
         self._batch: list[ToolResult] = []  # results of the batch running now, as they finish
+        self._log = log  # the session store's writer: every change is committed before it is used
+        self._turn_open = False
+        if restored is not None:
+            self._iteration = restored.iteration
+            self._turn_open = restored.turn_open
+            self._batch = [r.result() for r in restored.finished]
+            if restored.budgets is not None:
+                self._guardrails.restore_budgets(restored.budgets)
 
     # --- messages ------------------------------------------------------------------------------
 
@@ -188,18 +201,6 @@ class WorkflowActor(Actor):
     async def on_turn(self, msg: _Turn) -> _TurnOk | _TurnFailed:
         started = trio.current_time()
         stats = RunStats(constraint=self._constraint_reason)
-        if msg.user_text is not None:
-            if not self._history:
-                await self._append(
-                    Message.system(
-                        self._workflow.render_system_prompt(msg.options.prompt_variables)
-                    ),
-                    msg.options,
-                )
-            self._forget_transients()
-            self._guardrails.new_turn()
-            self._turn_start = len(self._history)
-            await self._append(Message.user(msg.user_text), msg.options)
         outcome: _TurnOk | _TurnFailed | None = None
         with msg.scope:
             if msg.options.deadline is not None:
@@ -207,6 +208,8 @@ class WorkflowActor(Actor):
                     msg.scope.deadline, trio.current_time() + msg.options.deadline
                 )
             try:
+                if msg.user_text is not None:
+                    await self._begin_turn(msg.user_text, msg.options)
                 outcome = _TurnOk(await self._loop(msg.options, stats))
             except ForgeError as exc:
                 outcome = _TurnFailed(exc)
@@ -228,6 +231,16 @@ class WorkflowActor(Actor):
             )
         if isinstance(outcome, _TurnOk):
             self._forget_transients()
+        cancelled = isinstance(outcome, _TurnFailed) and isinstance(
+            outcome.error, WorkflowCancelledError
+        )
+        if self._turn_open and not cancelled:
+            # Ended: only a cancelled (or killed) turn is left open, to be resumed.
+            self._turn_open = False
+            try:
+                await self._persist()
+            except StoreError as exc:
+                outcome = _TurnFailed(exc, stats)
         _log.info(
             "workflow.turn",
             workflow=self._workflow.name,
@@ -238,6 +251,18 @@ class WorkflowActor(Actor):
             inferences=stats.inferences,
         )
         return outcome
+
+    async def _begin_turn(self, user_text: str, options: TurnOptions) -> None:
+        """Open a turn: the system prompt first (on the first turn), then the user's message,
+        committed (with the turn marked open) before the loop acts on it."""
+        self._turn_open = True
+        if not self._history:
+            system = self._workflow.render_system_prompt(options.prompt_variables)
+            await self._append(Message.system(system), options)
+        self._forget_transients()
+        self._guardrails.new_turn()
+        self._turn_start = len(self._history)
+        await self._append(Message.user(user_text), options)
 
     @handles(_Prewarm)
     async def on_prewarm(self, msg: _Prewarm) -> _Prewarmed | _PrewarmRefused:
@@ -357,6 +382,7 @@ class WorkflowActor(Actor):
             )
         self._iteration += 1
         stats.iterations += 1
+        await self._persist()  # a restart must not hand the turn this iteration again
         await self._compact(stats)
         return InferenceRequest(
             messages=tuple(self._history),
@@ -460,12 +486,16 @@ class WorkflowActor(Actor):
     ) -> WorkflowResult | None:
         """Run ``calls`` in order and record their results; ``resumed``: these calls were cut
         off by a cancellation, and a non-idempotent one is answered, not run again."""
+        finished = {r.call.call_id for r in self._batch}  # kept from before a restart
         for call in calls:
+            if call.call_id in finished:
+                continue
             if resumed and not self._safe_to_repeat(call):
                 result = ToolResult(call=call, error=_interrupted(call))
             else:
                 result = await self._run_tool(call)
             self._batch.append(result)
+            await self._persist()  # the tool ran: its result must survive a restart
         results, self._batch = self._batch, []
         return await self._record(results, options, stats)
 
@@ -531,9 +561,11 @@ class WorkflowActor(Actor):
         await self._extend([message], options)
 
     async def _extend(self, messages: list[Message], options: TurnOptions) -> None:
-        """Append ``messages`` together, then tell the sink: a cancellation landing in the
-        sink cannot leave half of them out (a call without its result, a reply without its
-        correction)."""
+        """Commit ``messages`` to the session store (if any), append them together, then tell
+        the sink: what the sink sees is stored, and a cancellation landing in the sink cannot
+        leave half of them out (a call without its result, a reply without its correction)."""
+        if self._log is not None:
+            await self._log.commit(messages, self._control_state())
         self._history.extend(messages)
         sink = options.on_message
         if sink is None:
@@ -542,6 +574,22 @@ class WorkflowActor(Actor):
             pending = sink(message)
             if inspect.isawaitable(pending):
                 await pending
+
+    async def _persist(self) -> None:
+        """Commit the control state alone (no new messages), where there is a store."""
+        if self._log is not None:
+            await self._log.commit([], self._control_state())
+
+    def _control_state(self) -> ControlState:
+        tracker = self._guardrails.tracker
+        return ControlState(
+            iteration=self._iteration,
+            turn_open=self._turn_open,
+            completed_steps=tracker.completed_steps,
+            step_calls=tracker.calls,
+            budgets=self._guardrails.budgets,
+            finished=tuple(StoredResult.of(r) for r in self._batch),
+        )
 
     async def _reject(self, messages: list[Message], options: TurnOptions) -> None:
         if options.on_chunk is not None:

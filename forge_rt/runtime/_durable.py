@@ -87,6 +87,7 @@ class ControlState(msgspec.Struct, frozen=True, kw_only=True):
     step_calls: tuple[tuple[str, dict[str, Any]], ...] = ()
     budgets: Budgets | None = None  # None: nothing used yet
     finished: tuple[StoredResult, ...] = ()  # the running batch's results, not yet recorded
+    running: str | None = None  # the call id of a non-idempotent tool that had started
 
     def tracker(self) -> StepTracker:
         return StepTracker.restore(self.completed_steps, self.step_calls)

@@ -188,7 +188,9 @@ class WorkflowActor(Actor):
         self._batch: list[ToolResult] = []  # results of the batch running now, as they finish
         self._log = log  # the session store's writer: every change is committed before it is used
         self._turn_open = False
+        self._running: str | None = None  # the call whose tool is running (or was, when cut)
         if restored is not None:
+            self._running = restored.running
             self._iteration = restored.iteration
             self._turn_open = restored.turn_open
             self._batch = [r.result() for r in restored.finished]
@@ -253,16 +255,18 @@ class WorkflowActor(Actor):
         return outcome
 
     async def _begin_turn(self, user_text: str, options: TurnOptions) -> None:
-        """Open a turn: the system prompt first (on the first turn), then the user's message,
-        committed (with the turn marked open) before the loop acts on it."""
-        self._turn_open = True
-        if not self._history:
-            system = self._workflow.render_system_prompt(options.prompt_variables)
-            await self._append(Message.system(system), options)
+        """Open a turn: the user's message (after the system prompt, on the first turn), committed
+        in one piece with the turn marked open before the loop acts on it."""
         self._forget_transients()
         self._guardrails.new_turn()
+        opening = []
+        if not self._history:
+            system = self._workflow.render_system_prompt(options.prompt_variables)
+            opening.append(Message.system(system))
+        opening.append(Message.user(user_text))
+        self._turn_open = True
         self._turn_start = len(self._history)
-        await self._append(Message.user(user_text), options)
+        await self._extend(opening, options)
 
     @handles(_Prewarm)
     async def on_prewarm(self, msg: _Prewarm) -> _Prewarmed | _PrewarmRefused:
@@ -361,9 +365,11 @@ class WorkflowActor(Actor):
                 continue
             overflowed = False
             action = accepted.action
-            await self._extend(action.messages(), options)
             if isinstance(action, TextAnswer):
+                self._turn_open = False  # the answer ends the turn: stored with it
+                await self._extend(action.messages(), options)
                 return self._result(action.text, None, stats, answer_only=True)
+            await self._extend(action.messages(), options)
             result = await self._execute(action.calls, options, stats)
             if result is not None:
                 return result
@@ -485,15 +491,20 @@ class WorkflowActor(Actor):
         resumed: bool = False,
     ) -> WorkflowResult | None:
         """Run ``calls`` in order and record their results; ``resumed``: these calls were cut
-        off by a cancellation, and a non-idempotent one is answered, not run again."""
+        off by a cancellation (or a restart), and the non-idempotent one that was running then
+        is answered, not run again; the calls after it never started, and run."""
         finished = {r.call.call_id for r in self._batch}  # kept from before a restart
         for call in calls:
             if call.call_id in finished:
                 continue
-            if resumed and not self._safe_to_repeat(call):
+            if resumed and call.call_id == self._running and not self._safe_to_repeat(call):
                 result = ToolResult(call=call, error=_interrupted(call))
             else:
+                self._running = call.call_id
+                if not self._safe_to_repeat(call):
+                    await self._persist()  # a restart must know it may have taken effect
                 result = await self._run_tool(call)
+            self._running = None
             self._batch.append(result)
             await self._persist()  # the tool ran: its result must survive a restart
         results, self._batch = self._batch, []
@@ -505,6 +516,8 @@ class WorkflowActor(Actor):
         stats.tool_calls += len(results)
         stats.tool_errors += sum(1 for r in results if not r.ok)
         outcome = self._guardrails.record(results)
+        if outcome.done:
+            self._turn_open = False  # the terminal result ends the turn: stored with it
         await self._extend(outcome.messages, options)
         if outcome.done:
             assert outcome.terminal_call is not None
@@ -589,6 +602,7 @@ class WorkflowActor(Actor):
             step_calls=tracker.calls,
             budgets=self._guardrails.budgets,
             finished=tuple(StoredResult.of(r) for r in self._batch),
+            running=self._running,
         )
 
     async def _reject(self, messages: list[Message], options: TurnOptions) -> None:

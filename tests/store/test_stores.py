@@ -129,7 +129,7 @@ async def test_sessions_are_listed_newest_first_and_can_be_forgotten(store: Sess
         "a", workflow="w", messages=[], state=b"", status="in_turn", expect_version=1
     )
     listed = await store.sessions()
-    assert [s.name for s in listed][0] == "a"
+    assert listed[0].name == "a"
     assert {s.name: s.status for s in listed} == {"a": "in_turn", "b": "idle", "c": "idle"}
     assert await store.delete("b") is True
     assert await store.delete("b") is False
@@ -178,7 +178,7 @@ async def test_a_fresh_store_is_at_the_current_schema_version(tmp_path: Path) ->
 async def test_a_file_that_is_not_a_database_is_a_store_error(tmp_path: Path) -> None:
     path = tmp_path / "junk.db"
     path.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(StoreError, match="junk.db"):
+    with pytest.raises(StoreError, match=r"junk\.db"):
         async with SqliteStore(path):
             pass
 

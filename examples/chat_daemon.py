@@ -1,0 +1,172 @@
+"""A chat daemon that survives ``kill -9``: sessions in a store, turns resumed after a restart.
+
+It reads one JSON command per line on stdin and writes one JSON event per line on stdout::
+
+    python examples/chat_daemon.py --backend http://127.0.0.1:8080 --store chat.db
+    {"op": "say", "session": "alice", "text": "Remind me to water the plants in 10 minutes."}
+    {"op": "history", "session": "alice"}
+    {"op": "quit"}
+
+Events: ``ready`` (the stored sessions, at start), ``accepted`` (the user's message is committed:
+from here on a crash loses nothing of it), ``message`` (each message of the turn, as it is
+committed), ``resumed`` (a turn a killed daemon left open is being finished), ``reply`` (the
+turn's answer), ``history``, ``error``. ``--store`` is an SQLite file (the default, ``chat.db``)
+or a ``postgresql://`` URL; the backend is any OpenAI-compatible server (``forge-rt sim`` for a
+try without a model, ``forge-rt model serve``-style llama.cpp servers, vLLM, Ollama).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Any
+
+import structlog
+import trio
+
+from forge_rt.clients import make_client
+from forge_rt.core import Message, Role, ToolDef, ToolSpec, Workflow
+from forge_rt.errors import ForgeError
+from forge_rt.runtime import Session, WorkflowHandle
+
+REMINDER = {
+    "type": "object",
+    "properties": {
+        "text": {"type": "string", "description": "what to remind the user of"},
+        "minutes": {"type": "integer", "minimum": 1, "description": "in how many minutes"},
+    },
+    "required": ["text", "minutes"],
+}
+
+
+def emit(event: str, **fields: Any) -> None:
+    """One event, one line, flushed: the reader sees it the moment it is written."""
+    print(json.dumps({"event": event, **fields}), flush=True)
+
+
+def _shown(message: Message) -> dict[str, Any]:
+    calls = [{"tool": c.tool, "args": c.args} for c in message.tool_calls or ()]
+    return {"role": message.role.value, "content": message.content, "tool_calls": calls}
+
+
+class Assistant:
+    """The daemon's workflow: a reminder tool (it writes state, so it must not run twice)."""
+
+    def __init__(self) -> None:
+        self.reminders: list[tuple[str, int]] = []
+
+    async def set_reminder(self, text: str, minutes: int) -> str:
+        self.reminders.append((text, minutes))
+        return f"reminder set: {text!r} in {minutes} min"
+
+    def workflow(self) -> Workflow:
+        return Workflow(
+            name="assistant",
+            tools=[
+                ToolDef(
+                    spec=ToolSpec(
+                        name="set_reminder",
+                        description="Set a reminder for the user.",
+                        parameters=REMINDER,
+                    ),
+                    callable=self.set_reminder,
+                    idempotent=False,
+                )
+            ],
+            system_prompt_template=(
+                "You are a home assistant. Set reminders when asked; otherwise answer briefly."
+            ),
+        )
+
+
+class Daemon:
+    def __init__(self, session: Session, workflow: Workflow) -> None:
+        self._session = session
+        self._workflow = workflow
+        self._handles: dict[str, WorkflowHandle] = {}
+        self._busy: dict[str, trio.Lock] = {}
+
+    async def handle(self, name: str) -> WorkflowHandle:
+        if name not in self._handles:
+            self._handles[name] = await self._session.start(self._workflow, name=name)
+            self._busy[name] = trio.Lock()
+        return self._handles[name]
+
+    async def resume_unfinished(self, nursery: trio.Nursery) -> None:
+        """Finish the turns a killed daemon left open, each in its own task."""
+        for info in await self._session.sessions():
+            if info.workflow == self._workflow.name and info.status == "in_turn":
+                handle = await self.handle(info.name)
+                nursery.start_soon(self._turn, handle, None)
+
+    async def say(self, name: str, text: str) -> None:
+        await self._turn(await self.handle(name), text)
+
+    async def _turn(self, handle: WorkflowHandle, text: str | None) -> None:
+        name = handle.name
+
+        async def committed(message: Message) -> None:
+            if message.role is Role.USER:
+                emit("accepted", session=name, text=message.content)
+            else:
+                emit("message", session=name, **_shown(message))
+
+        async with self._busy[name]:
+            try:
+                if text is None:
+                    emit("resumed", session=name)
+                    result = await handle.resume(on_message=committed)
+                else:
+                    result = await handle.send(text, on_message=committed)
+            except ForgeError as exc:
+                emit("error", session=name, error=type(exc).__name__, message=str(exc))
+                return
+        emit("reply", session=name, text=result.output)
+
+    async def history(self, name: str) -> None:
+        handle = await self.handle(name)
+        emit("history", session=name, messages=[_shown(m) for m in await handle.history()])
+
+
+async def serve(backend: str, store: str) -> None:
+    client = make_client("openai", backend)
+    async with client, Session.open(client, store=store) as session:
+        daemon = Daemon(session, Assistant().workflow())
+        emit(
+            "ready",
+            sessions=[{"name": s.name, "status": s.status} for s in await session.sessions()],
+        )
+        async with trio.open_nursery() as nursery:
+            await daemon.resume_unfinished(nursery)
+            async for line in trio.wrap_file(sys.stdin):
+                if not line.strip():
+                    continue
+                command = json.loads(line)
+                if command["op"] == "quit":
+                    break
+                if command["op"] == "say":
+                    nursery.start_soon(daemon.say, command["session"], command["text"])
+                elif command["op"] == "history":
+                    await daemon.history(command["session"])
+                else:
+                    emit("error", error="UnknownCommand", message=f"unknown op {command['op']!r}")
+            nursery.cancel_scope.cancel()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--backend", required=True, help="an OpenAI-compatible server's base URL")
+    parser.add_argument("--store", default="chat.db", help="SQLite file or postgresql:// URL")
+    args = parser.parse_args()
+    # An application configures logging: warnings only, to stderr (stdout carries the events).
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+    )
+    trio.run(serve, args.backend, args.store)
+
+
+if __name__ == "__main__":
+    main()

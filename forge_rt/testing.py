@@ -4,7 +4,8 @@
 network: each call takes ``prefill_s`` seconds, then streams its reply one token (word) at a time
 every ``token_s`` seconds -- on trio's clock, so tests under ``MockClock(autojump_threshold=0)`` are
 deterministic and instant. For tests of HTTP behaviour use the simulated backend
-(``forge_rt.backends.sim``), which is a real server.
+(``forge_rt.backends.sim``), which is a real server; for the PostgreSQL session store,
+``throwaway_postgres()``, a real PostgreSQL server started for the test and deleted after.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from forge_rt.core import (
     ToolCall,
     Usage,
 )
+from forge_rt.store._throwaway import throwaway_postgres
 
-__all__ = ["Reply", "ScriptedCall", "ScriptedClient"]
+__all__ = ["Reply", "ScriptedCall", "ScriptedClient", "throwaway_postgres"]
 
 Reply = str | list[ToolCall]
 ReplyFn = Callable[[InferenceRequest], Reply]

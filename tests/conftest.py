@@ -29,8 +29,8 @@ def local_model_url(local_model: LocalModelServer) -> str:
 
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
-    """A throwaway PostgreSQL server for the session (see tests/postgres_support.py)."""
-    from postgres_support import throwaway_postgres
+    """A throwaway PostgreSQL server for the session (``forge_rt.testing.throwaway_postgres``)."""
+    from forge_rt.testing import throwaway_postgres
 
     with throwaway_postgres() as url:
         yield url

@@ -1,10 +1,12 @@
-"""A throwaway PostgreSQL server for the tests: Debian's binaries, a fresh cluster in a
-temporary folder, on a loopback port, stopped and deleted at the end.
+"""A throwaway PostgreSQL server, for tests and benchmarks of the PostgreSQL store: the
+installed server binaries, a fresh cluster in a temporary folder, on a loopback port, stopped
+and deleted at the end.
 
-`.ci/run` installs Debian's ``postgresql`` package; on a machine without it the tests that use
-the server fail with how to install it, never skip (the PostgreSQL store is tested against a
-real server or not at all). As root, the server runs as the ``postgres`` user, since PostgreSQL
-refuses to run as root.
+forge_rt's own `.ci/run` installs Debian's ``postgresql`` package; on a machine without the
+binaries :func:`throwaway_postgres` raises with how to install them (the PostgreSQL store is
+tested against a real server or not at all). As root, the server runs as the ``postgres`` user,
+since PostgreSQL refuses to run as root. ``fsync=off``: the cluster is thrown away, and tests
+should not wait on the disk.
 """
 
 from __future__ import annotations
@@ -29,9 +31,9 @@ def _binaries() -> Path:
     on_path = shutil.which("pg_ctl")
     if on_path is not None:
         return Path(on_path).parent
-    raise RuntimeError(
-        "the PostgreSQL store tests need PostgreSQL's server binaries: on Debian, "
-        "`apt-get install postgresql` (.ci/run does this)"
+    raise FileNotFoundError(
+        "a throwaway PostgreSQL server needs PostgreSQL's server binaries (initdb, pg_ctl): "
+        "on Debian, `apt-get install postgresql`"
     )
 
 
@@ -43,8 +45,11 @@ def _free_port() -> int:
 
 
 @contextmanager
-def throwaway_postgres() -> Iterator[str]:
-    """Start a new cluster; yield its URL (user ``forge``, database ``postgres``, no password)."""
+def throwaway_postgres(*, fsync: bool = False) -> Iterator[str]:
+    """Start a new cluster; yield its URL (user ``forge``, database ``postgres``, no password).
+
+    ``fsync=True`` for measurements that should pay what a real server pays per commit.
+    """
     bin_dir = _binaries()
     root = Path(tempfile.mkdtemp(prefix="forge-rt-pg-"))
     data, sockets = root / "data", root / "sockets"
@@ -61,7 +66,8 @@ def throwaway_postgres() -> Iterator[str]:
 
     try:
         run(str(bin_dir / "initdb"), "-D", str(data), "-U", "forge", "--auth=trust", "-E", "UTF8")
-        options = f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync=off"
+        options = f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1"
+        options += "" if fsync else " -c fsync=off"
         pg_ctl = str(bin_dir / "pg_ctl")
         run(
             pg_ctl,

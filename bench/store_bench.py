@@ -8,7 +8,7 @@ the time the turn spent waiting on its store, measured in the same run as:
 - the same turns on no store (the runtime's own cost per turn, the baseline), on an instant
   scripted model, for SQLite (``synchronous`` normal and full) and PostgreSQL (a throwaway server
   with fsync on, on loopback);
-- with ``--local-turns N``: N turns on the embedded Qwen2.5-Coder-0.5B with the SQLite store,
+- with ``--local-turns N``: N turns on the embedded Qwen2.5-Coder-0.5B with each store,
   where the turn's time -- nearly all of it inference -- is what the store is weighed against.
 
 ::
@@ -152,15 +152,21 @@ async def scripted_phase(count: int, folder: Path, postgres_url: str) -> dict[st
     return figures
 
 
-async def local_phase(count: int, folder: Path) -> dict[str, Any]:
+async def local_phase(count: int, folder: Path, postgres_url: str) -> dict[str, Any]:
+    figures: dict[str, Any] = {"model": DEFAULT_MODEL}
     async with (
         LocalModelServer.start(DEFAULT_MODEL, n_ctx=4096) as server,
         LlamaServerClient(server.url) as client,
-        SqliteStore(folder / "local.db") as sqlite,
     ):
-        figures = await turns(client, sqlite, count, constrain="auto")
-    figures["model"] = DEFAULT_MODEL
-    figures["store_share_of_turn"] = figures["store_ms_median"] / figures["turn_ms_median"]
+        stores: dict[str, SqliteStore | PostgresStore] = {
+            "sqlite_normal": SqliteStore(folder / "local.db"),
+            "postgres": PostgresStore(postgres_url),
+        }
+        for name, store in stores.items():
+            async with store:
+                row = await turns(client, store, count, constrain="auto")
+            row["store_share_of_turn"] = row["store_ms_median"] / row["turn_ms_median"]
+            figures[name] = row
     return figures
 
 
@@ -176,7 +182,7 @@ def main() -> None:
             "scripted": trio.run(scripted_phase, args.turns, folder, postgres_url)
         }
         if args.local_turns:
-            figures["local"] = trio.run(local_phase, args.local_turns, folder)
+            figures["local"] = trio.run(local_phase, args.local_turns, folder, postgres_url)
     figures["machine"] = {"cpus": os.cpu_count(), "python": sys.version.split()[0]}
     text = json.dumps(figures, indent=2)
     print(text)
@@ -190,10 +196,11 @@ def main() -> None:
             f"({row['commits_per_turn']:.0f} commits; turn {row['turn_ms_median']:.2f} ms "
             f"vs {base:.2f} ms with no store)"
         )
-    if "local" in figures:
-        local = figures["local"]
+    for name, local in figures.get("local", {}).items():
+        if name == "model":
+            continue
         print(
-            f"embedded 0.5B, SQLite: {local['store_ms_median']:.2f} ms of store per turn in a "
+            f"embedded 0.5B, {name}: {local['store_ms_median']:.2f} ms of store per turn in a "
             f"{local['turn_ms_median'] / 1000:.1f} s turn, nearly all inference "
             f"({100 * local['store_share_of_turn']:.3f}%)"
         )

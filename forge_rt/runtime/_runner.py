@@ -8,6 +8,7 @@ actor, each a ``WorkflowHandle`` that can take many turns).
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -44,6 +45,7 @@ from forge_rt.runtime._workflow_actor import (
     _TurnFailed,
     unique_actor_name,
 )
+from forge_rt.trace import TraceSink, opened_trace
 
 __all__ = ["Session", "WorkflowHandle", "WorkflowRunner"]
 
@@ -182,12 +184,14 @@ class Session:
         slot: SlotWorker,
         budget: BudgetMonitor | None,
         defaults: _Defaults,
+        trace: TraceSink | None = None,
     ) -> None:
         self.system = system
         self.client = client
         self.slot = slot
         self.budget = budget
         self._defaults = defaults
+        self.trace = trace
 
     @classmethod
     @asynccontextmanager
@@ -208,6 +212,7 @@ class Session:
         inference_deadline: float | None = DEFAULT_INFERENCE_DEADLINE_S,
         sampling: Sampling | None = None,
         guardrails: GuardrailOptions | None = None,
+        trace: TraceSink | str | os.PathLike[str] | None = None,
     ) -> AsyncIterator[Session]:
         """Start the actors; on exit every workflow, the slot and the monitor are cancelled.
 
@@ -222,9 +227,11 @@ class Session:
         queued call fails (``BackendRetry``; 30 s by default, ``None`` to fail at once).
         ``inference_deadline``: the default bound on each inference of a turn, queue wait
         included (600 s; ``None`` for none): the last word after the stall limits, for a
-        backend that trickles just fast enough to pass them.
+        backend that trickles just fast enough to pass them. ``trace``: a folder (one JSONL
+        file per workflow, see ``forge_rt.trace``), a ``.jsonl`` file, or a ``TraceSink`` of
+        the caller's; every turn's requests, replies, verdicts, tools and slot events go there.
         """
-        async with ActorSystem.open(shutdown="cancel") as system:
+        async with opened_trace(trace) as sink, ActorSystem.open(shutdown="cancel") as system:
             slot = await SlotWorker.start(
                 system,
                 client,
@@ -247,7 +254,7 @@ class Session:
                 sampling=sampling or Sampling(),
                 guardrails=guardrails or GuardrailOptions(),
             )
-            yield cls(system, client, slot, budget, defaults)
+            yield cls(system, client, slot, budget, defaults, trace=sink)
 
     async def start(
         self,
@@ -289,6 +296,7 @@ class Session:
                 constraint=decision.constraint,
                 constraint_reason=decision.reason,
                 budget=self.budget.ref if self.budget is not None else None,
+                trace=self.trace,
                 **seed,
             ),
             name=actor_name,

@@ -65,6 +65,7 @@ from forge_rt.guardrails import (
 from forge_rt.runtime._budget import GetBudget, ObservedUsage
 from forge_rt.runtime._slot import SlotWorker
 from forge_rt.runtime._step import GuardedStep, Rejected, RunStats, SlotCall
+from forge_rt.trace import Tracer, TraceSink
 
 __all__ = [
     "MessageSink",
@@ -161,6 +162,7 @@ class WorkflowActor(Actor):
         seed_messages: tuple[Message, ...] = (),
         completed_steps: tuple[str, ...] = (),
         iteration: int = 0,
+        trace: TraceSink | None = None,
     ) -> None:
         self._workflow = workflow
         self._slot = slot
@@ -181,6 +183,16 @@ class WorkflowActor(Actor):
         self._iteration = iteration
         self._turn_start = len(self._history)
         self._batch: list[ToolResult] = []  # results of the batch running now, as they finish
+        self._tracer = Tracer(trace, name) if trace is not None else None
+        if self._tracer is not None:
+            self._tracer.header(
+                workflow,
+                guardrail_options,
+                completed_steps=completed_steps,
+                constraint=constraint,
+                constraint_reason=constraint_reason,
+                max_iterations=max_iterations,
+            )
 
     # --- messages ------------------------------------------------------------------------------
 
@@ -200,6 +212,8 @@ class WorkflowActor(Actor):
             self._guardrails.new_turn()
             self._turn_start = len(self._history)
             await self._append(Message.user(msg.user_text), msg.options)
+        if self._tracer is not None:
+            self._tracer.turn_started(msg.user_text)
         outcome: _TurnOk | _TurnFailed | None = None
         with msg.scope:
             if msg.options.deadline is not None:
@@ -228,6 +242,16 @@ class WorkflowActor(Actor):
             )
         if isinstance(outcome, _TurnOk):
             self._forget_transients()
+        if self._tracer is not None:
+            self._tracer.turn_ended(
+                error=outcome.error if isinstance(outcome, _TurnFailed) else None,
+                iterations=stats.iterations,
+                inferences=stats.inferences,
+                tool_calls=stats.tool_calls,
+                prompt_tokens=stats.prompt_tokens,
+                completion_tokens=stats.completion_tokens,
+                wall_s=stats.wall_s,
+            )
         _log.info(
             "workflow.turn",
             workflow=self._workflow.name,
@@ -285,7 +309,12 @@ class WorkflowActor(Actor):
         # Escalation acts only on an unconstrained request: a run that decodes freely by
         # choice (constrain="never") gets a constrained retry after a rejected reply.
         step = GuardedStep(
-            self._slot, self._guardrails, stats, on_response=self._observe, escalate=True
+            self._slot,
+            self._guardrails,
+            stats,
+            on_response=self._observe,
+            escalate=True,
+            tracer=self._tracer,
         )
         call = SlotCall(
             priority=options.priority,
@@ -461,10 +490,13 @@ class WorkflowActor(Actor):
         """Run ``calls`` in order and record their results; ``resumed``: these calls were cut
         off by a cancellation, and a non-idempotent one is answered, not run again."""
         for call in calls:
+            started = trio.current_time()
             if resumed and not self._safe_to_repeat(call):
                 result = ToolResult(call=call, error=_interrupted(call))
             else:
                 result = await self._run_tool(call)
+            if self._tracer is not None:
+                self._tracer.tool(result, duration_s=trio.current_time() - started)
             self._batch.append(result)
         results, self._batch = self._batch, []
         return await self._record(results, options, stats)
@@ -475,6 +507,8 @@ class WorkflowActor(Actor):
         stats.tool_calls += len(results)
         stats.tool_errors += sum(1 for r in results if not r.ok)
         outcome = self._guardrails.record(results)
+        if self._tracer is not None:
+            self._tracer.recorded(results, outcome)
         await self._extend(outcome.messages, options)
         if outcome.done:
             assert outcome.terminal_call is not None

@@ -22,8 +22,8 @@ def _invoke(*args: str):  # type: ignore[no-untyped-def]
 
 
 def test_every_subcommand_is_offered() -> None:
-    """The group offers exactly proxy, demo, eval, sim and model."""
-    assert set(SUBCOMMANDS) == {"proxy", "demo", "eval", "sim", "model"}
+    """The group offers exactly proxy, demo, eval, sim, model, replay and trace."""
+    assert set(SUBCOMMANDS) == {"proxy", "demo", "eval", "sim", "model", "replay", "trace"}
 
 
 def test_group_help_lists_subcommands_options_and_exit_codes() -> None:

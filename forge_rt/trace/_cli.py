@@ -130,10 +130,11 @@ def _summary(decision: Decision | RecordDecision, diff: Difference) -> str:
             head += f" {decision.error}"
         calls = ", ".join(f"{c.tool}({_args(c.args)})" for c in decision.calls)
         lines = [head] + ([calls] if calls else [])
+        # A changed kind says it all; the other fields matter when the kind stayed the same.
         lines += [
-            f"{name}: {_short(values[name])}"
+            f"{name}: {_short(values[name], 80)}"
             for name in fields
-            if name not in ("kind", "reason", "calls", "error")
+            if "kind" not in fields and name not in ("reason", "calls", "error")
         ]
         return "\n".join(lines)
     return "; ".join(f"{name}={_short(values[name])}" for name in fields)

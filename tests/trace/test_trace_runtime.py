@@ -55,8 +55,8 @@ async def test_a_nudged_and_blocked_turn_is_traced_in_order(tmp_path: Path) -> N
     verdict in order, tools and records after the accepted ones, one file named by the actor."""
     with trio.fail_after(10):
         result = await record(tmp_path, NUDGED_AND_BLOCKED)
-    assert "ordered tea" == result.output
-    assert [tmp_path / "shop1.jsonl"] == list(tmp_path.iterdir())
+    assert result.output == "ordered tea"
+    assert [p.name for p in await trio.Path(tmp_path).iterdir()] == ["shop1.jsonl"]
     events = read_trace(tmp_path)
     attempt = ["request", "reply"]
     assert [
@@ -82,19 +82,19 @@ async def test_a_nudged_and_blocked_turn_is_traced_in_order(tmp_path: Path) -> N
     ] == _story(events)
     header = events[0]
     assert isinstance(header, TraceHeader)
-    assert (["lookup", "order"], ("lookup", "order"), True) == (
+    assert (
         [t.name for t in header.tools],
         header.required_steps,
         header.respond_tool,
-    )
+    ) == (["lookup", "order"], ("lookup", "order"), True)
     replies = [e for e in events if isinstance(e, ReplyReceived)]
-    assert "I think I will look it up" == replies[0].response.raw_text
+    assert replies[0].response.raw_text == "I think I will look it up"
     requests = [e for e in events if isinstance(e, RequestSent)]
-    assert [1, 2, 3, 4, 5] == [r.iteration for r in requests]
+    assert [r.iteration for r in requests] == [1, 2, 3, 4, 5]
     assert len({r.messages_hash for r in requests}) == 5  # each prompt is a longer history
     end = events[-1]
     assert isinstance(end, TurnEnded)
-    assert (True, 5, 3) == (end.ok, end.inferences, end.tool_calls)
+    assert (end.ok, end.inferences, end.tool_calls) == (True, 5, 3)
 
 
 async def test_each_inference_has_its_slot_events(tmp_path: Path) -> None:
@@ -102,7 +102,7 @@ async def test_each_inference_has_its_slot_events(tmp_path: Path) -> None:
     with trio.fail_after(10):
         await record(tmp_path, NUDGED_AND_BLOCKED)
     slots = [e for e in read_trace(tmp_path) if isinstance(e, SlotEvent)]
-    assert ["queued", "started", "finished"] * 5 == [e.kind for e in slots]
+    assert [e.kind for e in slots] == ["queued", "started", "finished"] * 5
     finished = [e for e in slots if e.kind == "finished"]
     assert all(e.prompt_tokens and e.completion_tokens for e in finished)
 
@@ -113,8 +113,8 @@ async def test_replaying_an_unchanged_run_finds_every_decision_the_same(tmp_path
         await record(tmp_path / "a", NUDGED_AND_BLOCKED)
         await record(tmp_path / "b", TOOL_TROUBLE)
     first, second = replay(tmp_path / "a"), replay(tmp_path / "b")
-    assert (True, 5, 3) == (first.same, first.replies, first.records)
-    assert (True, 6, 5) == (second.same, second.replies, second.records)
+    assert (first.same, first.replies, first.records) == (True, 5, 3)
+    assert (second.same, second.replies, second.records) == (True, 6, 5)
 
 
 async def test_tool_failures_are_traced_with_their_kind(tmp_path: Path) -> None:
@@ -125,12 +125,12 @@ async def test_tool_failures_are_traced_with_their_kind(tmp_path: Path) -> None:
     events = read_trace(tmp_path)
     assert "verdict:tool_errors:invalid_call" in _story(events)
     lookups = [e for e in events if isinstance(e, ToolRan) and e.call.tool == "lookup"]
-    assert [
+    assert [(e.error_kind, e.error_type) for e in lookups] == [
         ("resolution", "ToolResolutionError"),
         ("error", "RuntimeError"),
         (None, None),
-    ] == [(e.error_kind, e.error_type) for e in lookups]
-    assert "stock service down" == lookups[1].error
+    ]
+    assert lookups[1].error == "stock service down"
 
 
 async def test_replay_with_a_stricter_option_reports_where_it_decides_otherwise(
@@ -143,12 +143,12 @@ async def test_replay_with_a_stricter_option_reports_where_it_decides_otherwise(
     report = replay(tmp_path, overrides={"max_premature": 0})
     assert not report.same
     first = report.differences[0]
-    assert (1, 3, "verdict") == (first.turn, first.iteration, first.what)
-    assert ("step_blocked", "fatal", "StepEnforcementError") == (
+    assert (first.turn, first.iteration, first.what) == (1, 3, "verdict")
+    assert (
         first.recorded.kind,  # type: ignore[union-attr]
         first.replayed.kind,  # type: ignore[union-attr]
         first.replayed.error,  # type: ignore[union-attr]
-    )
+    ) == ("step_blocked", "fatal", "StepEnforcementError")
 
 
 async def test_replay_without_tool_error_budget_reports_the_failed_batch(tmp_path: Path) -> None:
@@ -158,7 +158,7 @@ async def test_replay_without_tool_error_budget_reports_the_failed_batch(tmp_pat
     report = replay(tmp_path, overrides={"max_tool_errors": 0})
     records = [d for d in report.differences if d.what == "record"]
     assert [ToolExecutionError.__name__] == [d.replayed.fatal for d in records]  # type: ignore[union-attr]
-    assert [None] == [d.recorded.fatal for d in records]  # type: ignore[union-attr]
+    assert [d.recorded.fatal for d in records] == [None]  # type: ignore[union-attr]
 
 
 async def test_a_preempted_call_is_traced_as_preempted_then_continued(
@@ -192,10 +192,10 @@ async def test_a_preempted_call_is_traced_as_preempted_then_continued(
         nursery.start_soon(urgent)
     low = [e.kind for e in read_trace(tmp_path / "low.jsonl") if isinstance(e, SlotEvent)]
     high = [e.kind for e in read_trace(tmp_path / "high.jsonl") if isinstance(e, SlotEvent)]
-    assert ["queued", "started", "preempted", "continued", "finished"] == low[:5]
-    assert ["queued", "started", "finished"] == high
+    assert low[:5] == ["queued", "started", "preempted", "continued", "finished"]
+    assert high == ["queued", "started", "finished"]
     report = replay(tmp_path)
-    assert (True, ["high", "low"]) == (report.same, sorted(report.actors))
+    assert (report.same, sorted(report.actors)) == (True, ["high", "low"])
 
 
 async def test_a_cancelled_turn_and_its_resume_replay_unchanged(tmp_path: Path) -> None:
@@ -226,16 +226,16 @@ async def test_a_cancelled_turn_and_its_resume_replay_unchanged(tmp_path: Path) 
             release.set()
             result = await handle.resume()
     sink.close()
-    assert "ok" == result.output
+    assert result.output == "ok"
     events = read_trace(tmp_path / "run.jsonl")
     turns = [e for e in events if isinstance(e, TurnStarted | TurnEnded)]
     assert [
+        ("turn", e.user_text) if isinstance(e, TurnStarted) else ("turn_end", e.error_type)
+        for e in turns
+    ] == [
         ("turn", "order tea"),
         ("turn_end", "WorkflowCancelledError"),
         ("turn", None),
         ("turn_end", None),
-    ] == [
-        ("turn", e.user_text) if isinstance(e, TurnStarted) else ("turn_end", e.error_type)
-        for e in turns
     ]
     assert replay(tmp_path / "run.jsonl").same

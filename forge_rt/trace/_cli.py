@@ -280,15 +280,15 @@ def _line(event: TraceEvent, limit: int, slots: bool) -> str | None:
                 f"[{event.duration_s:.3f} s]"
             )
         case Recorded():
-            d = event.decision
+            r = event.decision
             state = (
-                f"done by {d.terminal_tool}"
-                if d.done
-                else f"fatal {d.fatal}"
-                if d.fatal
+                f"done by {r.terminal_tool}"
+                if r.done
+                else f"fatal {r.fatal}"
+                if r.fatal
                 else "continue"
             )
-            return escape(f"recorded {len(event.calls)} result(s), {d.failed} failed: {state}")
+            return escape(f"recorded {len(event.calls)} result(s), {r.failed} failed: {state}")
         case TurnEnded():
             how = "[green]ok[/]" if event.ok else f"[red]{escape(event.error_type or '')}[/]"
             return (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -121,7 +122,8 @@ def test_a_subcommand_that_cannot_load_fails_alone(monkeypatch: pytest.MonkeyPat
     used = _invoke("ghost")
     other = _invoke("sim", "--help")
     assert listed.exit_code == 0
-    assert "ghost  Haunts." in listed.output
+    # The summary column is as wide as the longest name needs.
+    assert re.search(r"^  ghost +Haunts\.$", listed.output, re.MULTILINE)
     assert used.exit_code == 1
     assert (
         "Error: forge-rt ghost is unavailable: its module forge_rt._no_such_module cannot be "

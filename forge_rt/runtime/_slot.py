@@ -725,6 +725,7 @@ class SlotWorkerActor(Actor):
         for job in self._queue:
             if job.abandoned:
                 self._counts["abandoned"] += 1
+                job.traced("abandoned")
                 self._release_line(job)
                 job.finished = True
                 job.send.close()

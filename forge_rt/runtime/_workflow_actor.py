@@ -243,15 +243,8 @@ class WorkflowActor(Actor):
         if isinstance(outcome, _TurnOk):
             self._forget_transients()
         if self._tracer is not None:
-            self._tracer.turn_ended(
-                error=outcome.error if isinstance(outcome, _TurnFailed) else None,
-                iterations=stats.iterations,
-                inferences=stats.inferences,
-                tool_calls=stats.tool_calls,
-                prompt_tokens=stats.prompt_tokens,
-                completion_tokens=stats.completion_tokens,
-                wall_s=stats.wall_s,
-            )
+            failed = outcome.error if isinstance(outcome, _TurnFailed) else None
+            self._tracer.turn_ended(failed, stats)
         _log.info(
             "workflow.turn",
             workflow=self._workflow.name,

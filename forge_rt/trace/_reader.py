@@ -16,10 +16,11 @@ _decoder = msgspec.json.Decoder(TraceEvent)
 
 
 def trace_files(path: str | os.PathLike[str]) -> list[Path]:
-    """``path`` itself, or the ``*.jsonl`` files of the folder ``path``, sorted by name."""
+    """``path`` itself, or the ``*.jsonl`` files in the folder ``path`` and its subfolders (an
+    eval's ``<out>.traces``), sorted by path."""
     path = Path(path)
     if path.is_dir():
-        files = sorted(path.glob("*.jsonl"))
+        files = sorted(path.rglob("*.jsonl"))
         if not files:
             raise TraceFormatError(f"{path}: a folder with no *.jsonl trace files", path=str(path))
         return files
@@ -29,7 +30,7 @@ def trace_files(path: str | os.PathLike[str]) -> list[Path]:
 
 
 def read_trace(path: str | os.PathLike[str]) -> list[TraceEvent]:
-    """Every event of the trace at ``path`` (a file, or a folder of files), in file order.
+    """Every event of the trace at ``path`` (a file, or a folder of files), file by file.
 
     Raises :class:`~forge_rt.errors.TraceFormatError` naming the file and line of the first
     line that is not an event of this schema, of a header of another schema version, and of

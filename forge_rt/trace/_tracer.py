@@ -7,7 +7,7 @@ event holds, how turns and iterations are numbered and how a verdict is written 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import pydantic
 import trio
@@ -32,7 +32,18 @@ from forge_rt.trace._events import (
 )
 from forge_rt.trace._sinks import TraceSink
 
-__all__ = ["Tracer", "constraint_kind"]
+__all__ = ["Tracer", "TurnCosts", "constraint_kind"]
+
+
+class TurnCosts(Protocol):
+    """What a turn cost: the fields of the runtime's ``RunStats`` a turn's end records."""
+
+    iterations: int
+    inferences: int
+    tool_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    wall_s: float
 
 
 class Tracer:
@@ -175,17 +186,8 @@ class Tracer:
             **fields,
         )
 
-    def turn_ended(
-        self,
-        *,
-        error: ForgeError | None,
-        iterations: int,
-        inferences: int,
-        tool_calls: int,
-        prompt_tokens: int,
-        completion_tokens: int,
-        wall_s: float,
-    ) -> None:
+    def turn_ended(self, error: ForgeError | None, costs: TurnCosts) -> None:
+        """The turn ended (``error``: how it failed), with what it cost (its ``RunStats``)."""
         self.sink.emit(
             TurnEnded(
                 actor=self.actor,
@@ -194,12 +196,12 @@ class Tracer:
                 ok=error is None,
                 error_type=type(error).__name__ if error is not None else None,
                 error=str(error)[:500] if error is not None else None,
-                iterations=iterations,
-                inferences=inferences,
-                tool_calls=tool_calls,
-                prompt_tokens=prompt_tokens,
-                completion_tokens=completion_tokens,
-                wall_s=wall_s,
+                iterations=costs.iterations,
+                inferences=costs.inferences,
+                tool_calls=costs.tool_calls,
+                prompt_tokens=costs.prompt_tokens,
+                completion_tokens=costs.completion_tokens,
+                wall_s=costs.wall_s,
             )
         )
 

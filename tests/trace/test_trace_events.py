@@ -33,6 +33,7 @@ from forge_rt.trace import (
     TurnEnded,
     TurnStarted,
     VerdictMade,
+    open_trace,
     read_trace,
 )
 
@@ -183,3 +184,21 @@ def test_a_missing_trace_or_empty_folder_is_refused(tmp_path: Path) -> None:
         read_trace(tmp_path / "nope")
     with pytest.raises(TraceFormatError, match=r"a folder with no \*\.jsonl trace files$"):
         read_trace(tmp_path)
+
+
+def test_a_trace_folder_is_read_with_its_subfolders(tmp_path: Path) -> None:
+    """An eval's ``<out>.traces`` holds a folder per ablation: all of it is one trace."""
+    for name in ("full/a.jsonl", "bare/b.jsonl"):
+        sink = JsonlTraceSink(tmp_path / name)
+        sink.emit(msgspec.structs.replace(HEADER, actor=name))
+        sink.close()
+    assert [e.actor for e in read_trace(tmp_path)] == ["bare/b.jsonl", "full/a.jsonl"]
+
+
+def test_a_trace_path_opens_a_folder_or_one_file(tmp_path: Path) -> None:
+    """A ``.jsonl`` path is one file for every actor; any other path a folder of them."""
+    one, folder = open_trace(tmp_path / "all.jsonl"), open_trace(tmp_path / "each")
+    sinks = [s.sinks[0] if isinstance(s, TeeSink) else s for s in (one, folder)]
+    assert (JsonlTraceSink, TraceFolder) == tuple(type(s) for s in sinks)
+    one.close()
+    folder.close()

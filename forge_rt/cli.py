@@ -52,6 +52,14 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         "model_command",
         "Show the embedded models, or prepare their files ahead of time.",
     ),
+    "replay": Subcommand(
+        "forge_rt.trace._cli",
+        "replay_command",
+        "Re-run today's guardrails over a recorded run trace; list the decisions that differ.",
+    ),
+    "trace": Subcommand(
+        "forge_rt.trace._cli", "trace_command", "Render a run trace turn by turn (trace show)."
+    ),
 }
 """Every ``forge-rt`` subcommand, in the order ``--help`` lists them."""
 

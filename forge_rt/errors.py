@@ -50,6 +50,7 @@ budgets given; a :class:`BackendFailureError` is the backend's doing, not the mo
     ├── ToolResolutionError            raised BY a tool: "you called me wrong"; fed back
     ├── ToolInterruptedError           a non-idempotent call was cut off by a cancellation; fed back
     ├── RestoredToolError              a tool's failure as a session store kept it; fed back
+    ├── TraceFormatError               a run trace cannot be read: not JSONL, another schema, no header
     └── WorkflowCancelledError         the caller or a deadline cancelled the workflow (resumable)
 """
 
@@ -100,6 +101,7 @@ __all__ = [
     "ToolLoopError",
     "ToolResolutionError",
     "ToolSchemaError",
+    "TraceFormatError",
     "UnsupportedModelError",
     "UnsupportedRequestError",
     "WorkflowCancelledError",
@@ -234,6 +236,21 @@ class RestoredToolError(ForgeError):
     def __init__(self, message: str, *, type_name: str) -> None:
         super().__init__(message)
         self.type_name = type_name
+
+
+class TraceFormatError(ForgeError):
+    """A run trace (``forge-rt replay``, ``forge-rt trace show``) cannot be read as one.
+
+    Raised with the file and line: a line that is not a trace event, a trace written under
+    another schema version (``version`` is set), or an actor whose events start without their
+    header. The trace, not forge_rt, needs fixing; a trace of another version needs the
+    forge_rt that wrote it.
+    """
+
+    def __init__(self, message: str, *, path: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.line = line
 
 
 class ToolResolutionError(ForgeError):

@@ -6,7 +6,15 @@ import pytest
 
 
 @pytest.mark.parametrize(
-    "name", ["forge_rt", "forge_rt.runtime", "forge_rt.core", "forge_rt.eval", "forge_rt.store"]
+    "name",
+    [
+        "forge_rt",
+        "forge_rt.runtime",
+        "forge_rt.core",
+        "forge_rt.eval",
+        "forge_rt.store",
+        "forge_rt.trace",
+    ],
 )
 def test_all_lists_the_public_names(name: str) -> None:
     """Every public (non-underscore, non-module) attribute is in ``__all__`` and vice versa."""

@@ -15,6 +15,7 @@ from forge_rt.eval._record import read_records as read_records
 from forge_rt.eval._runner import EvalPlan as EvalPlan
 from forge_rt.eval._runner import run_eval as run_eval
 from forge_rt.eval._runner import run_scenario as run_scenario
+from forge_rt.eval._runner import run_trace_path as run_trace_path
 from forge_rt.eval._runner import sim_client as sim_client
 from forge_rt.eval._scenario import Contender as Contender
 from forge_rt.eval._scenario import Scenario as Scenario
@@ -39,6 +40,7 @@ __all__ = [
     "read_records",
     "run_eval",
     "run_scenario",
+    "run_trace_path",
     "sim_client",
     "summarise",
     "wilson",

@@ -293,7 +293,10 @@ def _print_and_write(
     for section in sections:
         console.print(report_table(section))
     html.parent.mkdir(parents=True, exist_ok=True)
-    html.write_text(render_html(sections, source=source, invocations=invocations), encoding="utf-8")
+    page = render_html(
+        sections, source=source, invocations=invocations, records=records, html_dir=html.parent
+    )
+    html.write_text(page, encoding="utf-8")
     console.print(f"report: {html}", markup=False)
 
 

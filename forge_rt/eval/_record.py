@@ -42,6 +42,8 @@ class RunRecord(msgspec.Struct, kw_only=True):
     wall_s: float = 0.0
     high_priority_ttft_s: float | None = None
     background_ttft_s: float | None = None
+    # The run's trace (forge_rt.trace), relative to the results file's folder.
+    trace: str | None = None
 
     @property
     def key(self) -> tuple[str, str, str, str, int]:

@@ -10,6 +10,7 @@ renders a section as a rich table; :func:`render_html` renders every section as 
 from __future__ import annotations
 
 import math
+import os
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from html import escape
@@ -509,13 +510,45 @@ def _invocations_html(invocations: Sequence[Invocation]) -> str:
     return f"<ol>{''.join(items)}</ol>"
 
 
+def _failed_runs_html(records: Sequence[RunRecord], *, source: Path, html_dir: Path) -> str:
+    """The runs that were not correct, each linked to its trace (``forge-rt trace show`` and
+    ``forge-rt replay`` read it)."""
+    failed = [r for r in records if not r.correct]
+    if not failed:
+        return ""
+    rows = []
+    for r in failed:
+        if r.trace is not None:
+            href = os.path.relpath(source.parent / r.trace, html_dir)
+            link = f'<a href="{escape(Path(href).as_posix())}">{escape(r.trace)}</a>'
+        else:
+            link = "(no trace)"
+        why = r.error_type or failure_kind(r) or ""
+        rows.append(
+            f"<tr><td class='l'>{escape(r.ablation)}</td><td class='l'>{escape(r.scenario)}</td>"
+            f"<td>{r.run}</td><td class='l wrap'>{escape(why)}: {escape((r.reason or r.error or '')[:200])}"
+            f"</td><td class='l'>{link}</td></tr>"
+        )
+    return (
+        f"<h2>Failed runs ({len(failed)})</h2><table><tr><th class='l'>ablation</th>"
+        "<th class='l'>scenario</th><th>run</th><th class='l'>why</th><th class='l'>trace</th>"
+        f"</tr>{''.join(rows)}</table>"
+    )
+
+
 def render_html(
     sections: Sequence[Section],
     *,
     source: Path,
     invocations: Sequence[Invocation] = (),
+    records: Sequence[RunRecord] = (),
+    html_dir: Path | None = None,
 ) -> str:
-    """The whole report as one HTML document (inline CSS and SVG; no scripts, no fetches)."""
+    """The whole report as one HTML document (inline CSS and SVG; no scripts, no fetches).
+
+    ``records``: the runs, of which the failed ones are listed with a link to their trace
+    (relative to ``html_dir``, the folder the report is written to).
+    """
     legend = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in _LEGEND)
     parts = [
         "<!DOCTYPE html>",
@@ -546,6 +579,7 @@ def render_html(
         for name, preset in ABLATIONS.items()
     )
     parts += [
+        _failed_runs_html(records, source=source, html_dir=html_dir or source.parent),
         "<h2>How these results were made</h2>",
         _invocations_html(invocations),
         "<h2>What the columns mean</h2>",

@@ -34,7 +34,15 @@ from forge_rt.eval._scenario import Scenario, ScenarioRun
 from forge_rt.guardrails import rescue, workflow_tool_specs
 from forge_rt.runtime import RunStats, Session, WorkflowResult
 
-__all__ = ["EvalPlan", "pending_runs", "run_eval", "run_scenario", "sim_client", "sim_seed"]
+__all__ = [
+    "EvalPlan",
+    "pending_runs",
+    "run_eval",
+    "run_scenario",
+    "run_trace_path",
+    "sim_client",
+    "sim_seed",
+]
 
 _log = structlog.get_logger(__name__)
 
@@ -170,8 +178,11 @@ async def run_scenario(
     sampling: Sampling | None = None,
     default_budget: int = 4096,
     deadline_s: float = 600.0,
+    trace: Path | None = None,
 ) -> RunRecord:
     """One run of ``scenario`` under ``ablation``; every outcome of the model is a record.
+
+    ``trace``: a ``.jsonl`` file the run's trace is written to (every workflow of the run).
 
     Errors that are not the model's doing -- a :class:`~forge_rt.errors.BackendError` (after the
     client's own retry) or a :class:`~forge_rt.errors.ConstraintUnsupportedError` -- are raised
@@ -205,6 +216,7 @@ async def run_scenario(
                     guardrails=ablation.guardrails,
                     max_iterations=scenario.max_iterations,
                     sampling=sampling or Sampling(),
+                    trace=trace,
                 ) as session,
                 trio.open_nursery() as nursery,
             ):
@@ -318,6 +330,11 @@ async def sim_client(
         yield client
 
 
+def run_trace_path(out: Path, scenario: str, ablation: str, run: int) -> Path:
+    """Where the trace of one run goes: ``<out>.traces/<ablation>/<scenario>-<run>.jsonl``."""
+    return out.with_name(out.name + ".traces") / ablation / f"{scenario}-{run}.jsonl"
+
+
 def pending_runs(plan: EvalPlan) -> list[tuple[Scenario, Ablation, int]]:
     """The (scenario, ablation, run) triples of ``plan`` that ``plan.out`` does not hold yet."""
     done = {r.key for r in read_records(plan.out)}
@@ -348,6 +365,8 @@ async def run_eval(
     for index, (scenario, ablation, run) in enumerate(todo, 1):
         if on_start is not None:
             on_start(scenario, ablation, run)
+        trace = run_trace_path(plan.out, scenario.name, ablation.name, run)
+        trace.unlink(missing_ok=True)  # left by a run that ended without a record
         async with client_for(scenario, run) as client:
             record = await run_scenario(
                 scenario,
@@ -361,7 +380,9 @@ async def run_eval(
                 else msgspec.structs.replace(plan.sampling, seed=sim_seed(plan.seed, run)),
                 default_budget=plan.default_budget,
                 deadline_s=plan.run_deadline_s,
+                trace=trace,
             )
+        record.trace = trace.relative_to(plan.out.parent).as_posix()
         append_record(plan.out, record)
         new.append(record)
         if on_record is not None:

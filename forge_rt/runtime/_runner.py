@@ -48,6 +48,7 @@ from forge_rt.runtime._workflow_actor import (
     unique_actor_name,
 )
 from forge_rt.store import SessionInfo, SessionStore, store_for
+from forge_rt.trace import TraceSink, opened_trace
 
 __all__ = ["Session", "WorkflowHandle", "WorkflowRunner"]
 
@@ -194,6 +195,7 @@ class Session:
         budget: BudgetMonitor | None,
         defaults: _Defaults,
         store: SessionStore | None = None,
+        trace: TraceSink | None = None,
     ) -> None:
         self.system = system
         self.client = client
@@ -201,6 +203,7 @@ class Session:
         self.budget = budget
         self.store = store
         self._defaults = defaults
+        self.trace = trace
 
     @classmethod
     @asynccontextmanager
@@ -222,6 +225,7 @@ class Session:
         sampling: Sampling | None = None,
         guardrails: GuardrailOptions | None = None,
         store: SessionStore | str | os.PathLike[str] | None = None,
+        trace: TraceSink | str | os.PathLike[str] | None = None,
     ) -> AsyncIterator[Session]:
         """Start the actors; on exit every workflow, the slot and the monitor are cancelled.
 
@@ -243,11 +247,14 @@ class Session:
         queued call fails (``BackendRetry``; 30 s by default, ``None`` to fail at once).
         ``inference_deadline``: the default bound on each inference of a turn, queue wait
         included (600 s; ``None`` for none): the last word after the stall limits, for a
-        backend that trickles just fast enough to pass them.
+        backend that trickles just fast enough to pass them. ``trace``: a folder (one JSONL
+        file per workflow, see ``forge_rt.trace``), a ``.jsonl`` file, or a ``TraceSink`` of
+        the caller's; every turn's requests, replies, verdicts, tools and slot events go there.
         """
         async with AsyncExitStack() as stack:
             if isinstance(store, str | os.PathLike):
                 store = await stack.enter_async_context(store_for(store))
+            sink = await stack.enter_async_context(opened_trace(trace))
             system = await stack.enter_async_context(ActorSystem.open(shutdown="cancel"))
             slot = await SlotWorker.start(
                 system,
@@ -271,7 +278,7 @@ class Session:
                 sampling=sampling or Sampling(),
                 guardrails=guardrails or GuardrailOptions(),
             )
-            yield cls(system, client, slot, budget, defaults, store)
+            yield cls(system, client, slot, budget, defaults, store, trace=sink)
 
     async def start(
         self,
@@ -429,6 +436,7 @@ class Session:
                 constraint=decision.constraint,
                 constraint_reason=decision.reason,
                 budget=self.budget.ref if self.budget is not None else None,
+                trace=self.trace,
                 **seed,
             ),
             name=actor_name,

@@ -21,11 +21,13 @@ import enum
 import itertools
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 import trio
 
 from forge_rt.core import InferenceRequest, LLMResponse, Message, OutputConstraint, StreamChunk
+from forge_rt.trace import SlotEventKind, Tracer
 
 __all__ = [
     "DEFAULT_MAX_WAIT_S",
@@ -96,6 +98,7 @@ class InferenceJob:
         "send",
         "started_at",
         "submitted_at",
+        "tracer",
         "whole",
     )
 
@@ -106,8 +109,10 @@ class InferenceJob:
         priority: int,
         affinity_key: str | None = None,
         whole: bool = False,
+        tracer: Tracer | None = None,
     ) -> None:
         self.id = next(_job_ids)
+        self.tracer = tracer  # the caller's trace, told what happens to the call
         self.request = request
         self.whole = whole
         self.priority = priority
@@ -140,6 +145,12 @@ class InferenceJob:
         self.abandoned = True
         if self.attempt_scope is not None:
             self.attempt_scope.cancel()
+
+    def traced(self, kind: SlotEventKind, **fields: Any) -> None:
+        """Tell the caller's trace what just happened to this call (nothing without one)."""
+        if self.tracer is not None:
+            fields.setdefault("attempt", self.attempts)
+            self.tracer.slot(kind, job=self.id, priority=self.priority, line=self.line, **fields)
 
     def overdue(self, now: float, max_wait_s: float | None) -> bool:
         """Whether it has waited past the starvation bound (never, with ``None``)."""

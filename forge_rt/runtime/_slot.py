@@ -63,6 +63,7 @@ from forge_rt.runtime._scheduling import (
     pick_next,
     pick_victim,
 )
+from forge_rt.trace import Tracer
 
 if TYPE_CHECKING:
     from forge_rt.runtime._workflow_actor import WorkflowResult
@@ -565,6 +566,7 @@ class SlotWorkerActor(Actor):
             self._evict(victim, job)
         self._counts["submitted"] += 1
         self._queue.append(job)
+        job.traced("queued")
         # A call that preempts runs next, ahead even of overdue calls: it cut the running one.
         self._dispatch(first=job if self._maybe_preempt(job) else None)
         return _Accepted()
@@ -586,14 +588,18 @@ class SlotWorkerActor(Actor):
                     self._counts["prompt_tokens_reprocessed"] += processed
                     self._counts["prompt_tokens_resumed"] += usage.prompt_tokens
                 self._release_line(job)
+                if job.tracer is not None:
+                    job.tracer.slot_finished(job.id, response, attempt=job.attempts)
                 job.complete(response)
             case _Failed(error):
                 self._counts["failed"] += 1
                 self._cached = ()
                 self._release_line(job)
+                job.traced("failed", reason=f"{type(error).__name__}: {error}"[:300])
                 job.fail(error)
             case _Abandoned():
                 self._counts["abandoned"] += 1
+                job.traced("abandoned")
                 self._release_line(job)
                 job.finished = True
                 job.send.close()
@@ -630,6 +636,7 @@ class SlotWorkerActor(Actor):
         self._queue.remove(victim)
         self._counts["evicted"] += 1
         self._release_line(victim)
+        victim.traced("evicted")
         _log.info(
             "slot.evicted",
             slot=self._name,
@@ -678,6 +685,7 @@ class SlotWorkerActor(Actor):
             restart_reason=reason,
             tokens=cut.tokens,
         )
+        job.traced("preempted", tokens=cut.tokens, reason=reason)
         self._queue.append(job)
 
     def _continue_or_restart(self, job: InferenceJob, cut: _Preempted) -> str | None:
@@ -717,6 +725,7 @@ class SlotWorkerActor(Actor):
         for job in self._queue:
             if job.abandoned:
                 self._counts["abandoned"] += 1
+                job.traced("abandoned")
                 self._release_line(job)
                 job.finished = True
                 job.send.close()
@@ -787,6 +796,7 @@ class SlotWorkerActor(Actor):
         if self._lines:
             self._assign_line(job, now)
         job.attempts += 1
+        job.traced("continued" if job.prefill else "started", wait_s=now - job.submitted_at)
         job.attempt_scope = trio.CancelScope()
         self._running = job
         if self._busy_since is None:
@@ -897,6 +907,7 @@ class SlotWorker:
         on_chunk: ChunkSink | None = None,
         affinity_key: str | None = None,
         whole: bool = False,
+        tracer: Tracer | None = None,
     ) -> LLMResponse:
         """Run one inference on this slot; ``deadline`` is in seconds from now.
 
@@ -906,9 +917,12 @@ class SlotWorker:
 
         Raises ``SlotQueueFullError`` when the queue is full, ``InferenceDeadlineError`` when
         the deadline passes (queued or running -- the running attempt is cancelled), and the
-        backend's own errors. Cancelling the caller cancels the call.
+        backend's own errors. Cancelling the caller cancels the call. ``tracer`` is told what
+        happens to the call on the slot (queued, started, preempted, continued, finished).
         """
-        job = InferenceJob(request, priority=priority, affinity_key=affinity_key, whole=whole)
+        job = InferenceJob(
+            request, priority=priority, affinity_key=affinity_key, whole=whole, tracer=tracer
+        )
         reply = await self._ref.ask(_Submit(job))
         if isinstance(reply, _Rejected):
             raise reply.error

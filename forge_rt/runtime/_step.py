@@ -77,6 +77,7 @@ from forge_rt.guardrails import (
     retry_reason,
 )
 from forge_rt.runtime._slot import SlotWorker
+from forge_rt.trace import Tracer
 
 __all__ = ["Accepted", "GuardedStep", "Rejected", "RunStats", "SlotCall"]
 
@@ -173,7 +174,8 @@ class GuardedStep:
     ``escalate`` constrains the retry after a rejected reply where the request was not
     constrained (see the module docstring); ``parallel`` says whether that constraint admits
     several calls in one reply (pass what the caller allows: the proxy, the client's
-    ``parallel_tool_calls``).
+    ``parallel_tool_calls``). ``tracer`` records each request, reply and verdict (and the
+    slot's events for the call).
     """
 
     def __init__(
@@ -185,8 +187,10 @@ class GuardedStep:
         on_response: ResponseHook | None = None,
         escalate: bool = False,
         parallel: bool = True,
+        tracer: Tracer | None = None,
     ) -> None:
         self._slot = slot
+        self._tracer = tracer
         self.guardrails = guardrails
         self.stats = stats
         self._on_response = on_response
@@ -197,6 +201,9 @@ class GuardedStep:
     async def attempt(self, request: InferenceRequest, call: SlotCall) -> Accepted | Rejected:
         """One bounded inference and its verdict; an exhausted budget raises its typed error."""
         request = _budgeted(request)
+        tracer = self._tracer
+        if tracer is not None:
+            tracer.request(request)
         if call.whole:
             response = await self._infer(request, call, call.on_chunk)
         else:
@@ -207,7 +214,11 @@ class GuardedStep:
         stats.completion_tokens += response.usage.completion_tokens or 0
         if self._on_response is not None:
             await self._on_response(response)
-        action = self.guardrails.check(response, constrained=request.constraint is not None)
+        constrained = request.constraint is not None
+        action = self.guardrails.check(response, constrained=constrained)
+        if tracer is not None:
+            tracer.reply(response, constrained=constrained)
+            tracer.verdict(action)
         match action:
             case Execute():
                 stats.collapsed += action.collapsed
@@ -259,6 +270,7 @@ class GuardedStep:
                     on_chunk=on_chunk,
                     affinity_key=call.affinity_key,
                     whole=call.whole,
+                    tracer=self._tracer,
                 )
             except SlotQueueFullError as exc:
                 if not call.wait_for_room or trio.current_time() + backoff >= give_up_at:

@@ -67,6 +67,7 @@ from forge_rt.runtime._budget import GetBudget, ObservedUsage
 from forge_rt.runtime._durable import ControlState, SessionLog, StoredResult
 from forge_rt.runtime._slot import SlotWorker
 from forge_rt.runtime._step import GuardedStep, Rejected, RunStats, SlotCall
+from forge_rt.trace import Tracer, TraceSink
 
 __all__ = [
     "MessageSink",
@@ -165,6 +166,7 @@ class WorkflowActor(Actor):
         iteration: int = 0,
         log: SessionLog | None = None,
         restored: ControlState | None = None,
+        trace: TraceSink | None = None,
     ) -> None:
         self._workflow = workflow
         self._slot = slot
@@ -196,6 +198,16 @@ class WorkflowActor(Actor):
             self._batch = [r.result() for r in restored.finished]
             if restored.budgets is not None:
                 self._guardrails.restore_budgets(restored.budgets)
+        self._tracer = Tracer(trace, name) if trace is not None else None
+        if self._tracer is not None:
+            self._tracer.header(
+                workflow,
+                guardrail_options,
+                completed_steps=tracker.completed_steps,
+                constraint=constraint,
+                constraint_reason=constraint_reason,
+                max_iterations=max_iterations,
+            )
 
     # --- messages ------------------------------------------------------------------------------
 
@@ -212,6 +224,8 @@ class WorkflowActor(Actor):
             try:
                 if msg.user_text is not None:
                     await self._begin_turn(msg.user_text, msg.options)
+                if self._tracer is not None:
+                    self._tracer.turn_started(msg.user_text)
                 outcome = _TurnOk(await self._loop(msg.options, stats))
             except ForgeError as exc:
                 outcome = _TurnFailed(exc)
@@ -243,6 +257,9 @@ class WorkflowActor(Actor):
                 await self._persist()
             except StoreError as exc:
                 outcome = _TurnFailed(exc, stats)
+        if self._tracer is not None:
+            failed = outcome.error if isinstance(outcome, _TurnFailed) else None
+            self._tracer.turn_ended(failed, stats)
         _log.info(
             "workflow.turn",
             workflow=self._workflow.name,
@@ -314,7 +331,12 @@ class WorkflowActor(Actor):
         # Escalation acts only on an unconstrained request: a run that decodes freely by
         # choice (constrain="never") gets a constrained retry after a rejected reply.
         step = GuardedStep(
-            self._slot, self._guardrails, stats, on_response=self._observe, escalate=True
+            self._slot,
+            self._guardrails,
+            stats,
+            on_response=self._observe,
+            escalate=True,
+            tracer=self._tracer,
         )
         call = SlotCall(
             priority=options.priority,
@@ -497,6 +519,7 @@ class WorkflowActor(Actor):
         for call in calls:
             if call.call_id in finished:
                 continue
+            started = trio.current_time()
             if resumed and call.call_id == self._running and not self._safe_to_repeat(call):
                 result = ToolResult(call=call, error=_interrupted(call))
             else:
@@ -505,6 +528,8 @@ class WorkflowActor(Actor):
                     await self._persist()  # a restart must know it may have taken effect
                 result = await self._run_tool(call)
             self._running = None
+            if self._tracer is not None:
+                self._tracer.tool(result, duration_s=trio.current_time() - started)
             self._batch.append(result)
             await self._persist()  # the tool ran: its result must survive a restart
         results, self._batch = self._batch, []
@@ -518,6 +543,8 @@ class WorkflowActor(Actor):
         outcome = self._guardrails.record(results)
         if outcome.done:
             self._turn_open = False  # the terminal result ends the turn: stored with it
+        if self._tracer is not None:
+            self._tracer.recorded(results, outcome)
         await self._extend(outcome.messages, options)
         if outcome.done:
             assert outcome.terminal_call is not None

@@ -10,7 +10,8 @@ It reads one JSON command per line on stdin and writes one JSON event per line o
 Events: ``ready`` (the stored sessions, at start), ``accepted`` (the user's message is committed:
 from here on a crash loses nothing of it), ``message`` (each message of the turn, as it is
 committed), ``resumed`` (a turn a killed daemon left open is being finished), ``reply`` (the
-turn's answer), ``history``, ``error``. ``--store`` is an SQLite file (the default, ``chat.db``)
+turn's answer), ``history``, ``error``. ``--traces DIR`` writes each session's run trace
+(``forge-rt trace show DIR/alice.jsonl``, ``forge-rt replay``). ``--store`` is an SQLite file (the default, ``chat.db``)
 or a ``postgresql://`` URL; the backend is any OpenAI-compatible server (``forge-rt sim`` for a
 try without a model, ``forge-rt model serve``-style llama.cpp servers, vLLM, Ollama).
 """
@@ -130,9 +131,9 @@ class Daemon:
         emit("history", session=name, messages=[_shown(m) for m in await handle.history()])
 
 
-async def serve(backend: str, store: str) -> None:
+async def serve(backend: str, store: str, traces: str | None) -> None:
     client = make_client("openai", backend)
-    async with client, Session.open(client, store=store) as session:
+    async with client, Session.open(client, store=store, trace=traces) as session:
         daemon = Daemon(session, Assistant().workflow())
         emit(
             "ready",
@@ -159,13 +160,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--backend", required=True, help="an OpenAI-compatible server's base URL")
     parser.add_argument("--store", default="chat.db", help="SQLite file or postgresql:// URL")
+    parser.add_argument("--traces", default=None, help="a folder for one JSONL trace per session")
     args = parser.parse_args()
     # An application configures logging: warnings only, to stderr (stdout carries the events).
     structlog.configure(
         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
     )
-    trio.run(serve, args.backend, args.store)
+    trio.run(serve, args.backend, args.store, args.traces)
 
 
 if __name__ == "__main__":

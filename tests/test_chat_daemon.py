@@ -3,8 +3,9 @@
 The daemon runs as a user runs it (a subprocess on the simulated backend, slow enough that a
 turn takes a while); the test kills it as soon as the turn's first tool call is committed,
 starts it again on the same store, and checks that it finishes the turn by itself, that the
-reminder was set exactly once, and that the conversation then goes on with nothing missing. On
-SQLite, and on a real PostgreSQL server.
+reminder was set exactly once, that the conversation then goes on with nothing missing, and that
+the run trace both lives wrote replays with no differences. On SQLite, and on a real PostgreSQL
+server.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pytest
 import trio
 
 from forge_rt.backends.sim import SimBackend, SimConfig
+from forge_rt.trace import replay
 
 DAEMON = Path(__file__).resolve().parents[1] / "examples" / "chat_daemon.py"
 LIMIT_S = 60  # each wait for an event; a healthy run takes well under a second per step
@@ -56,9 +58,10 @@ class Daemon:
 
 
 @asynccontextmanager
-async def daemon(backend: str, store: str) -> AsyncIterator[Daemon]:
+async def daemon(backend: str, store: str, traces: Path) -> AsyncIterator[Daemon]:
     async with trio.open_nursery() as nursery:
         command = [sys.executable, str(DAEMON), "--backend", backend, "--store", store]
+        command += ["--traces", str(traces)]
         process = await nursery.start(
             partial(
                 trio.run_process,
@@ -83,13 +86,16 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return url
 
 
-async def test_a_daemon_killed_mid_turn_finishes_it_after_a_restart(store: str) -> None:
+async def test_a_daemon_killed_mid_turn_finishes_it_after_a_restart(
+    store: str, tmp_path: Path
+) -> None:
+    traces = tmp_path / "traces"
     # ~40 tokens a reply at 100 tok/s: each inference takes about 0.4 s, so the kill lands
     # inside the turn, between its first committed call and its answer.
     config = SimConfig(prefill_tps=4000, decode_tps=100, seed=7)
     async with SimBackend.serve(config) as sim:
         session = f"alice-{trio.current_time():.0f}-{id(store)}"  # fresh on a shared server
-        async with daemon(sim.url, store) as first:
+        async with daemon(sim.url, store, traces) as first:
             await first.event("ready")
             await first.send(op="say", session=session, text="Remind me to water the plants.")
             accepted = await first.event("accepted")
@@ -99,7 +105,7 @@ async def test_a_daemon_killed_mid_turn_finishes_it_after_a_restart(store: str) 
             first.process.send_signal(signal.SIGKILL)
             assert await first.process.wait() == -signal.SIGKILL
 
-        async with daemon(sim.url, store) as second:
+        async with daemon(sim.url, store, traces) as second:
             ready = await second.event("ready")
             assert {"name": session, "status": "in_turn"} in ready["sessions"]
             assert (await second.event("resumed"))["session"] == session
@@ -119,3 +125,7 @@ async def test_a_daemon_killed_mid_turn_finishes_it_after_a_restart(store: str) 
     assert calls.count("set_reminder") == 1, history  # set once, not again after the restart
     results = [m["content"] for m in history if m["role"] == "tool"]
     assert len(results) == len(calls)  # every call answered
+    # Both lives wrote the session's trace; today's guardrails decide as the recorded ones did.
+    report = replay(traces)
+    assert report.replies >= 3
+    assert report.differences == []

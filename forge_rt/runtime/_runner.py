@@ -21,11 +21,15 @@ from forge_rt.context import ContextManager
 from forge_rt.core import LLMClient, Sampling, Workflow
 from forge_rt.errors import WorkflowCancelledError
 from forge_rt.guardrails import (
+    Allow,
     ConstraintDecision,
+    Deny,
     GuardrailOptions,
+    Policy,
     choose_constraint,
     workflow_tool_specs,
 )
+from forge_rt.runtime._approvals import ApprovalCallback, ApprovalGate, ApprovalRequest, gated
 from forge_rt.runtime._budget import BudgetMonitor, BudgetSource
 from forge_rt.runtime._scheduling import DEFAULT_MAX_WAIT_S, PreemptPolicy
 from forge_rt.runtime._slot import DEFAULT_RETRY, BackendRetry, SlotWorker, StallLimits
@@ -72,9 +76,13 @@ class WorkflowHandle:
         priority: int,
         *,
         inference_deadline: float | None = None,
+        approvals: ApprovalGate | None = None,
     ) -> None:
         self._ref = ref
         self._inference_deadline = inference_deadline
+        self._approvals = approvals or ApprovalGate(
+            workflow=workflow.name, actor=name, approve={}, withheld={}, callback=None
+        )
         self.name = name
         self.workflow = workflow
         self.priority = priority
@@ -162,6 +170,26 @@ class WorkflowHandle:
         result: tuple[Any, ...] = await self._ref.ask(_GetHistory(persisted))
         return result
 
+    # Approvals (see runtime/_approvals.py): answered directly, not through the actor's
+    # mailbox, which the waiting turn holds.
+
+    def pending_approvals(self) -> tuple[ApprovalRequest, ...]:
+        """The calls of this workflow waiting for ``approve`` or ``deny`` now."""
+        return self._approvals.pending()
+
+    async def next_approval(self) -> ApprovalRequest:
+        """The oldest call waiting for approval, waiting until one is (cancellable)."""
+        return await self._approvals.next_request()
+
+    def approve(self, call_id: str) -> None:
+        """Let the waiting call ``call_id`` run (``ApprovalNotPendingError`` if none waits)."""
+        self._approvals.decide(call_id, Allow())
+
+    def deny(self, call_id: str, reason: str) -> None:
+        """Decline the waiting call ``call_id``: the model gets "declined: ``reason``" as its
+        result, not counted as a tool error (``ApprovalNotPendingError`` if none waits)."""
+        self._approvals.decide(call_id, Deny(reason))
+
 
 class _Defaults(msgspec.Struct, kw_only=True):
     """What a Session's workflows get unless ``start()`` says otherwise."""
@@ -170,6 +198,8 @@ class _Defaults(msgspec.Struct, kw_only=True):
     inference_deadline: float | None = DEFAULT_INFERENCE_DEADLINE_S
     sampling: Sampling = msgspec.field(default_factory=Sampling)
     guardrails: GuardrailOptions = msgspec.field(default_factory=GuardrailOptions)
+    policy: Policy | None = None
+    on_approval: ApprovalCallback | None = None
 
 
 class Session:
@@ -208,6 +238,8 @@ class Session:
         inference_deadline: float | None = DEFAULT_INFERENCE_DEADLINE_S,
         sampling: Sampling | None = None,
         guardrails: GuardrailOptions | None = None,
+        policy: Policy | None = None,
+        on_approval: ApprovalCallback | None = None,
     ) -> AsyncIterator[Session]:
         """Start the actors; on exit every workflow, the slot and the monitor are cancelled.
 
@@ -223,6 +255,9 @@ class Session:
         ``inference_deadline``: the default bound on each inference of a turn, queue wait
         included (600 s; ``None`` for none): the last word after the stall limits, for a
         backend that trickles just fast enough to pass them.
+        ``policy``: the tool policy every workflow runs under unless ``start()`` gives its own
+        (denied tools withheld, calls to approve paused; see ``guardrails/_policy.py``);
+        ``on_approval``: who answers those pauses (without it, ``WorkflowHandle.approve``).
         """
         async with ActorSystem.open(shutdown="cancel") as system:
             slot = await SlotWorker.start(
@@ -246,6 +281,8 @@ class Session:
                 inference_deadline=inference_deadline,
                 sampling=sampling or Sampling(),
                 guardrails=guardrails or GuardrailOptions(),
+                policy=policy,
+                on_approval=on_approval,
             )
             yield cls(system, client, slot, budget, defaults)
 
@@ -260,14 +297,24 @@ class Session:
         sampling: Sampling | None = None,
         guardrails: GuardrailOptions | None = None,
         resume_from: WorkflowCancelledError | None = None,
+        policy: Policy | None = None,
+        on_approval: ApprovalCallback | None = None,
     ) -> WorkflowHandle:
         """Spawn a workflow actor; each ``send`` on the handle is one user turn.
 
         ``guardrails`` replaces the session's guardrail options for this workflow (e.g.
         ``GuardrailOptions(rescue=False)`` for an ablation).
         ``resume_from`` seeds the actor with a cancelled run's messages, steps and iteration.
+        ``policy`` / ``on_approval`` replace the session's (see ``open``); a policy that
+        denies a tool the workflow cannot do without raises ``PolicyError`` here.
         """
         actor_name = name or unique_actor_name(workflow.name)
+        workflow, approvals = gated(
+            workflow,
+            policy if policy is not None else self._defaults.policy,
+            actor=actor_name,
+            callback=on_approval if on_approval is not None else self._defaults.on_approval,
+        )
         decision = _decide_constraint(workflow, self.client)
         options = guardrails or self._defaults.guardrails
         seed: dict[str, Any] = {}
@@ -289,6 +336,7 @@ class Session:
                 constraint=decision.constraint,
                 constraint_reason=decision.reason,
                 budget=self.budget.ref if self.budget is not None else None,
+                approvals=approvals,
                 **seed,
             ),
             name=actor_name,
@@ -299,6 +347,7 @@ class Session:
             workflow,
             priority,
             inference_deadline=self._defaults.inference_deadline,
+            approvals=approvals,
         )
 
     async def run(

@@ -62,6 +62,7 @@ from forge_rt.guardrails import (
     TextAnswer,
     ToolResult,
 )
+from forge_rt.runtime._approvals import ApprovalGate
 from forge_rt.runtime._budget import GetBudget, ObservedUsage
 from forge_rt.runtime._slot import SlotWorker
 from forge_rt.runtime._step import GuardedStep, Rejected, RunStats, SlotCall
@@ -161,8 +162,10 @@ class WorkflowActor(Actor):
         seed_messages: tuple[Message, ...] = (),
         completed_steps: tuple[str, ...] = (),
         iteration: int = 0,
+        approvals: ApprovalGate | None = None,
     ) -> None:
         self._workflow = workflow
+        self._approvals = approvals  # the policy's approvals and withheld tools (_approvals.py)
         self._slot = slot
         self._name = name
         self._max_iterations = max_iterations
@@ -171,7 +174,10 @@ class WorkflowActor(Actor):
         self._constraint_reason = constraint_reason
         self._budget = budget
         self._guardrails = Guardrails.from_workflow(
-            workflow, options=guardrail_options, tracker=StepTracker(completed_steps)
+            workflow,
+            options=guardrail_options,
+            tracker=StepTracker(completed_steps),
+            withheld=approvals.withheld if approvals is not None else None,
         )
         self._narrowed = NarrowedConstraint(constraint, self._guardrails.tools)
         self._avoid: frozenset[str] = frozenset()  # tools a loop nudge just blocked
@@ -459,9 +465,15 @@ class WorkflowActor(Actor):
         resumed: bool = False,
     ) -> WorkflowResult | None:
         """Run ``calls`` in order and record their results; ``resumed``: these calls were cut
-        off by a cancellation, and a non-idempotent one is answered, not run again."""
+        off by a cancellation, and a non-idempotent one is answered, not run again. A call
+        its policy says to approve waits for the answer first (a resumed one is asked again,
+        and the approver decides whether it runs)."""
         for call in calls:
-            if resumed and not self._safe_to_repeat(call):
+            gate = self._approvals
+            if gate is not None and gate.asks(call.tool):
+                declined = await gate.ask(call, resumed=resumed)
+                result = declined if declined is not None else await self._run_tool(call)
+            elif resumed and not self._safe_to_repeat(call):
                 result = ToolResult(call=call, error=_interrupted(call))
             else:
                 result = await self._run_tool(call)

@@ -5,7 +5,10 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("name", ["forge_rt", "forge_rt.runtime", "forge_rt.core", "forge_rt.eval"])
+@pytest.mark.parametrize(
+    "name",
+    ["forge_rt", "forge_rt.runtime", "forge_rt.core", "forge_rt.eval", "forge_rt.guardrails"],
+)
 def test_all_lists_the_public_names(name: str) -> None:
     """Every public (non-underscore, non-module) attribute is in ``__all__`` and vice versa."""
     module = importlib.import_module(name)

@@ -180,7 +180,7 @@ class Policy:
     def __init__(
         self,
         *,
-        default: Verdict | str = Allow(),
+        default: Verdict | str = "allow",
         tools: Mapping[str, Verdict | str | Mapping[str, Any]] | None = None,
         capabilities: Mapping[Capability | str, Verdict | str | Mapping[str, Any]] | None = None,
     ) -> None:

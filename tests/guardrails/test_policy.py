@@ -42,7 +42,7 @@ def test_needs_are_capabilities_and_undeclared_means_all() -> None:
     assert frozenset() == PURE.effective_needs
     assert MYSTERY.needs is None
     assert not MYSTERY.needs_declared
-    assert ALL_CAPABILITIES == MYSTERY.effective_needs
+    assert MYSTERY.effective_needs == ALL_CAPABILITIES
 
 
 def test_an_unknown_capability_is_a_definition_error() -> None:
@@ -59,8 +59,8 @@ def test_a_name_rule_beats_capability_rules_and_says_so() -> None:
     )
     decision = policy.decide(HEAT)
     assert Approve("Turn off the heating?") == decision.verdict
-    assert "tool 'turn_off_heating'" == decision.rule
-    assert "Turn off the heating?" == decision.reason
+    assert decision.rule == "tool 'turn_off_heating'"
+    assert decision.reason == "Turn off the heating?"
 
 
 def test_the_most_restrictive_matching_capability_wins() -> None:
@@ -68,8 +68,8 @@ def test_the_most_restrictive_matching_capability_wins() -> None:
     policy = Policy(capabilities={"network": "approve", "costs_money": Deny("no budget")})
     decision = policy.decide(BUY)
     assert Deny("no budget") == decision.verdict
-    assert "capability 'costs_money'" == decision.rule
-    assert "capability 'network'" == policy.decide(SEARCH).rule
+    assert decision.rule == "capability 'costs_money'"
+    assert policy.decide(SEARCH).rule == "capability 'network'"
 
 
 def test_no_matching_rule_falls_to_the_default() -> None:
@@ -162,7 +162,7 @@ def test_policy_errors_pickle() -> None:
     """A PolicyError keeps its rule through pickling (ForgeError's contract)."""
     error = PolicyError("bad", rule="tool 'x'")
     copy = pickle.loads(pickle.dumps(error))
-    assert ("bad", "tool 'x'") == (str(copy), copy.rule)
+    assert (str(copy), copy.rule) == ("bad", "tool 'x'")
 
 
 def _workflow(**kw: Any) -> Workflow:
@@ -184,10 +184,10 @@ def test_applying_a_policy_removes_denied_tools_and_keeps_their_reasons() -> Non
             capabilities={"costs_money": Deny("no budget")},
         ),
     )
-    assert ["search", "turn_off_heating", "report"] == list(applied.workflow.tools)
-    assert {"buy": "no budget"} == dict(applied.withheld)
+    assert list(applied.workflow.tools) == ["search", "turn_off_heating", "report"]
+    assert dict(applied.withheld) == {"buy": "no budget"}
     assert {"turn_off_heating": Approve("Turn off the heating?")} == dict(applied.approve)
-    assert ["search", "turn_off_heating", "buy", "report"] == [d.tool for d in applied.decisions]
+    assert [d.tool for d in applied.decisions] == ["search", "turn_off_heating", "buy", "report"]
 
 
 def test_a_terminal_among_several_can_be_denied() -> None:
@@ -241,7 +241,7 @@ def test_a_policy_the_workflow_cannot_run_under_is_an_error(
 def test_a_call_of_a_withheld_tool_is_refused_with_the_reason() -> None:
     """The guardrails refuse an invented call of a withheld tool, stating the policy's reason."""
     guard = Guardrails([SEARCH.spec], respond_tool=True, withheld={"buy": "no budget"})
-    assert ["search", "respond"] == [t.name for t in guard.tools]
+    assert [t.name for t in guard.tools] == ["search", "respond"]
     action = guard.check([ToolCall(tool="buy", call_id="c1")])
     assert isinstance(action, ToolErrors)
     [error] = action.errors
@@ -260,5 +260,5 @@ def test_a_declined_call_is_fed_back_and_not_counted() -> None:
     outcome = guard.record([ToolResult(call=call, error=error)])
     [message] = outcome.messages
     assert message.content.startswith("[Declined] The call of `search` was declined: the user")
-    assert 0 == guard.errors.tool_errors
-    assert () == guard.tracker.completed_steps
+    assert guard.errors.tool_errors == 0
+    assert guard.tracker.completed_steps == ()

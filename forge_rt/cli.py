@@ -52,6 +52,11 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         "model_command",
         "Show the embedded models, or prepare their files ahead of time.",
     ),
+    "capabilities": Subcommand(
+        "forge_rt.guardrails._policy_cli",
+        "capabilities_command",
+        "Show what a workflow's tools need and what a policy says about each.",
+    ),
 }
 """Every ``forge-rt`` subcommand, in the order ``--help`` lists them."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -22,8 +23,8 @@ def _invoke(*args: str):  # type: ignore[no-untyped-def]
 
 
 def test_every_subcommand_is_offered() -> None:
-    """The group offers exactly proxy, demo, eval, sim and model."""
-    assert set(SUBCOMMANDS) == {"proxy", "demo", "eval", "sim", "model"}
+    """The group offers exactly proxy, demo, eval, sim, model and capabilities."""
+    assert set(SUBCOMMANDS) == {"proxy", "demo", "eval", "sim", "model", "capabilities"}
 
 
 def test_group_help_lists_subcommands_options_and_exit_codes() -> None:
@@ -121,7 +122,7 @@ def test_a_subcommand_that_cannot_load_fails_alone(monkeypatch: pytest.MonkeyPat
     used = _invoke("ghost")
     other = _invoke("sim", "--help")
     assert listed.exit_code == 0
-    assert "ghost  Haunts." in listed.output
+    assert re.search(r"^  ghost +Haunts\.$", listed.output, re.MULTILINE)
     assert used.exit_code == 1
     assert (
         "Error: forge-rt ghost is unavailable: its module forge_rt._no_such_module cannot be "

@@ -67,34 +67,41 @@ def _row(output: str, tool: str) -> list[str]:
 def test_the_table_shows_needs_verdict_reason_and_rule(module: Path, tmp_path: Path) -> None:
     """Each tool is a row: its declared needs, the verdict, the reason and the deciding rule."""
     result = _run(f"{module}:workflow", policy=POLICY, tmp=tmp_path)
-    assert 0 == result.exit_code, result.output
-    assert ["get_weather", "network", "allow", "", "default"] == _row(result.output, "get_weather")
-    assert [
+    assert result.exit_code == 0, result.output
+    assert _row(result.output, "get_weather") == ["get_weather", "network", "allow", "", "default"]
+    assert _row(result.output, "turn_off_heating") == [
         "turn_off_heating",
         "writes_state",
         "approve",
         "Turn off the heating?",
         "tool 'turn_off_heating'",
-    ] == _row(result.output, "turn_off_heating")
-    assert ["buy_heater", "costs_money", "deny", "no budget", "capability 'costs_money'"] == _row(
-        result.output, "buy_heater"
-    )
+    ]
+    assert _row(result.output, "buy_heater") == [
+        "buy_heater",
+        "costs_money",
+        "deny",
+        "no budget",
+        "capability 'costs_money'",
+    ]
 
 
 def test_an_undeclared_tool_is_flagged(module: Path, tmp_path: Path) -> None:
     """A tool without needs is shown as undeclared and meets every capability rule."""
     result = _run(f"{module}:workflow", policy=POLICY, tmp=tmp_path)
-    assert ["mystery", "undeclared (taken as all)", "deny", "no budget"] == _row(
-        result.output, "mystery"
-    )[:4]
+    assert _row(result.output, "mystery")[:4] == [
+        "mystery",
+        "undeclared (taken as all)",
+        "deny",
+        "no budget",
+    ]
     assert "1 tool(s) declare no needs (mystery)" in result.output
 
 
 def test_without_a_policy_everything_is_allowed(module: Path) -> None:
     """No --policy: every verdict is allow, by the default rule."""
     result = _run(f"{module}:workflow")
-    assert 0 == result.exit_code, result.output
-    assert ["allow", "", "default"] == _row(result.output, "buy_heater")[2:]
+    assert result.exit_code == 0, result.output
+    assert _row(result.output, "buy_heater")[2:] == ["allow", "", "default"]
 
 
 @pytest.mark.parametrize(
@@ -109,7 +116,7 @@ def test_without_a_policy_everything_is_allowed(module: Path) -> None:
 def test_a_bad_target_exits_2(module: Path, target: str, message: str) -> None:
     """A target that names no workflow is a usage error saying what is wrong."""
     result = _run(target.format(module=module))
-    assert 2 == result.exit_code
+    assert result.exit_code == 2
     assert message in result.output
 
 
@@ -117,13 +124,13 @@ def test_a_policy_the_workflow_cannot_run_under_exits_2(module: Path, tmp_path: 
     """The table is shown, then the conflict (a denied required step) fails with exit 2."""
     policy = '[tools]\nget_weather = { verdict = "deny", reason = "offline" }\n'
     result = _run(f"{module}:workflow", policy=policy, tmp=tmp_path)
-    assert 2 == result.exit_code
-    assert ["deny", "offline"] == _row(result.output, "get_weather")[2:4]
+    assert result.exit_code == 2
+    assert _row(result.output, "get_weather")[2:4] == ["deny", "offline"]
     assert "required step 'get_weather' is denied by the policy" in result.output
 
 
 def test_a_bad_policy_file_exits_2(module: Path, tmp_path: Path) -> None:
     """A malformed rule in the policy file is a usage error naming the rule."""
     result = _run(f"{module}:workflow", policy='[tools]\nget_weather = "maybe"\n', tmp=tmp_path)
-    assert 2 == result.exit_code
+    assert result.exit_code == 2
     assert "unknown verdict 'maybe'" in result.output

@@ -67,7 +67,7 @@ async def test_a_denied_tool_is_withheld_from_the_backend() -> None:
         async with sim_proxy(SimConfig(oracle=oracle), policy=POLICY) as (_sim, url):
             reply = await _ask(url)
     [call] = reply.choices[0].message.tool_calls
-    assert "get_weather" == call.function.name
+    assert call.function.name == "get_weather"
     [view] = oracle.views
     assert {"get_weather", "respond"} == {t.name for t in view.tools}
     assert view.schema is not None
@@ -88,10 +88,10 @@ async def test_a_call_of_a_denied_tool_is_refused_and_never_returned() -> None:
         ):
             reply = await _ask(url)
     [call] = reply.choices[0].message.tool_calls
-    assert ("get_weather", {"city": "Paris"}) == (
+    assert (
         call.function.name,
         json.loads(call.function.arguments),
-    )
+    ) == ("get_weather", {"city": "Paris"})
     refusal = oracle.views[1].messages[-1]
     assert refusal.content.startswith(
         "[ToolError] Tool `delete_file` is not available: the policy denies it (this proxy "
@@ -108,7 +108,7 @@ async def test_tool_choice_naming_a_denied_tool_is_a_400() -> None:
                 await _ask(
                     url, tool_choice={"type": "function", "function": {"name": "delete_file"}}
                 )
-    assert [] == oracle.views
+    assert oracle.views == []
 
 
 @pytest.mark.parametrize(
@@ -140,5 +140,5 @@ def test_the_proxy_command_refuses_an_approve_policy_file(tmp_path: Path) -> Non
     path = tmp_path / "policy.toml"
     path.write_text('[tools]\nturn_off_heating = "approve"\n', encoding="utf-8")
     result = CliRunner().invoke(main, ["proxy", "--policy", str(path)], prog_name="forge-rt")
-    assert 2 == result.exit_code
+    assert result.exit_code == 2
     assert "says approve, which the proxy cannot do" in result.output

@@ -408,8 +408,12 @@ class WorkflowRunner:
         context: ContextManager | None = None,
         sampling: Sampling | None = None,
         guardrails: GuardrailOptions | None = None,
+        policy: Policy | None = None,
+        on_approval: ApprovalCallback | None = None,
     ) -> None:
         self.client = client
+        self._policy = policy  # as Session.open's
+        self._on_approval = on_approval
         self._max_iterations = max_iterations
         self._context = context
         self._sampling = sampling
@@ -472,6 +476,8 @@ class WorkflowRunner:
             max_iterations=self._max_iterations,
             sampling=self._sampling,
             guardrails=self._guardrails,
+            policy=self._policy,
+            on_approval=self._on_approval,
         ) as session:
             handle = await session.start(
                 workflow,

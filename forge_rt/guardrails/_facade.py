@@ -178,6 +178,9 @@ class Guardrails:
         self._synthetic_respond = respond_tool and all(t.name != RESPOND_TOOL_NAME for t in specs)
         if self._synthetic_respond:
             specs.append(respond_spec())
+            # A caller's own ``respond`` tool that a policy withholds gives way to the
+            # synthetic one: answering the user is never withheld.
+            withheld = {k: v for k, v in (withheld or {}).items() if k != RESPOND_TOOL_NAME}
         if respond_tool:
             terminal = terminal or frozenset({RESPOND_TOOL_NAME})
         prereqs = dict(prerequisites or {})

@@ -267,5 +267,5 @@ def test_a_declined_call_is_fed_back_and_not_counted() -> None:
 def test_a_withheld_tool_named_respond_gives_way_to_the_synthetic_one() -> None:
     """Withholding a caller's own `respond` leaves the synthetic respond tool offered."""
     guard = Guardrails([SEARCH.spec], respond_tool=True, withheld={"respond": "not yours"})
-    assert ["search", "respond"] == [t.name for t in guard.tools]
+    assert [t.name for t in guard.tools] == ["search", "respond"]
     assert isinstance(guard.check([ToolCall(tool="respond", args={"message": "hi"})]), Execute)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from forge_rt.cli import main
+from forge_rt.guardrails._policy_cli import capabilities_command
 
 WORKFLOW_FILE = """
 from forge_rt.core import ToolDef, ToolSpec, Workflow
@@ -54,8 +54,13 @@ def _run(*args: str, policy: str | None = None, tmp: Path | None = None) -> Resu
         file = tmp / "policy.toml"
         file.write_text(policy, encoding="utf-8")
         extra = ["--policy", str(file)]
+    # The command itself, not the `forge-rt` group: the group configures global logging,
+    # which would outlive this test.
     return CliRunner().invoke(
-        main, ["capabilities", *args, *extra], prog_name="forge-rt", env={"COLUMNS": "200"}
+        capabilities_command,
+        [*args, *extra],
+        prog_name="forge-rt capabilities",
+        env={"COLUMNS": "200"},
     )
 
 

@@ -15,9 +15,9 @@ from click.testing import CliRunner
 from proxy_support import WEATHER_TOOL, in_thread, sim_proxy
 
 from forge_rt.backends.sim import RequestView, SimConfig, SimToolCall
-from forge_rt.cli import main
 from forge_rt.errors import PolicyError
 from forge_rt.proxy import ProxyConfig
+from forge_rt.proxy._cli import proxy_command
 
 DELETE_TOOL = {
     "type": "function",
@@ -139,6 +139,7 @@ def test_the_proxy_command_refuses_an_approve_policy_file(tmp_path: Path) -> Non
     """`forge-rt proxy --policy FILE` with an approve rule exits 2 before serving."""
     path = tmp_path / "policy.toml"
     path.write_text('[tools]\nturn_off_heating = "approve"\n', encoding="utf-8")
-    result = CliRunner().invoke(main, ["proxy", "--policy", str(path)], prog_name="forge-rt")
+    # The command itself: the `forge-rt` group would configure global logging for later tests.
+    result = CliRunner().invoke(proxy_command, ["--policy", str(path)], prog_name="forge-rt proxy")
     assert result.exit_code == 2
     assert "says approve, which the proxy cannot do" in result.output

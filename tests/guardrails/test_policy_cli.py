@@ -61,6 +61,7 @@ def _run(*args: str, policy: str | None = None, tmp: Path | None = None) -> Resu
         [*args, *extra],
         prog_name="forge-rt capabilities",
         env={"COLUMNS": "200"},
+        help_option_names=["-h", "--help"],  # as the group gives it (click caches the option)
     )
 
 

@@ -137,24 +137,25 @@ class ApprovalGate:
 
     def pending(self) -> tuple[ApprovalRequest, ...]:
         """The calls waiting for an answer from the API now, oldest first."""
-        return tuple(w.request for w in self._waiting.values())
+        return tuple(w.request for w in self._waiting.values() if w.answer is None)
 
     async def next_request(self) -> ApprovalRequest:
         """The oldest call waiting for an answer, waiting until there is one (cancellable)."""
-        while not self._waiting:
+        while not self.pending():
             await self._arrived.wait()
-        return next(iter(self._waiting.values())).request
+        return self.pending()[0]
 
     def decide(self, call_id: str, answer: Allow | Deny) -> None:
         """Answer the waiting call ``call_id``; raises :class:`ApprovalNotPendingError` when
         no call of that id waits (never asked, already answered, or its turn ended)."""
         waiting = self._waiting.get(call_id)
         if waiting is None or waiting.answer is not None:
+            pending = [r.call_id for r in self.pending()]
             raise ApprovalNotPendingError(
                 f"workflow {self.actor!r}: no call {call_id!r} is waiting for approval; "
-                f"waiting: {[c for c, w in self._waiting.items() if w.answer is None]}",
+                f"waiting: {pending}",
                 call_id=call_id,
-                pending=[c for c, w in self._waiting.items() if w.answer is None],
+                pending=pending,
             )
         waiting.answer = answer
         waiting.answered.set()

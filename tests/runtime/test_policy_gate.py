@@ -333,3 +333,20 @@ async def test_a_resumed_call_of_a_tool_now_denied_is_declined(autojump_clock: o
     assert [m.type for m in result.messages if m.tool_call_id == "heat-1"] == [
         MessageType.TOOL_RESULT
     ]
+
+
+async def test_a_call_answered_once_cannot_be_answered_again(autojump_clock: object) -> None:
+    """After approve(), the call no longer waits: a second answer is ApprovalNotPendingError."""
+    home = Home()
+    async with Session.open(_heating_then("Done."), policy=POLICY) as session:
+        handle = await session.start(home.workflow())
+
+        def twice(h: Any, r: ApprovalRequest) -> None:
+            h.approve(r.call_id)
+            assert h.pending_approvals() == ()
+            with pytest.raises(ApprovalNotPendingError, match=r"no call 'heat-1' is waiting"):
+                h.deny(r.call_id, "changed my mind")
+
+        result = await _approval_via_api(handle, twice)
+    assert result.output == "Done."
+    assert home.ran == ["turn_off_heating attic"]

@@ -15,6 +15,7 @@ from forge_rt.context import NoCompact as NoCompact
 from forge_rt.context import SlidingWindowCompact as SlidingWindowCompact
 from forge_rt.context import TieredCompact as TieredCompact
 from forge_rt.context import TokenEstimator as TokenEstimator
+from forge_rt.core import Capability as Capability
 from forge_rt.core import Message as Message
 from forge_rt.core import MessageType as MessageType
 from forge_rt.core import Prerequisite as Prerequisite
@@ -30,7 +31,12 @@ from forge_rt.errors import BackendFailureError as BackendFailureError
 from forge_rt.errors import BudgetExhaustedError as BudgetExhaustedError
 from forge_rt.errors import ConfigurationError as ConfigurationError
 from forge_rt.errors import ForgeError as ForgeError
+from forge_rt.guardrails import Allow as Allow
+from forge_rt.guardrails import Approve as Approve
+from forge_rt.guardrails import Deny as Deny
 from forge_rt.guardrails import Guardrails as Guardrails
+from forge_rt.guardrails import Policy as Policy
+from forge_rt.runtime import ApprovalRequest as ApprovalRequest
 from forge_rt.runtime import PreemptPolicy as PreemptPolicy
 from forge_rt.runtime import Session as Session
 from forge_rt.runtime import SlotPool as SlotPool
@@ -41,12 +47,17 @@ from forge_rt.runtime import WorkflowRunner as WorkflowRunner
 __version__ = "0.1.0"
 
 __all__ = [
+    "Allow",
     "AnthropicClient",
+    "ApprovalRequest",
+    "Approve",
     "BackendError",
     "BackendFailureError",
     "BudgetExhaustedError",
+    "Capability",
     "ConfigurationError",
     "ContextManager",
+    "Deny",
     "ForgeError",
     "Guardrails",
     "LlamaServerClient",
@@ -55,6 +66,7 @@ __all__ = [
     "NoCompact",
     "OllamaClient",
     "OpenAICompatClient",
+    "Policy",
     "PreemptPolicy",
     "Prerequisite",
     "Role",

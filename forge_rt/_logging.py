@@ -29,5 +29,7 @@ def configure_logging(*, json: bool, level: str = "info") -> None:
             logging.getLevelNamesMapping()[level.upper()]
         ),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        cache_logger_on_first_use=True,
+        # Not cached: a module's logger bound while one command ran would keep that command's
+        # level after it (the tests run commands in-process, one after another).
+        cache_logger_on_first_use=False,
     )

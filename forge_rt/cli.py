@@ -60,6 +60,11 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "trace": Subcommand(
         "forge_rt.trace._cli", "trace_command", "Render a run trace turn by turn (trace show)."
     ),
+    "capabilities": Subcommand(
+        "forge_rt.guardrails._policy_cli",
+        "capabilities_command",
+        "Show what a workflow's tools need and what a policy says about each.",
+    ),
 }
 """Every ``forge-rt`` subcommand, in the order ``--help`` lists them."""
 

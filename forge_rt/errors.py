@@ -23,6 +23,7 @@ budgets given; a :class:`BackendFailureError` is the backend's doing, not the mo
     │   ├── UnsupportedRequestError    a request asks for what the backend's API cannot express
     │   ├── GrammarError               a GBNF grammar text forge_rt cannot read
     │   └── SessionWorkflowMismatchError  a stored session belongs to another workflow
+    │   └── PolicyError                a tool policy rule is malformed or cannot apply to the tools
     ├── BudgetExhaustedError           a budget of the run ran out; the run ends with this error
     │   ├── ToolCallError              no valid tool call within the retry budget
     │   ├── StepEnforcementError       terminal tool called before the required steps, too often
@@ -51,6 +52,8 @@ budgets given; a :class:`BackendFailureError` is the backend's doing, not the mo
     ├── ToolInterruptedError           a non-idempotent call was cut off by a cancellation; fed back
     ├── RestoredToolError              a tool's failure as a session store kept it; fed back
     ├── TraceFormatError               a run trace cannot be read: not JSONL, another schema, no header
+    ├── ToolDeclinedError              an approval was refused for a call; fed back, not counted
+    ├── ApprovalNotPendingError        approve()/deny() named a call that awaits no approval
     └── WorkflowCancelledError         the caller or a deadline cancelled the workflow (resumable)
 """
 
@@ -64,6 +67,7 @@ if TYPE_CHECKING:
     from forge_rt.core._messages import Message
 
 __all__ = [
+    "ApprovalNotPendingError",
     "BackendError",
     "BackendExecutableNotFoundError",
     "BackendFailureError",
@@ -84,6 +88,7 @@ __all__ = [
     "ModelIntegrityError",
     "ModelPackageError",
     "ModelPartsMissingError",
+    "PolicyError",
     "PrerequisiteError",
     "PromptTemplateError",
     "RestoredToolError",
@@ -96,6 +101,7 @@ __all__ = [
     "StoreSchemaError",
     "StreamError",
     "ToolCallError",
+    "ToolDeclinedError",
     "ToolExecutionError",
     "ToolInterruptedError",
     "ToolLoopError",
@@ -251,6 +257,32 @@ class TraceFormatError(ForgeError):
         super().__init__(message)
         self.path = path
         self.line = line
+
+
+class ToolDeclinedError(ForgeError):
+    """A call whose policy verdict is *approve* was declined (by the approval callback or
+    ``WorkflowHandle.deny``).
+
+    Fed back to the model as the call's result ("the user declined: ...") without counting
+    against the tool-error budget and without recording the step as done: nothing failed, the
+    user said no. ``reason`` is what the decliner said.
+    """
+
+    def __init__(self, message: str, *, tool: str, call_id: str, reason: str) -> None:
+        super().__init__(message)
+        self.tool = tool
+        self.call_id = call_id
+        self.reason = reason
+
+
+class ApprovalNotPendingError(ForgeError):
+    """``WorkflowHandle.approve`` or ``deny`` named a call that is not waiting for approval
+    (never was, already decided, or its turn ended); ``pending`` lists the ids that are."""
+
+    def __init__(self, message: str, *, call_id: str, pending: Sequence[str]) -> None:
+        super().__init__(message)
+        self.call_id = call_id
+        self.pending = tuple(pending)
 
 
 class ToolResolutionError(ForgeError):
@@ -744,3 +776,19 @@ class SessionConflictError(StoreError):
         self.session = session
         self.expected = expected
         self.found = found
+
+
+class PolicyError(ConfigurationError):
+    """A tool policy cannot be used as written, or cannot apply to the tools it is given.
+
+    Raised when a policy is built or loaded (an unknown verdict or capability, a deny rule
+    without a reason, a malformed TOML file) and when it is applied to tools (a rule for a
+    tool name that is not one of them; a denied tool that a workflow cannot run without: a
+    required step, its only terminal tool, the prerequisite of an allowed tool; ``approve``
+    in the proxy, whose client runs its own tools). ``rule`` names the rule at fault, when one
+    is.
+    """
+
+    def __init__(self, message: str, *, rule: str | None = None) -> None:
+        super().__init__(message)
+        self.rule = rule

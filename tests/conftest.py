@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+import structlog
 
 from forge_rt.backends.local import DEFAULT_MODEL, LocalModelServer
 
@@ -34,3 +35,11 @@ def postgres_url() -> Iterator[str]:
 
     with throwaway_postgres() as url:
         yield url
+
+
+@pytest.fixture(autouse=True)
+def _structlog_defaults() -> Iterator[None]:
+    """Each test starts with structlog's defaults: a command run in-process by one test (the CLI
+    configures logging) must not filter what a later test's ``capture_logs`` sees."""
+    yield
+    structlog.reset_defaults()

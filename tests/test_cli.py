@@ -23,8 +23,17 @@ def _invoke(*args: str):  # type: ignore[no-untyped-def]
 
 
 def test_every_subcommand_is_offered() -> None:
-    """The group offers exactly proxy, demo, eval, sim, model, replay and trace."""
-    assert set(SUBCOMMANDS) == {"proxy", "demo", "eval", "sim", "model", "replay", "trace"}
+    """The group offers exactly proxy, demo, eval, sim, model, replay, trace and capabilities."""
+    assert set(SUBCOMMANDS) == {
+        "proxy",
+        "demo",
+        "eval",
+        "sim",
+        "model",
+        "replay",
+        "trace",
+        "capabilities",
+    }
 
 
 def test_group_help_lists_subcommands_options_and_exit_codes() -> None:

@@ -14,6 +14,7 @@ import pytest
         "forge_rt.eval",
         "forge_rt.store",
         "forge_rt.trace",
+        "forge_rt.guardrails",
     ],
 )
 def test_all_lists_the_public_names(name: str) -> None:

@@ -3,6 +3,8 @@ and the inference data model (requests, responses, stream chunks, capabilities, 
 constraints, sampling, the ``LLMClient`` protocol) that the client adapters implement and the
 guardrails, context and runtime read."""
 
+from forge_rt.core._capabilities import ALL_CAPABILITIES as ALL_CAPABILITIES
+from forge_rt.core._capabilities import Capability as Capability
 from forge_rt.core._inference import ClientCapabilities as ClientCapabilities
 from forge_rt.core._inference import FinalChunk as FinalChunk
 from forge_rt.core._inference import GrammarConstraint as GrammarConstraint
@@ -38,8 +40,10 @@ from forge_rt.core._workflow import ConstrainMode as ConstrainMode
 from forge_rt.core._workflow import Workflow as Workflow
 
 __all__ = [
+    "ALL_CAPABILITIES",
     "RESPOND_TOOL_NAME",
     "ArgumentError",
+    "Capability",
     "ClientCapabilities",
     "ConstrainMode",
     "FinalChunk",

@@ -18,6 +18,7 @@ import msgspec
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from forge_rt.core._capabilities import ALL_CAPABILITIES, Capability, parse_capabilities
 from forge_rt.core._jsonschema import example_arguments
 from forge_rt.core._schema import ignored_keywords, model_from_json_schema
 from forge_rt.core._schema_shape import sound_schema
@@ -213,6 +214,11 @@ class ToolDef(BaseModel):
     lookup). A call cut off by a cancellation is run again on ``resume()`` when it is; when it
     is not (it sends, books, writes), the call is not repeated: the model is told it was
     interrupted (:class:`~forge_rt.errors.ToolInterruptedError`) and decides what to do.
+
+    ``needs`` declares what the tool does beyond computing a result (:class:`Capability`
+    values or their names: ``{"network", "writes_state"}``; empty: nothing). ``None``, the
+    default, means undeclared, which a policy treats as every capability (see
+    :attr:`effective_needs`) and every listing flags.
     """
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
@@ -222,6 +228,7 @@ class ToolDef(BaseModel):
     prerequisites: tuple[Prerequisite, ...] = ()
     timeout: float | None = None
     idempotent: bool = True
+    needs: frozenset[Capability] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -231,6 +238,14 @@ class ToolDef(BaseModel):
             data["prerequisites"] = tuple(
                 Prerequisite(tool=p) if isinstance(p, str) else p for p in data["prerequisites"]
             )
+        if isinstance(data, dict) and data.get("needs") is not None:
+            data = dict(data)
+            needs = data["needs"]
+            if isinstance(needs, str):  # one name, not the characters of one
+                needs = (needs,)
+            spec = data.get("spec")
+            where = f"tool {spec.name}" if isinstance(spec, ToolSpec) else "ToolDef"
+            data["needs"] = parse_capabilities(needs, where=where)
         return data
 
     @model_validator(mode="after")
@@ -253,3 +268,13 @@ class ToolDef(BaseModel):
     @property
     def is_async(self) -> bool:
         return inspect.iscoroutinefunction(self.callable)
+
+    @property
+    def needs_declared(self) -> bool:
+        """Whether the tool says what it needs (``needs`` is not ``None``)."""
+        return self.needs is not None
+
+    @property
+    def effective_needs(self) -> frozenset[Capability]:
+        """What a policy decides on: the declared needs, or every capability if undeclared."""
+        return ALL_CAPABILITIES if self.needs is None else self.needs

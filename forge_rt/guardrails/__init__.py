@@ -96,6 +96,19 @@ from forge_rt.guardrails._repetition import RepetitionDetector as RepetitionDete
 
 # --- end reply bounds block ---
 
+# isort: split
+# --- tool policy: allow, deny, approve (exports) ---
+from forge_rt.guardrails._policy import Allow as Allow
+from forge_rt.guardrails._policy import Approve as Approve
+from forge_rt.guardrails._policy import Decision as Decision
+from forge_rt.guardrails._policy import Deny as Deny
+from forge_rt.guardrails._policy import Policy as Policy
+from forge_rt.guardrails._policy import Verdict as Verdict
+from forge_rt.guardrails._policy import WorkflowPolicy as WorkflowPolicy
+from forge_rt.guardrails._policy import apply_policy as apply_policy
+
+# --- end tool policy block ---
+
 __all__: list[str] = [  # noqa: RUF022 -- grouped by owning block (see above), each group sorted
     # rescue block names
     "JSON_CALL_OPENERS",
@@ -177,4 +190,13 @@ __all__: list[str] = [  # noqa: RUF022 -- grouped by owning block (see above), e
     "calls_tokens",
     "instance_tokens",
     "reply_token_budget",
+    # tool policy block names
+    "Allow",
+    "Approve",
+    "Decision",
+    "Deny",
+    "Policy",
+    "Verdict",
+    "WorkflowPolicy",
+    "apply_policy",
 ]

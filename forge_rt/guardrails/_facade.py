@@ -32,6 +32,7 @@ from forge_rt.core import (
 from forge_rt.errors import (
     BudgetExhaustedError,
     ForgeError,
+    ToolDeclinedError,
     ToolExecutionError,
     ToolInterruptedError,
     ToolResolutionError,
@@ -54,6 +55,7 @@ from forge_rt.guardrails._nudges import (
     MAX_TIER,
     Nudge,
     again_note,
+    declined_text,
     example_call,
     held_back,
     ignored_args_note,
@@ -155,6 +157,8 @@ class Guardrails:
     tool -- unless ``tools`` has a tool of that name, which stays the caller's own tool (ask
     :meth:`is_synthetic_respond` which one a call is); when no ``terminal_tools`` are given,
     ``respond`` is the terminal tool. Pass ``tracker`` to resume with steps already done.
+    ``withheld`` maps the tools a policy denies (left out of ``tools``) to the policy's reason,
+    which a call of one is refused with (see :func:`~forge_rt.guardrails.apply_policy`).
     """
 
     def __init__(
@@ -167,18 +171,22 @@ class Guardrails:
         respond_tool: bool = False,
         tracker: StepTracker | None = None,
         options: GuardrailOptions = _DEFAULT_OPTIONS,
+        withheld: Mapping[str, str] | None = None,
     ) -> None:
         specs = list(tools)
         terminal = frozenset(terminal_tools)
         self._synthetic_respond = respond_tool and all(t.name != RESPOND_TOOL_NAME for t in specs)
         if self._synthetic_respond:
             specs.append(respond_spec())
+            # A caller's own ``respond`` tool that a policy withholds gives way to the
+            # synthetic one: answering the user is never withheld.
+            withheld = {k: v for k, v in (withheld or {}).items() if k != RESPOND_TOOL_NAME}
         if respond_tool:
             terminal = terminal or frozenset({RESPOND_TOOL_NAME})
         prereqs = dict(prerequisites or {})
         _check_names(specs, required_steps, terminal, prereqs)
         self.options = options
-        self._validator = ResponseValidator(specs, rescue=options.rescue)
+        self._validator = ResponseValidator(specs, rescue=options.rescue, withheld=withheld)
         self._errors = ErrorTracker(
             options.max_retries, options.max_tool_errors if options.recovery else 0
         )
@@ -209,8 +217,10 @@ class Guardrails:
         *,
         options: GuardrailOptions = _DEFAULT_OPTIONS,
         tracker: StepTracker | None = None,
+        withheld: Mapping[str, str] | None = None,
     ) -> Guardrails:
-        """Guardrails for ``workflow``: its tools (and respond tool), steps and prerequisites."""
+        """Guardrails for ``workflow``: its tools (and respond tool), steps and prerequisites;
+        ``withheld`` as for the constructor."""
         return cls(
             [t.spec for t in workflow.tools.values()],
             required_steps=workflow.required_steps,
@@ -219,6 +229,7 @@ class Guardrails:
             respond_tool=workflow.respond_tool,
             tracker=tracker,
             options=options,
+            withheld=withheld,
         )
 
     def is_synthetic_respond(self, call: ToolCall) -> bool:
@@ -458,6 +469,10 @@ class Guardrails:
                 self._errors.reset_tool_errors()
                 if terminal is None and ends:
                     terminal = result
+            elif isinstance(result.error, ToolDeclinedError):
+                # The user said no: nothing failed, nothing to count; not a step either.
+                text = self._told(declined_text(call.tool, result.error.reason))
+                messages.append(Message.tool_result(call, text))
             elif isinstance(result.error, ToolInterruptedError):
                 # Not the model's doing, and not known to have failed: said, never counted.
                 text = interrupted_text(call.tool, result.error)

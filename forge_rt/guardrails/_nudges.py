@@ -42,6 +42,7 @@ __all__ = [
     "RetryCause",
     "again_note",
     "bad_args_nudge",
+    "declined_text",
     "describe_field",
     "example_call",
     "held_back",
@@ -55,6 +56,7 @@ __all__ = [
     "retry_nudge",
     "tool_error_text",
     "unknown_tool_nudge",
+    "withheld_tool_nudge",
 ]
 
 MAX_TIER = 3
@@ -206,6 +208,28 @@ def unknown_tool_nudge(name: str, tools: Sequence[ToolSpec]) -> str:
         f"[ToolError] Unknown tool `{_printable(name)}`.{guess} Available tools: "
         f"{_names(names)}. "
         "Call one of them by its exact name."
+    )
+
+
+def withheld_tool_nudge(name: str, reason: str, tools: Sequence[ToolSpec]) -> str:
+    """The tool-channel error for a call of a tool the policy withholds: it exists, but may
+    not be used here, and why -- so the model stops asking for it and does without."""
+    if not tools:
+        raise ValueError("withheld_tool_nudge needs the real tools to list")
+    return (
+        f"[ToolError] Tool `{_printable(name)}` is not available: the policy denies it "
+        f"({reason}). It was not run. Available tools: {_names([t.name for t in tools])}. "
+        "Do the task with these, or tell the user it cannot be done here."
+    )
+
+
+def declined_text(tool: str, reason: str) -> str:
+    """The tool result fed back when a call of ``tool`` was declined (the approver said no,
+    or the policy now denies it); ``reason`` says who declined and why."""
+    said = reason.strip() or "no reason given"
+    return (
+        f"[Declined] The call of `{tool}` was declined: {said}. It was not run. Do not call "
+        "it again for this request unless the user asks; answer or continue without it."
     )
 
 

@@ -30,7 +30,13 @@ from forge_rt.core import (
     ToolSpec,
 )
 from forge_rt.guardrails._dialects import Dialect
-from forge_rt.guardrails._nudges import Nudge, RetryCause, bad_args_nudge, unknown_tool_nudge
+from forge_rt.guardrails._nudges import (
+    Nudge,
+    RetryCause,
+    bad_args_nudge,
+    unknown_tool_nudge,
+    withheld_tool_nudge,
+)
 from forge_rt.guardrails._placeholders import (
     ECHO_MARKUP,
     EchoCorpus,
@@ -240,9 +246,17 @@ class ResponseValidator:
 
     ``rescue`` turns calls written as text (bare or fenced JSON, XML, Python-call syntax, ...)
     into structured calls; with it off, any reply without native tool calls needs a retry.
+    ``withheld`` maps tools a policy denies (not among ``tools``) to the reason: a call of
+    one is refused with that reason rather than as an unknown tool.
     """
 
-    def __init__(self, tools: Sequence[ToolSpec], *, rescue: bool = True) -> None:
+    def __init__(
+        self,
+        tools: Sequence[ToolSpec],
+        *,
+        rescue: bool = True,
+        withheld: Mapping[str, str] | None = None,
+    ) -> None:
         if not tools:
             raise ValueError("ResponseValidator needs at least one tool")
         by_name: dict[str, ToolSpec] = {}
@@ -253,6 +267,10 @@ class ResponseValidator:
         self._tools = by_name
         self._specs = tuple(by_name.values())
         self._rescue = rescue
+        self._withheld = dict(withheld or {})
+        offered = sorted(set(self._withheld) & set(by_name))
+        if offered:
+            raise ValueError(f"tool(s) {offered} are both offered and withheld")
         self._descriptions = {name: _descriptions(spec) for name, spec in by_name.items()}
         self._names = frozenset(n for spec in self._specs for n in spec.property_names())
 
@@ -374,7 +392,15 @@ class ResponseValidator:
         for call in kept:
             spec = self._tools.get(call.tool)
             if spec is None:
-                errors.append(_tool_error(call, unknown_tool_nudge(call.tool, self.tools)))
+                reason = self._withheld.get(call.tool)
+                text = (
+                    unknown_tool_nudge(call.tool, self.tools)
+                    if reason is None
+                    else withheld_tool_nudge(call.tool, reason, self.tools)
+                )
+                if reason is not None:
+                    log.info("guardrails.withheld_call", tool=call.tool)
+                errors.append(_tool_error(call, text))
                 checked.append(call)
                 continue
             unknown = spec.unknown_args(call.args)

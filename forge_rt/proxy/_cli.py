@@ -15,7 +15,8 @@ import trio
 from pydantic import SecretStr, ValidationError
 from rich.console import Console
 
-from forge_rt.errors import ForgeError
+from forge_rt.errors import ForgeError, PolicyError
+from forge_rt.guardrails import Policy
 from forge_rt.proxy._config import (
     NAMED_PRIORITIES,
     BackendConfig,
@@ -76,6 +77,7 @@ def build_config(
     deadline: float | None,
     stall_timeout: float | None = 30.0,
     served_model: str | None,
+    policy: Path | None = None,
 ) -> ProxyConfig:
     """The :class:`ProxyConfig` the command-line options describe (``ValueError`` if invalid)."""
     keys: list[KeyProfile] = []
@@ -121,6 +123,7 @@ def build_config(
         request_deadline_s=deadline,
         stall_s=stall_timeout,
         served_model=served_model,
+        policy=Policy.load(policy) if policy is not None else None,
     )
 
 
@@ -289,6 +292,13 @@ async def _serve(config: ProxyConfig, console: Console) -> None:
     "before it fails as stalled and the slot moves on.",
 )
 @click.option("--served-model", default=None, help="Model name to report in responses.")
+@click.option(
+    "--policy",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="A tool policy TOML file (default and [tools], by name: allow or deny): denied tools "
+    "a client sends are withheld from the model and their calls refused.",
+)
 def proxy_command(**options: object) -> None:
     """Serve an OpenAI- and Anthropic-compatible API with guardrails in front of a model.
 
@@ -298,7 +308,7 @@ def proxy_command(**options: object) -> None:
     console = Console(soft_wrap=True, highlight=False, stderr=True)
     try:
         config = build_config(**options)  # type: ignore[arg-type]
-    except (ValueError, ValidationError) as exc:
+    except (ValueError, ValidationError, PolicyError) as exc:
         raise click.UsageError(str(exc)) from exc
     try:
         trio.run(_serve, config, console)

@@ -15,6 +15,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from forge_rt.core import ConstrainMode
+from forge_rt.guardrails import Policy
+from forge_rt.proxy._policy import proxy_policy
 from forge_rt.runtime import PreemptPolicy
 
 __all__ = [
@@ -212,9 +214,15 @@ class ProxyConfig(BaseModel):
 
     ``served_model`` overrides the model name answered in responses (default: the name the
     client asked for).
+
+    ``policy`` allows or denies the tools a client sends, by name (a
+    :class:`~forge_rt.guardrails.Policy` or its TOML table: ``default`` and ``[tools]``; see
+    ``proxy/_policy.py``): a denied tool is withheld from the backend and a call of it is
+    refused with the reason. Capability rules and ``approve`` raise
+    :class:`~forge_rt.errors.PolicyError`: the proxy knows no tool's needs and runs no tool.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
     host: str = "127.0.0.1"
     port: int = Field(default=8081, ge=0, le=65535)
@@ -240,6 +248,16 @@ class ProxyConfig(BaseModel):
     reasoning_replay: ReasoningReplay = ReasoningReplay.NONE
     served_model: str | None = None
     graceful_timeout_s: float = Field(default=5.0, ge=0)
+    policy: Policy | None = None
+
+    @field_validator("policy", mode="before")
+    @classmethod
+    def _policy(cls, value: object) -> object:
+        if value is None:
+            return None
+        if not isinstance(value, Policy | dict):
+            raise ValueError(f"policy must be a Policy or its TOML table, got {type(value)}")
+        return proxy_policy(value)  # PolicyError (not a ValueError) for what cannot apply
 
     @field_validator("default_priority", "anonymous_max_priority", mode="before")
     @classmethod

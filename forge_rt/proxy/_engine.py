@@ -50,6 +50,7 @@ from forge_rt.guardrails import (
     Execute,
     GuardrailOptions,
     Guardrails,
+    Policy,
     RetryReason,
     TextAnswer,
     choose_constraint,
@@ -59,6 +60,7 @@ from forge_rt.proxy._config import ReasoningReplay
 from forge_rt.proxy._errors import ErrorKind, ProxyHTTPError, from_forge_error
 from forge_rt.proxy._gate import GateMode, StreamGate
 from forge_rt.proxy._metrics import ProxyMetrics
+from forge_rt.proxy._policy import withhold
 from forge_rt.proxy._review import ReplyReview
 from forge_rt.runtime import Accepted, GuardedStep, Rejected, RunStats, SlotCall, SlotWorker
 
@@ -137,8 +139,10 @@ class InferenceEngine:
         constrain: ConstrainMode,
         deadline_s: float | None,
         on_usage: UsageHook | None = None,
+        policy: Policy | None = None,
     ) -> None:
         self._slot = slot
+        self._policy = policy  # by tool name: denied tools are withheld (proxy/_policy.py)
         self._metrics = metrics
         self._capabilities = capabilities
         # Per request, with no steps and no loop guard of its own: the client owns the loop.
@@ -208,6 +212,10 @@ class InferenceEngine:
         deadline_at = (
             trio.current_time() + self._deadline_s if self._deadline_s is not None else None
         )
+        withheld: dict[str, str] = {}
+        if self._policy is not None:
+            request, withheld = withhold(plan.request, self._policy, request_id=plan.request_id)
+            plan = msgspec.structs.replace(plan, request=request)
         kind = self._guard_kind(plan.request)
         try:
             if kind == "none":
@@ -218,7 +226,7 @@ class InferenceEngine:
                 self._check_diverged(gate)
                 await self._report_usage(plan, response)
                 return Outcome(response=response)
-            return await self._guarded(plan, kind, sink, deadline_at)
+            return await self._guarded(plan, kind, sink, deadline_at, withheld)
         except ForgeError as exc:
             raise from_forge_error(exc) from exc
 
@@ -277,7 +285,12 @@ class InferenceEngine:
         await self._on_usage(plan.client, usage.prompt_tokens + (usage.completion_tokens or 0))
 
     async def _guarded(
-        self, plan: RequestPlan, kind: _Guard, sink: Sink | None, deadline_at: float | None
+        self,
+        plan: RequestPlan,
+        kind: _Guard,
+        sink: Sink | None,
+        deadline_at: float | None,
+        withheld: dict[str, str],
     ) -> Outcome:
         request = plan.request
         tools: Sequence[ToolSpec] = request.tools
@@ -292,7 +305,9 @@ class InferenceEngine:
                     param="tool_choice",
                 )
             tools = named
-        guard = Guardrails(tools, respond_tool=kind == "respond", options=self._options)
+        guard = Guardrails(
+            tools, respond_tool=kind == "respond", options=self._options, withheld=withheld
+        )
         mode = {
             "respond": GateMode.RESPOND,
             "prose": GateMode.PROSE,

@@ -83,6 +83,7 @@ class ProxyRuntime:
             constrain=config.constrain,
             deadline_s=config.request_deadline_s,
             on_usage=self._observe_usage,
+            policy=config.policy,
         )
 
     async def _observe_usage(self, client: str, tokens: int) -> None:

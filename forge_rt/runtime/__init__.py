@@ -1,5 +1,8 @@
 """The actor runtime: SlotWorker (shared inference slots), BudgetActor, WorkflowActor, runners."""
 
+from forge_rt.runtime._approvals import ApprovalCallback as ApprovalCallback
+from forge_rt.runtime._approvals import ApprovalGate as ApprovalGate
+from forge_rt.runtime._approvals import ApprovalRequest as ApprovalRequest
 from forge_rt.runtime._budget import Available as Available
 from forge_rt.runtime._budget import BudgetActor as BudgetActor
 from forge_rt.runtime._budget import BudgetBoard as BudgetBoard
@@ -38,6 +41,9 @@ from forge_rt.runtime._workflow_actor import WorkflowResult as WorkflowResult
 __all__ = [
     "DEFAULT_MAX_WAIT_S",
     "Accepted",
+    "ApprovalCallback",
+    "ApprovalGate",
+    "ApprovalRequest",
     "Available",
     "BackendRetry",
     "BudgetActor",

@@ -23,11 +23,15 @@ from forge_rt.context import ContextManager
 from forge_rt.core import LLMClient, Sampling, Workflow
 from forge_rt.errors import ConfigurationError, SessionWorkflowMismatchError, WorkflowCancelledError
 from forge_rt.guardrails import (
+    Allow,
     ConstraintDecision,
+    Deny,
     GuardrailOptions,
+    Policy,
     choose_constraint,
     workflow_tool_specs,
 )
+from forge_rt.runtime._approvals import ApprovalCallback, ApprovalGate, ApprovalRequest, gated
 from forge_rt.runtime._budget import BudgetMonitor, BudgetSource
 from forge_rt.runtime._durable import SessionLog, decode_state, restored_history
 from forge_rt.runtime._scheduling import DEFAULT_MAX_WAIT_S, PreemptPolicy
@@ -78,9 +82,13 @@ class WorkflowHandle:
         *,
         inference_deadline: float | None = None,
         stored: SessionInfo | None = None,
+        approvals: ApprovalGate | None = None,
     ) -> None:
         self._ref = ref
         self._inference_deadline = inference_deadline
+        self._approvals = approvals or ApprovalGate(
+            workflow=workflow.name, actor=name, approve={}, withheld={}, callback=None
+        )
         self.name = name
         self.workflow = workflow
         self.priority = priority
@@ -174,6 +182,26 @@ class WorkflowHandle:
         result: tuple[Any, ...] = await self._ref.ask(_GetHistory(persisted))
         return result
 
+    # Approvals (see runtime/_approvals.py): answered directly, not through the actor's
+    # mailbox, which the waiting turn holds.
+
+    def pending_approvals(self) -> tuple[ApprovalRequest, ...]:
+        """The calls of this workflow waiting for ``approve`` or ``deny`` now."""
+        return self._approvals.pending()
+
+    async def next_approval(self) -> ApprovalRequest:
+        """The oldest call waiting for approval, waiting until one is (cancellable)."""
+        return await self._approvals.next_request()
+
+    def approve(self, call_id: str) -> None:
+        """Let the waiting call ``call_id`` run (``ApprovalNotPendingError`` if none waits)."""
+        self._approvals.decide(call_id, Allow())
+
+    def deny(self, call_id: str, reason: str) -> None:
+        """Decline the waiting call ``call_id``: the model gets "declined: ``reason``" as its
+        result, not counted as a tool error (``ApprovalNotPendingError`` if none waits)."""
+        self._approvals.decide(call_id, Deny(reason))
+
 
 class _Defaults(msgspec.Struct, kw_only=True):
     """What a Session's workflows get unless ``start()`` says otherwise."""
@@ -182,6 +210,8 @@ class _Defaults(msgspec.Struct, kw_only=True):
     inference_deadline: float | None = DEFAULT_INFERENCE_DEADLINE_S
     sampling: Sampling = msgspec.field(default_factory=Sampling)
     guardrails: GuardrailOptions = msgspec.field(default_factory=GuardrailOptions)
+    policy: Policy | None = None
+    on_approval: ApprovalCallback | None = None
 
 
 class Session:
@@ -226,6 +256,8 @@ class Session:
         guardrails: GuardrailOptions | None = None,
         store: SessionStore | str | os.PathLike[str] | None = None,
         trace: TraceSink | str | os.PathLike[str] | None = None,
+        policy: Policy | None = None,
+        on_approval: ApprovalCallback | None = None,
     ) -> AsyncIterator[Session]:
         """Start the actors; on exit every workflow, the slot and the monitor are cancelled.
 
@@ -250,6 +282,10 @@ class Session:
         backend that trickles just fast enough to pass them. ``trace``: a folder (one JSONL
         file per workflow, see ``forge_rt.trace``), a ``.jsonl`` file, or a ``TraceSink`` of
         the caller's; every turn's requests, replies, verdicts, tools and slot events go there.
+        backend that trickles just fast enough to pass them.
+        ``policy``: the tool policy every workflow runs under unless ``start()`` gives its own
+        (denied tools withheld, calls to approve paused; see ``guardrails/_policy.py``);
+        ``on_approval``: who answers those pauses (without it, ``WorkflowHandle.approve``).
         """
         async with AsyncExitStack() as stack:
             if isinstance(store, str | os.PathLike):
@@ -277,6 +313,8 @@ class Session:
                 inference_deadline=inference_deadline,
                 sampling=sampling or Sampling(),
                 guardrails=guardrails or GuardrailOptions(),
+                policy=policy,
+                on_approval=on_approval,
             )
             yield cls(system, client, slot, budget, defaults, store, trace=sink)
 
@@ -291,6 +329,8 @@ class Session:
         sampling: Sampling | None = None,
         guardrails: GuardrailOptions | None = None,
         resume_from: WorkflowCancelledError | None = None,
+        policy: Policy | None = None,
+        on_approval: ApprovalCallback | None = None,
     ) -> WorkflowHandle:
         """Spawn a workflow actor; each ``send`` on the handle is one user turn.
 
@@ -300,19 +340,28 @@ class Session:
         With a store, ``name`` is the stored session's (a new random one if not given): a
         stored session comes back as it was (``handle.interrupted``: resume its turn), and one
         of another workflow is a ``SessionWorkflowMismatchError``.
+        ``policy`` / ``on_approval`` replace the session's (see ``open``); a policy that
+        denies a tool the workflow cannot do without raises ``PolicyError`` here.
         """
+        if name is None:
+            stored_name = f"{workflow.name}-{uuid.uuid4().hex[:12]}"
+            name = stored_name if self.store is not None else unique_actor_name(workflow.name)
+        workflow, approvals = gated(
+            workflow,
+            policy if policy is not None else self._defaults.policy,
+            actor=name,
+            callback=on_approval if on_approval is not None else self._defaults.on_approval,
+        )
+        spawn: dict[str, Any] = {
+            "max_iterations": max_iterations,
+            "context": context,
+            "sampling": sampling,
+            "guardrails": guardrails,
+            "approvals": approvals,
+        }
         if self.store is not None:
             return await self._start_stored(
-                workflow,
-                name=name or f"{workflow.name}-{uuid.uuid4().hex[:12]}",
-                priority=priority,
-                resume_from=resume_from,
-                spawn={
-                    "max_iterations": max_iterations,
-                    "context": context,
-                    "sampling": sampling,
-                    "guardrails": guardrails,
-                },
+                workflow, name=name, priority=priority, resume_from=resume_from, spawn=spawn
             )
         seed: dict[str, Any] = {}
         if resume_from is not None:
@@ -321,22 +370,14 @@ class Session:
                 "completed_steps": resume_from.completed_steps,
                 "iteration": resume_from.iteration,
             }
-        actor_name = name or unique_actor_name(workflow.name)
-        ref = await self._spawn(
-            workflow,
-            actor_name,
-            max_iterations=max_iterations,
-            context=context,
-            sampling=sampling,
-            guardrails=guardrails,
-            seed=seed,
-        )
+        ref = await self._spawn(workflow, name, seed=seed, **spawn)
         return WorkflowHandle(
             ref,
-            actor_name,
+            name,
             workflow,
             priority,
             inference_deadline=self._defaults.inference_deadline,
+            approvals=approvals,
         )
 
     async def sessions(self) -> list[SessionInfo]:
@@ -409,6 +450,7 @@ class Session:
             priority,
             inference_deadline=self._defaults.inference_deadline,
             stored=stored.info if stored is not None else None,
+            approvals=spawn["approvals"],
         )
 
     async def _spawn(
@@ -420,6 +462,7 @@ class Session:
         context: ContextManager | None,
         sampling: Sampling | None,
         guardrails: GuardrailOptions | None,
+        approvals: ApprovalGate,
         seed: dict[str, Any],
     ) -> ActorRef[Any]:
         decision = _decide_constraint(workflow, self.client)
@@ -437,6 +480,7 @@ class Session:
                 constraint_reason=decision.reason,
                 budget=self.budget.ref if self.budget is not None else None,
                 trace=self.trace,
+                approvals=approvals,
                 **seed,
             ),
             name=actor_name,
@@ -500,8 +544,12 @@ class WorkflowRunner:
         context: ContextManager | None = None,
         sampling: Sampling | None = None,
         guardrails: GuardrailOptions | None = None,
+        policy: Policy | None = None,
+        on_approval: ApprovalCallback | None = None,
     ) -> None:
         self.client = client
+        self._policy = policy  # as Session.open's
+        self._on_approval = on_approval
         self._max_iterations = max_iterations
         self._context = context
         self._sampling = sampling
@@ -564,6 +612,8 @@ class WorkflowRunner:
             max_iterations=self._max_iterations,
             sampling=self._sampling,
             guardrails=self._guardrails,
+            policy=self._policy,
+            on_approval=self._on_approval,
         ) as session:
             handle = await session.start(
                 workflow,

@@ -63,6 +63,7 @@ from forge_rt.guardrails import (
     TextAnswer,
     ToolResult,
 )
+from forge_rt.runtime._approvals import ApprovalGate
 from forge_rt.runtime._budget import GetBudget, ObservedUsage
 from forge_rt.runtime._durable import ControlState, SessionLog, StoredResult
 from forge_rt.runtime._slot import SlotWorker
@@ -167,8 +168,10 @@ class WorkflowActor(Actor):
         log: SessionLog | None = None,
         restored: ControlState | None = None,
         trace: TraceSink | None = None,
+        approvals: ApprovalGate | None = None,
     ) -> None:
         self._workflow = workflow
+        self._approvals = approvals  # the policy's approvals and withheld tools (_approvals.py)
         self._slot = slot
         self._name = name
         self._max_iterations = max_iterations
@@ -178,7 +181,10 @@ class WorkflowActor(Actor):
         self._budget = budget
         tracker = restored.tracker() if restored is not None else StepTracker(completed_steps)
         self._guardrails = Guardrails.from_workflow(
-            workflow, options=guardrail_options, tracker=tracker
+            workflow,
+            options=guardrail_options,
+            tracker=tracker,
+            withheld=approvals.withheld if approvals is not None else None,
         )
         self._narrowed = NarrowedConstraint(constraint, self._guardrails.tools)
         self._avoid: frozenset[str] = frozenset()  # tools a loop nudge just blocked
@@ -190,7 +196,9 @@ class WorkflowActor(Actor):
         self._batch: list[ToolResult] = []  # results of the batch running now, as they finish
         self._log = log  # the session store's writer: every change is committed before it is used
         self._turn_open = False
-        self._running: str | None = None  # the call whose tool is running (or was, when cut)
+        # The call whose tool is running (or was, when the turn was cut): _UNKNOWN for a run
+        # seeded from a WorkflowCancelledError, which does not say.
+        self._running: str | None = _UNKNOWN if seed_messages and restored is None else None
         if restored is not None:
             self._running = restored.running
             self._iteration = restored.iteration
@@ -513,14 +521,23 @@ class WorkflowActor(Actor):
         resumed: bool = False,
     ) -> WorkflowResult | None:
         """Run ``calls`` in order and record their results; ``resumed``: these calls were cut
-        off by a cancellation (or a restart), and the non-idempotent one that was running then
-        is answered, not run again; the calls after it never started, and run."""
+        off by a cancellation (or a restart), and the non-idempotent one that had started is
+        answered, not run again; the calls after it never started, and run. A call its policy
+        says to approve waits for the answer first; one cut while it ran is asked again
+        (``resumed``), and the approver decides whether it runs again."""
         finished = {r.call.call_id for r in self._batch}  # kept from before a restart
         for call in calls:
             if call.call_id in finished:
                 continue
             started = trio.current_time()
-            if resumed and call.call_id == self._running and not self._safe_to_repeat(call):
+            # Had it started when the turn was cut? Unknown for a run seeded from an error.
+            cut = resumed and (self._running is _UNKNOWN or call.call_id == self._running)
+            gate = self._approvals
+            asked = gate is not None and gate.asks(call.tool)
+            declined = await gate.ask(call, resumed=cut) if gate is not None and asked else None
+            if declined is not None:
+                result = declined
+            elif cut and not asked and not self._safe_to_repeat(call):
                 result = ToolResult(call=call, error=_interrupted(call))
             else:
                 self._running = call.call_id
@@ -653,6 +670,9 @@ class WorkflowActor(Actor):
             stats=stats,
             answer_only=answer_only,
         )
+
+
+_UNKNOWN = "\x00unknown"  # a call id no call has: "which call was running is not known"
 
 
 def _unanswered(history: list[Message]) -> list[ToolCall]:

@@ -4,12 +4,15 @@ It reads one JSON command per line on stdin and writes one JSON event per line o
 
     python examples/chat_daemon.py --backend http://127.0.0.1:8080 --store chat.db
     {"op": "say", "session": "alice", "text": "Remind me to water the plants in 10 minutes."}
+    {"op": "say", "session": "alice", "text": "Turn off the heating."}
+    {"op": "approve", "session": "alice", "call_id": "call_...", "yes": false, "reason": "not now"}
     {"op": "history", "session": "alice"}
     {"op": "quit"}
 
 Events: ``ready`` (the stored sessions, at start), ``accepted`` (the user's message is committed:
 from here on a crash loses nothing of it), ``message`` (each message of the turn, as it is
-committed), ``resumed`` (a turn a killed daemon left open is being finished), ``reply`` (the
+committed), ``approval`` (a call waits for a yes or no: answer with ``approve``; a restarted
+daemon asks again), ``resumed`` (a turn a killed daemon left open is being finished), ``reply`` (the
 turn's answer), ``history``, ``error``. ``--traces DIR`` writes each session's run trace
 (``forge-rt trace show DIR/alice.jsonl``, ``forge-rt replay``). ``--store`` is an SQLite file (the default, ``chat.db``)
 or a ``postgresql://`` URL; the backend is any OpenAI-compatible server (``forge-rt sim`` for a
@@ -30,7 +33,8 @@ import trio
 from forge_rt.clients import make_client
 from forge_rt.core import Message, Role, ToolDef, ToolSpec, Workflow
 from forge_rt.errors import ForgeError
-from forge_rt.runtime import Session, WorkflowHandle
+from forge_rt.guardrails import Allow, Approve, Deny, Policy
+from forge_rt.runtime import ApprovalRequest, Session, WorkflowHandle
 
 REMINDER = {
     "type": "object",
@@ -52,15 +56,31 @@ def _shown(message: Message) -> dict[str, Any]:
     return {"role": message.role.value, "content": message.content, "tool_calls": calls}
 
 
+HEATING = {
+    "type": "object",
+    "properties": {"on": {"type": "boolean", "description": "true to turn it on"}},
+    "required": ["on"],
+}
+
+# The heating is the user's to switch: every call waits for their yes (a voice assistant asks).
+POLICY = Policy(tools={"set_heating": Approve("Switch the heating?")})
+
+
 class Assistant:
-    """The daemon's workflow: a reminder tool (it writes state, so it must not run twice)."""
+    """The daemon's workflow: a reminder tool and a heating switch (both change the world, so
+    neither may run twice; the switch also needs the user's approval)."""
 
     def __init__(self) -> None:
         self.reminders: list[tuple[str, int]] = []
+        self.heating = True
 
     async def set_reminder(self, text: str, minutes: int) -> str:
         self.reminders.append((text, minutes))
         return f"reminder set: {text!r} in {minutes} min"
+
+    async def set_heating(self, on: bool) -> str:
+        self.heating = on
+        return f"the heating is {'on' if on else 'off'}"
 
     def workflow(self) -> Workflow:
         return Workflow(
@@ -74,12 +94,56 @@ class Assistant:
                     ),
                     callable=self.set_reminder,
                     idempotent=False,
-                )
+                    needs=["writes_state"],
+                ),
+                ToolDef(
+                    spec=ToolSpec(
+                        name="set_heating",
+                        description="Turn the heating on or off.",
+                        parameters=HEATING,
+                    ),
+                    callable=self.set_heating,
+                    idempotent=False,
+                    needs=["writes_state"],
+                ),
             ],
             system_prompt_template=(
                 "You are a home assistant. Set reminders when asked; otherwise answer briefly."
             ),
         )
+
+
+class UserApprovals:
+    """The approval callback: each call to approve is told as an ``approval`` event, and waits
+    for the ``approve`` command that answers it. A call still waiting when the daemon is killed
+    is asked again after the restart (its turn resumes at that call)."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[str, tuple[trio.Event, list[Allow | Deny]]] = {}
+
+    async def ask(self, request: ApprovalRequest) -> Allow | Deny:
+        answered, answer = self._waiting[request.call_id] = (trio.Event(), [])
+        emit(
+            "approval",
+            session=request.actor,
+            call_id=request.call_id,
+            tool=request.tool,
+            args=request.args,
+            question=request.question,
+        )
+        try:
+            await answered.wait()
+        finally:
+            del self._waiting[request.call_id]
+        return answer[0]
+
+    def answer(self, call_id: str, yes: bool, reason: str) -> None:
+        if call_id not in self._waiting:
+            emit("error", error="NotWaiting", message=f"no call {call_id!r} waits for approval")
+            return
+        answered, answer = self._waiting[call_id]
+        answer.append(Allow() if yes else Deny(reason))
+        answered.set()
 
 
 class Daemon:
@@ -133,7 +197,13 @@ class Daemon:
 
 async def serve(backend: str, store: str, traces: str | None) -> None:
     client = make_client("openai", backend)
-    async with client, Session.open(client, store=store, trace=traces) as session:
+    approvals = UserApprovals()
+    async with (
+        client,
+        Session.open(
+            client, store=store, trace=traces, policy=POLICY, on_approval=approvals.ask
+        ) as session,
+    ):
         daemon = Daemon(session, Assistant().workflow())
         emit(
             "ready",
@@ -149,6 +219,8 @@ async def serve(backend: str, store: str, traces: str | None) -> None:
                     break
                 if command["op"] == "say":
                     nursery.start_soon(daemon.say, command["session"], command["text"])
+                elif command["op"] == "approve":
+                    approvals.answer(command["call_id"], command["yes"], command.get("reason", ""))
                 elif command["op"] == "history":
                     await daemon.history(command["session"])
                 else:

@@ -109,6 +109,9 @@ async def test_a_daemon_killed_mid_turn_finishes_it_after_a_restart(
             ready = await second.event("ready")
             assert {"name": session, "status": "in_turn"} in ready["sessions"]
             assert (await second.event("resumed"))["session"] == session
+            asked = await second.event("approval")  # the turn goes on to the heating switch
+            assert asked["tool"] == "set_heating"
+            await second.send(op="approve", session=session, call_id=asked["call_id"], yes=True)
             reply = await second.event("reply")
             assert reply["session"] == session
             await second.send(op="say", session=session, text="Thanks! Anything else?")
@@ -123,9 +126,44 @@ async def test_a_daemon_killed_mid_turn_finishes_it_after_a_restart(
     assert users == ["Remind me to water the plants.", "Thanks! Anything else?"]
     calls = [c["tool"] for m in history for c in m["tool_calls"]]
     assert calls.count("set_reminder") == 1, history  # set once, not again after the restart
+    assert calls.count("set_heating") == 1, history
     results = [m["content"] for m in history if m["role"] == "tool"]
     assert len(results) == len(calls)  # every call answered
     # Both lives wrote the session's trace; today's guardrails decide as the recorded ones did.
     report = replay(traces)
     assert report.replies >= 3
     assert report.differences == []
+
+
+async def test_an_approval_asked_before_a_kill_is_asked_again_after_the_restart(
+    store: str, tmp_path: Path
+) -> None:
+    """Killed while the heating switch waits for the user's yes: the restarted daemon asks for
+    the same call again, and only the answer given then switches it."""
+    config = SimConfig(prefill_tps=4000, decode_tps=400, seed=7)
+    async with SimBackend.serve(config) as sim:
+        session = f"bob-{trio.current_time():.0f}-{id(store)}"
+        async with daemon(sim.url, store, tmp_path / "traces") as first:
+            await first.event("ready")
+            await first.send(op="say", session=session, text="Turn the heating off.")
+            asked = await first.event("approval")
+            assert asked["tool"] == "set_heating"
+            first.process.send_signal(signal.SIGKILL)
+            await first.process.wait()
+
+        async with daemon(sim.url, store, tmp_path / "traces") as second:
+            again = await second.event("approval")  # asked again, before anything else
+            assert (again["call_id"], again["tool"]) == (asked["call_id"], "set_heating")
+            await second.send(
+                op="approve", session=session, call_id=again["call_id"], yes=False, reason="not now"
+            )
+            reply = await second.event("reply")
+            await second.send(op="history", session=session)
+            history = (await second.event("history"))["messages"]
+            await second.send(op="quit")
+            assert await second.process.wait() == 0
+    assert reply["session"] == session
+    results = [m["content"] for m in history if m["role"] == "tool"]
+    assert any("declined" in r.lower() and "not now" in r for r in results), results
+    calls = [c["tool"] for m in history for c in m["tool_calls"]]
+    assert calls.count("set_heating") == 1, history

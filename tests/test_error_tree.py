@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import re
 
+import msgspec
 import pytest
 
 import forge_rt.errors as errors
+from forge_rt.core import Message, ToolCall
 from forge_rt.errors import (
     BackendError,
     BackendFailureError,
@@ -172,3 +174,26 @@ def test_every_error_pickles_with_its_context(cls: type[BaseException]) -> None:
     assert type(restored) is cls
     assert restored.args == ("what happened",)
     assert vars(restored) == {"attempts": 3, "messages": ("a", "b")}
+
+
+class Resume(msgspec.Struct):
+    """What a daemon keeps of a cancelled run, typed."""
+
+    messages: tuple[Message, ...]
+    completed_steps: tuple[str, ...]
+    iteration: int
+
+
+def test_a_cancelled_run_serialises_to_json_and_resumes_from_it() -> None:
+    """The state a WorkflowCancelledError carries to resume is plain typed data: it goes to JSON
+    (msgspec) and comes back equal, so a daemon can keep it anywhere, not only in a pickle."""
+    call = ToolCall(tool="lookup", args={"item": "lamp"}, call_id="c1")
+    error = errors.WorkflowCancelledError(
+        "cancelled",
+        messages=[Message.user("Buy a lamp."), Message.assistant_calls([call])],
+        completed_steps=["lookup"],
+        iteration=2,
+    )
+    restored = msgspec.json.decode(msgspec.json.encode(vars(error)), type=Resume)
+    again = errors.WorkflowCancelledError("cancelled", **msgspec.structs.asdict(restored))
+    assert vars(again) == vars(error)

@@ -464,6 +464,7 @@ async def test_live_view_renders_agents_slot_and_recent_events() -> None:
             preemptions=1,
             continued=1,
             restarted=0,
+            backend_cuts=0,
             tokens_redecoded=0,
             prompt_tokens_reprocessed=0,
             prompt_tokens_resumed=0,

@@ -81,6 +81,7 @@ class InferenceJob:
         "attempt_scope",
         "attempts",
         "continuation",
+        "cut_since",
         "cut_while_overdue",
         "decoded",
         "finished",
@@ -133,6 +134,7 @@ class InferenceJob:
         self.decoded = 0  # tokens streamed by earlier attempts and kept (continued from)
         self.restarts = 0  # preemptions that threw the call's work away
         self.cut_while_overdue = False  # an urgent call used its one cut of this overdue call
+        self.cut_since: float | None = None  # when the backend first cut its stream mid-reply
         self.line: int | None = None  # the backend KV slot (cache line) of its last attempt
         self.send: trio.MemorySendChannel[StreamChunk | JobFailed]
         self.receive: trio.MemoryReceiveChannel[StreamChunk | JobFailed]

@@ -191,8 +191,9 @@ class PriorityWaits(msgspec.Struct, kw_only=True):
 class SlotStats(msgspec.Struct, kw_only=True):
     """A snapshot of one slot's work.
 
-    Of the ``preemptions``, ``continued`` ones resumed from their partial text (nothing lost) and
-    ``restarted`` ones began again; ``evicted`` calls were dropped from the full queue for a
+    Of the calls cut mid-reply -- ``preemptions``, and ``backend_cuts``: streams the backend
+    closed mid-reply (a restart) within the retry window -- ``continued`` ones resumed from their
+    partial text (nothing lost) and ``restarted`` ones began again; ``evicted`` calls were dropped from the full queue for a
     more urgent arrival, ``rejected`` arrivals refused by it; ``tokens_redecoded`` counts the tokens those restarts threw
     away, to be generated again. ``prompt_tokens_reprocessed`` is what the backend reported
     processing (prompt minus cached tokens) for the attempts that finished preempted calls,
@@ -211,6 +212,7 @@ class SlotStats(msgspec.Struct, kw_only=True):
     preemptions: int
     continued: int
     restarted: int
+    backend_cuts: int
     tokens_redecoded: int
     prompt_tokens_reprocessed: int
     prompt_tokens_resumed: int
@@ -253,6 +255,16 @@ class _Preempted(msgspec.Struct):
     tokens: int  # tokens this attempt streamed before it was cut
 
 
+class _CutOff(msgspec.Struct):
+    """The backend closed the stream mid-reply (a restart, a crash), after part of it reached
+    the caller: continued from the partial text, or restarted, like a preemption."""
+
+    error: BackendError
+    partial_text: str
+    continuable: bool
+    tokens: int
+
+
 class _Abandoned(msgspec.Struct):
     pass
 
@@ -261,7 +273,7 @@ class _Failed(msgspec.Struct):
     error: BaseException
 
 
-_Outcome = _Completed | _Preempted | _Abandoned | _Failed
+_Outcome = _Completed | _Preempted | _CutOff | _Abandoned | _Failed
 
 
 class _AttemptDone(msgspec.Struct):
@@ -331,6 +343,8 @@ class _SlotExecutor(Actor):
         tries = 1
         while True:
             outcome = await self._try_once(job)
+            if isinstance(outcome, _CutOff):
+                return self._cut_or_failed(job, outcome)
             failed = outcome.error if isinstance(outcome, _Failed) else None
             if failed is None or (isinstance(failed, BackendError) and failed.status is not None):
                 reached.seen = True  # the backend answered, if only with an error status
@@ -355,6 +369,18 @@ class _SlotExecutor(Actor):
             job.attempt_scope = trio.CancelScope()
             backoff = min(backoff * 2, retry.max_backoff_s)
             tries += 1
+
+    def _cut_or_failed(self, job: InferenceJob, cut: _CutOff) -> _CutOff | _Failed:
+        """A stream the backend cut mid-reply goes back to the queue, to be continued (or
+        restarted) once the backend is back -- within the retry window counted from its first
+        cut; past it, or with no retry, the call fails with the backend's error."""
+        now = trio.current_time()
+        if job.cut_since is None:
+            job.cut_since = now
+        if self._retry is None or now - job.cut_since > self._retry.window_s:
+            return _Failed(cut.error)
+        _log.info("slot.cut_by_backend", slot=self._name, job=job.id, tokens=cut.tokens)
+        return cut
 
     async def _try_once(self, job: InferenceJob) -> _Outcome:
         request = job.request
@@ -415,6 +441,11 @@ class _SlotExecutor(Actor):
         except trio.BrokenResourceError:
             job.abandoned = True  # the caller closed its end: nobody wants the rest
             return _Abandoned()
+        except BackendError as exc:
+            if exc.kind is FaultKind.RESET_MID_STREAM and (tokens or partial or tool_delta):
+                text = "".join(partial)
+                return _CutOff(exc, text, continuable=not tool_delta, tokens=tokens)
+            return _Failed(exc)
         except Exception as exc:  # noqa: BLE001 -- not swallowed: delivered to the caller, who owns it
             return _Failed(exc)
         if final is not None:
@@ -520,6 +551,7 @@ class SlotWorkerActor(Actor):
                 "preemptions",
                 "continued",
                 "restarted",
+                "backend_cuts",
                 "tokens_redecoded",
                 "prompt_tokens_reprocessed",
                 "prompt_tokens_resumed",
@@ -605,6 +637,9 @@ class SlotWorkerActor(Actor):
                 job.send.close()
             case _Preempted():
                 self._requeue_preempted(job, outcome)
+            case _CutOff():
+                self._counts["backend_cuts"] += 1
+                self._requeue(job, outcome, why="cut by the backend")
         self._dispatch()
         if self._running is None and self._busy_since is not None:
             self._busy_s += trio.current_time() - self._busy_since
@@ -660,6 +695,22 @@ class SlotWorkerActor(Actor):
         self._counts["preemptions"] += 1
         job.preemptions += 1
         job.preempt_requested = False
+        reason = self._requeue(job, cut, why="preempted")
+        _log.info(
+            "slot.preempted",
+            slot=self._name,
+            job=job.id,
+            priority=job.priority,
+            preemptions=job.preemptions,
+            continued=reason is None,
+            restart_reason=reason,
+            tokens=cut.tokens,
+        )
+        job.traced("preempted", tokens=cut.tokens, reason=reason)
+
+    def _requeue(self, job: InferenceJob, cut: _Preempted | _CutOff, *, why: str) -> str | None:
+        """Put a cut call back in the queue, to go on from its partial text where it can, else
+        to start over (its stream told to discard what it had); why it restarts, or None."""
         reason = self._continue_or_restart(job, cut)
         if reason is None:
             self._counts["continued"] += 1
@@ -672,23 +723,13 @@ class SlotWorkerActor(Actor):
             job.prefill, job.continuation, job.decoded = "", None, 0
             if not job.whole:  # a whole job streamed nothing, so there is nothing to take back
                 try:
-                    job.send.send_nowait(ResetChunk(f"preempted; restarting: {reason}"))
+                    job.send.send_nowait(ResetChunk(f"{why}; restarting: {reason}"))
                 except trio.BrokenResourceError:
-                    job.abandoned = True  # its caller left while it was being preempted
-        _log.info(
-            "slot.preempted",
-            slot=self._name,
-            job=job.id,
-            priority=job.priority,
-            preemptions=job.preemptions,
-            continued=reason is None,
-            restart_reason=reason,
-            tokens=cut.tokens,
-        )
-        job.traced("preempted", tokens=cut.tokens, reason=reason)
+                    job.abandoned = True  # its caller left while it was being cut
         self._queue.append(job)
+        return reason
 
-    def _continue_or_restart(self, job: InferenceJob, cut: _Preempted) -> str | None:
+    def _continue_or_restart(self, job: InferenceJob, cut: _Preempted | _CutOff) -> str | None:
         """None when ``job`` can go on from where it was cut, else why it restarts."""
         if job.whole:
             return "the call was fetched whole"

@@ -236,3 +236,44 @@ async def test_a_500_is_not_retried(
         with pytest.raises(BackendError) as info:
             await slot.infer(_request("a"))
     assert info.value.status == 500
+
+
+async def test_a_stream_the_backend_cuts_mid_reply_goes_on_from_where_it_was_cut(
+    system: ActorSystem,
+) -> None:
+    """A backend that closes the stream after part of the reply (it restarted, it crashed) does
+    not fail the call: the slot puts it back and continues it from the text it had, so the
+    caller gets the same reply as an uncut call, with nothing decoded twice."""
+    async with SimBackend.serve(SimConfig()) as sim, LlamaServerClient(sim.url) as client:
+        slot = await SlotWorker.start(system, client)
+        whole = await slot.infer(_request("hello"))
+        sim.inject(Fault.RESET_MID_STREAM)
+        cut = await slot.infer(_request("hello"))
+        stats = await slot.stats()
+    assert isinstance(whole.result, TextResponse)
+    assert isinstance(cut.result, TextResponse)
+    assert cut.result.content == whole.result.content
+    assert (stats.backend_cuts, stats.continued, stats.restarted) == (1, 1, 0)
+    assert (stats.preemptions, stats.failed, stats.tokens_redecoded) == (0, 0, 0)
+
+
+async def test_a_backend_that_keeps_cutting_fails_the_call_once_the_window_is_spent(
+    system: ActorSystem, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Cut after cut, each attempt is continued until the retry window (counted from the first
+    cut) is spent; then the call fails with the backend's own error."""
+    from forge_rt.errors import BackendError, FaultKind
+    from forge_rt.runtime import BackendRetry
+
+    async with (
+        SimBackend.serve(SimConfig(decode_tps=10.0)) as sim,
+        LlamaServerClient(sim.url) as client,
+    ):
+        slot = await SlotWorker.start(system, client, retry=BackendRetry(window_s=5.0))
+        sim.inject(Fault.RESET_MID_STREAM, count=1000)
+        with pytest.raises(BackendError) as info:
+            await slot.infer(_request("hello"))
+        stats = await slot.stats()
+    assert info.value.kind is FaultKind.RESET_MID_STREAM
+    assert stats.backend_cuts >= 2
+    assert stats.failed == 1

@@ -39,6 +39,8 @@ from ._lifecycle import StopKind as StopKind
 from ._lifecycle import StopMode as StopMode
 from ._lifecycle import StopReason as StopReason
 from ._lifecycle import Terminated as Terminated
+from ._logging import QuietLogger as QuietLogger
+from ._logging import quiet_logger as quiet_logger
 from ._mailbox import DEFAULT_CAPACITY as DEFAULT_CAPACITY
 from ._mailbox import FifoMailbox as FifoMailbox
 from ._mailbox import Mailbox as Mailbox
@@ -68,6 +70,7 @@ __all__ = [
     "Mailbox",
     "MailboxFullError",
     "PriorityMailbox",
+    "QuietLogger",
     "RestartPolicy",
     "StopKind",
     "StopMode",
@@ -77,4 +80,5 @@ __all__ = [
     "UnhandledMessageError",
     "Watcher",
     "handles",
+    "quiet_logger",
 ]

@@ -13,7 +13,6 @@ import enum
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import structlog
 import trio
 
 from ._actor import Actor
@@ -21,6 +20,7 @@ from ._context import ActorContext
 from ._envelope import AskEnvelope
 from ._errors import ActorCrashedError, ActorStoppedError, EscalationError
 from ._lifecycle import DeadLetter, StopKind, StopMode, StopReason, Terminated
+from ._logging import quiet_logger
 from ._mailbox import Mailbox
 from ._ref import ActorRef
 from ._supervision import Backoff, RestartIntensity, RestartPolicy
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ActorCell", "StopClaim"]
 
-_log = structlog.get_logger(__name__)
+_log = quiet_logger(__name__)
 
 
 class _End(enum.Enum):

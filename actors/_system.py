@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-import structlog
 import trio
 
 from ._actor import Actor
@@ -21,13 +20,14 @@ from ._errors import (
     SystemClosedError,
 )
 from ._lifecycle import DeadLetter, StopMode, Terminated
+from ._logging import quiet_logger
 from ._mailbox import FifoMailbox, Mailbox
 from ._ref import ActorRef
 from ._supervision import Backoff, RestartIntensity, RestartPolicy
 
 __all__ = ["ActorSystem", "Watcher"]
 
-_log = structlog.get_logger(__name__)
+_log = quiet_logger(__name__)
 
 _DEFAULT_BACKOFF = Backoff()
 

@@ -11,10 +11,19 @@ deterministic and instant. For tests of HTTP behaviour use the simulated backend
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
-from contextlib import aclosing, asynccontextmanager
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Iterator,
+    MutableMapping,
+    Sequence,
+)
+from contextlib import aclosing, asynccontextmanager, contextmanager
+from typing import Any
 
 import msgspec
+import structlog
 import trio
 
 from forge_rt.core import (
@@ -31,9 +40,20 @@ from forge_rt.core import (
 )
 from forge_rt.store._throwaway import throwaway_postgres
 
-__all__ = ["Reply", "ScriptedCall", "ScriptedClient", "throwaway_postgres"]
+__all__ = ["Reply", "ScriptedCall", "ScriptedClient", "captured_logs", "throwaway_postgres"]
 
 Reply = str | list[ToolCall]
+
+
+@contextmanager
+def captured_logs() -> Iterator[list[MutableMapping[str, Any]]]:
+    """Every event forge_rt logs inside the block, as dicts (``event``, ``log_level`` and the
+    event's fields), whether or not the application configured logging -- forge_rt is silent
+    until it does, so a test that checks what was logged captures it here."""
+    with structlog.testing.capture_logs() as logs:
+        yield logs
+
+
 ReplyFn = Callable[[InferenceRequest], Reply]
 
 

@@ -21,9 +21,9 @@ from typing import Any, ClassVar, Literal, Protocol, Self, TypeVar
 
 import httpx
 import msgspec
-import structlog
 import trio
 
+from actors._logging import quiet_logger
 from forge_rt.clients._cancel_safe import cancel_safe_transport
 from forge_rt.clients._faults import (
     AUTO_RETRY_KINDS,
@@ -46,7 +46,7 @@ from forge_rt.wire import SSEDecoder, in_band_error, malformed_error
 
 __all__ = ["HTTPClient", "StreamDecoder"]
 
-log = structlog.get_logger(__name__)
+log = quiet_logger(__name__)
 
 T = TypeVar("T")
 

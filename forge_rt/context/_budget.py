@@ -13,15 +13,15 @@ from __future__ import annotations
 import enum
 
 import msgspec
-import structlog
 
+from actors._logging import quiet_logger
 from forge_rt.context._hardware import GpuAvailable, HardwareProfile, NoGpu
 from forge_rt.core import LLMClient
 from forge_rt.errors import ContextBudgetError
 
 __all__ = ["OLLAMA_VRAM_TIERS", "Budget", "BudgetMode", "ollama_context_for_vram", "resolve_budget"]
 
-log = structlog.get_logger(__name__)
+log = quiet_logger(__name__)
 
 _GIB = 2**30
 

@@ -13,15 +13,15 @@ import math
 from collections.abc import Callable, Sequence
 
 import msgspec
-import structlog
 
+from actors._logging import quiet_logger
 from forge_rt.context._compact import CompactStrategy, TieredCompact
 from forge_rt.context._estimate import TokenEstimator
 from forge_rt.core import Message
 
 __all__ = ["CompactEvent", "ContextManager", "ContextUsage", "ThresholdCallback"]
 
-log = structlog.get_logger(__name__)
+log = quiet_logger(__name__)
 
 
 class ContextUsage(msgspec.Struct, frozen=True, kw_only=True):

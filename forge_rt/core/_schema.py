@@ -29,16 +29,16 @@ import re
 from typing import Annotated, Any, Literal, Union
 
 import pydantic
-import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
+from actors._logging import quiet_logger
 from forge_rt.core._jsonschema import RecursiveRefError, RefExpansion, SchemaRefError
 from forge_rt.core._schema_shape import check_schema_depth
 from forge_rt.errors import ToolSchemaError
 
 __all__ = ["ignored_keywords", "model_from_json_schema"]
 
-log = structlog.get_logger(__name__)
+log = quiet_logger(__name__)
 
 # Keywords that describe but do not constrain; safe to ignore for validation.
 _ANNOTATIONS = frozenset(

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 
-import structlog
 import trio
 
+from actors._logging import quiet_logger
 from forge_rt.backends.sim import SimBackend
 from forge_rt.clients import LlamaServerClient, make_client
 from forge_rt.core import (
@@ -42,7 +42,7 @@ from forge_rt.runtime import PreemptPolicy, Session, WorkflowHandle
 
 __all__ = ["TickSink", "open_backend", "run_demo"]
 
-_log = structlog.get_logger(__name__)
+_log = quiet_logger(__name__)
 
 TickSink = Callable[[DemoMonitor], None]
 

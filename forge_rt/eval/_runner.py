@@ -13,9 +13,9 @@ from typing import Any
 
 import httpx
 import msgspec
-import structlog
 import trio
 
+from actors._logging import quiet_logger
 from forge_rt.backends.sim import FailureRates, SimBackend, SimConfig
 from forge_rt.context import ContextManager, TieredCompact
 from forge_rt.core import (
@@ -44,7 +44,7 @@ __all__ = [
     "sim_seed",
 ]
 
-_log = structlog.get_logger(__name__)
+_log = quiet_logger(__name__)
 
 ClientFactory = Callable[[Scenario, int], AbstractAsyncContextManager[LLMClient]]
 

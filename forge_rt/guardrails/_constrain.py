@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
-import structlog
 
+from actors._logging import quiet_logger
 from forge_rt.core import (
     ClientCapabilities,
     ConstrainMode,
@@ -57,7 +57,7 @@ __all__ = [
     "tool_call_schema",
 ]
 
-log = structlog.get_logger(__name__)
+log = quiet_logger(__name__)
 
 _DROP = frozenset({"$defs", "definitions", "$schema", "$id"})
 

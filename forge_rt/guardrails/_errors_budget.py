@@ -7,13 +7,12 @@ typed error carrying the attempt count, the last raw reply or exception, and the
 
 from __future__ import annotations
 
-import structlog
-
+from actors._logging import quiet_logger
 from forge_rt.errors import ToolCallError, ToolExecutionError
 
 __all__ = ["ErrorTracker"]
 
-log = structlog.get_logger(__name__)
+log = quiet_logger(__name__)
 
 
 class ErrorTracker:

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import msgspec
-import structlog
 
+from actors._logging import quiet_logger
 from forge_rt.core import (
     RESPOND_TOOL_NAME,
     Message,
@@ -75,7 +75,7 @@ from forge_rt.guardrails._validator import Reply, ResponseValidator, ValidationR
 
 __all__ = ["Budgets", "Guardrails", "RecordOutcome", "ToolResult"]
 
-log = structlog.get_logger(__name__)
+log = quiet_logger(__name__)
 
 
 class ToolResult(msgspec.Struct, frozen=True, kw_only=True):

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import msgspec
-import structlog
 
+from actors._logging import quiet_logger
 from forge_rt.core import MessageType, Role, ToolCall
 from forge_rt.errors import ToolLoopError
 from forge_rt.guardrails._actions import StepBlocked
@@ -23,7 +23,7 @@ from forge_rt.guardrails._validator import call_key
 
 __all__ = ["LoopGuard"]
 
-log = structlog.get_logger(__name__)
+log = quiet_logger(__name__)
 
 _Key = tuple[str, bytes]
 

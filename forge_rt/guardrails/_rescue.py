@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import msgspec
-import structlog
 
+from actors._logging import quiet_logger
 from forge_rt.core import ToolCall, ToolSpec
 from forge_rt.core._jsonschema import ARGUMENT_KEYS, NAME_KEYS
 from forge_rt.guardrails._dialects import (
@@ -54,7 +54,7 @@ from forge_rt.guardrails._rescue_xml import (
 
 __all__ = ["RescueResult", "rescue", "rescue_tool_calls", "split_reasoning"]
 
-log = structlog.get_logger(__name__)
+log = quiet_logger(__name__)
 
 
 class RescueResult(msgspec.Struct, frozen=True, kw_only=True):

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-import structlog
-
+from actors._logging import quiet_logger
 from forge_rt.core import MessageType, Prerequisite, Role, StepTracker, ToolCall
 from forge_rt.errors import PrerequisiteError, StepEnforcementError
 from forge_rt.guardrails._actions import BlockReason, Refusal, StepBlocked
@@ -27,7 +26,7 @@ from forge_rt.guardrails._nudges import (
 
 __all__ = ["StepEnforcer", "blocked_batch"]
 
-log = structlog.get_logger(__name__)
+log = quiet_logger(__name__)
 
 
 def blocked_batch(

@@ -17,8 +17,8 @@ from typing import Any
 
 import msgspec
 import pydantic
-import structlog
 
+from actors._logging import quiet_logger
 from forge_rt.core import (
     ArgumentError,
     LLMResponse,
@@ -56,7 +56,7 @@ __all__ = [
     "collapse_calls",
 ]
 
-log = structlog.get_logger(__name__)
+log = quiet_logger(__name__)
 
 Reply = LLMResponse | list[ToolCall] | TextResponse | str
 

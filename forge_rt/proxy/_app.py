@@ -26,9 +26,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
-import structlog
 import trio
 
+from actors._logging import quiet_logger
 from forge_rt.context import TokenEstimator
 from forge_rt.core import FinalChunk, InferenceRequest, LLMClient, Message, Role, StreamChunk
 from forge_rt.errors import BackendError
@@ -66,7 +66,7 @@ from forge_rt.wire import (
 
 __all__ = ["ProxyApp", "build_app"]
 
-log = structlog.get_logger(__name__)
+log = quiet_logger(__name__)
 
 _ids = itertools.count(1)
 _PRIORITY_LIMIT = 1_000_000  # far past any real use; keeps absurd values out of the scheduler

@@ -24,9 +24,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal
 
 import msgspec
-import structlog
 import trio
 
+from actors._logging import quiet_logger
 from forge_rt.core import (
     RESPOND_TOOL_NAME,
     ClientCapabilities,
@@ -66,7 +66,7 @@ from forge_rt.runtime import Accepted, GuardedStep, Rejected, RunStats, SlotCall
 
 __all__ = ["InferenceEngine", "Outcome", "RequestPlan", "Sink", "apply_reasoning_replay"]
 
-log = structlog.get_logger(__name__)
+log = quiet_logger(__name__)
 
 Sink = Callable[[StreamChunk], Awaitable[None]]
 UsageHook = Callable[[str, int], Awaitable[None]]

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
-import structlog
 
+from actors._logging import quiet_logger
 from forge_rt.core import InferenceRequest
 from forge_rt.errors import PolicyError
 from forge_rt.guardrails import Approve, Deny, Policy
@@ -24,7 +24,7 @@ from forge_rt.proxy._errors import ErrorKind, ProxyHTTPError
 
 __all__ = ["proxy_policy", "withhold"]
 
-log = structlog.get_logger(__name__)
+log = quiet_logger(__name__)
 
 
 def proxy_policy(value: Policy | Mapping[str, Any]) -> Policy:

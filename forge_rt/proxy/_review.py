@@ -39,8 +39,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import msgspec
-import structlog
 
+from actors._logging import quiet_logger
 from forge_rt.core import (
     RESPOND_TOOL_NAME,
     ArgumentError,
@@ -75,7 +75,7 @@ from forge_rt.runtime import Accepted, Rejected
 
 __all__ = ["ReplyReview", "answered_calls"]
 
-log = structlog.get_logger(__name__)
+log = quiet_logger(__name__)
 
 _Key = tuple[str, bytes]
 

@@ -12,9 +12,9 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 
 import msgspec
-import structlog
 
 from actors import ActorSystem
+from actors._logging import quiet_logger
 from forge_rt.clients import LlamaServerClient, OpenAICompatClient, VLLMClient, make_client
 from forge_rt.context import TokenEstimator
 from forge_rt.core import LLMClient
@@ -37,7 +37,7 @@ from forge_rt.runtime import (
 
 __all__ = ["Backend", "ProxyRuntime", "cache_lines", "open_backend", "open_runtime"]
 
-log = structlog.get_logger(__name__)
+log = quiet_logger(__name__)
 
 # How often the BudgetActor re-reads its sources while the proxy runs.
 _BUDGET_INTERVAL_S = 5.0

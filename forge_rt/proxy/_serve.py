@@ -13,12 +13,12 @@ from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any
 
-import structlog
 import trio
 from hypercorn.config import Config
 from hypercorn.logging import Logger
 from hypercorn.trio import serve
 
+from actors._logging import quiet_logger
 from forge_rt.core import LLMClient
 from forge_rt.proxy._app import ProxyApp
 from forge_rt.proxy._config import ProxyConfig
@@ -27,7 +27,7 @@ from forge_rt.proxy._runtime import open_runtime
 
 __all__ = ["hypercorn_config", "serve_proxy"]
 
-_hypercorn_log = structlog.get_logger("forge_rt.proxy.server")
+_hypercorn_log = quiet_logger("forge_rt.proxy.server")
 
 
 class _StructlogLogger(Logger):
@@ -108,7 +108,7 @@ async def serve_proxy(
                 partial(serve, app, hypercorn_config(config), shutdown_trigger=stop.wait)  # type: ignore[arg-type]
             )
             url = binds[0]
-            structlog.get_logger(__name__).info("proxy.listening", url=url)
+            quiet_logger(__name__).info("proxy.listening", url=url)
             try:
                 yield url
             except BaseException as exc:  # noqa: BLE001 -- held, not handled: re-raised below

@@ -19,16 +19,16 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import msgspec
-import structlog
 import trio
 
+from actors._logging import quiet_logger
 from forge_rt.core import ToolCall, Workflow
 from forge_rt.errors import ApprovalNotPendingError, ToolDeclinedError
 from forge_rt.guardrails import Allow, Approve, Deny, Policy, ToolResult, apply_policy
 
 __all__ = ["ApprovalCallback", "ApprovalGate", "ApprovalRequest", "gated"]
 
-_log = structlog.get_logger(__name__)
+_log = quiet_logger(__name__)
 
 
 class ApprovalRequest(msgspec.Struct, frozen=True, kw_only=True):

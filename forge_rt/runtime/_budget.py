@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 import msgspec
-import structlog
 import trio
 
 from actors import Actor, ActorRef, ActorSystem, handles
+from actors._logging import quiet_logger
 from forge_rt.clients import LlamaServerClient, VLLMClient
 from forge_rt.context import GpuAvailable, NoGpu, NvmlUnavailable, probe_gpu
 from forge_rt.core import LLMClient
@@ -43,7 +43,7 @@ __all__ = [
     "VLLMMetricsSource",
 ]
 
-_log = structlog.get_logger(__name__)
+_log = quiet_logger(__name__)
 
 
 class Available(msgspec.Struct, frozen=True, kw_only=True):

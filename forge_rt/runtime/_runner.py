@@ -15,10 +15,10 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import msgspec
-import structlog
 import trio
 
 from actors import ActorRef, ActorSystem
+from actors._logging import quiet_logger
 from forge_rt.context import ContextManager
 from forge_rt.core import LLMClient, Sampling, Workflow
 from forge_rt.errors import ConfigurationError, SessionWorkflowMismatchError, WorkflowCancelledError
@@ -60,7 +60,7 @@ __all__ = ["Session", "WorkflowHandle", "WorkflowRunner"]
 # 2-core CPU (p95 of a whole run is ~140 s), and the proxy's request deadline too.
 DEFAULT_INFERENCE_DEADLINE_S = 600.0
 
-_log = structlog.get_logger(__name__)
+_log = quiet_logger(__name__)
 
 
 def _decide_constraint(workflow: Workflow, client: LLMClient) -> ConstraintDecision:

@@ -26,10 +26,10 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-import structlog
 import trio
 
 from actors import Actor, ActorRef, ActorSystem, handles
+from actors._logging import quiet_logger
 from forge_rt.core import (
     FinalChunk,
     InferenceRequest,
@@ -78,7 +78,7 @@ __all__ = [
     "StallLimits",
 ]
 
-_log = structlog.get_logger(__name__)
+_log = quiet_logger(__name__)
 
 # One runs; the others let a preempting call start while a preempted attempt unwinds.
 _EXECUTORS = 3

@@ -43,9 +43,9 @@ import random
 from collections.abc import Awaitable, Callable
 
 import msgspec
-import structlog
 import trio
 
+from actors._logging import quiet_logger
 from forge_rt.core import (
     FinalChunk,
     InferenceRequest,
@@ -81,7 +81,7 @@ from forge_rt.trace import Tracer
 
 __all__ = ["Accepted", "GuardedStep", "Rejected", "RunStats", "SlotCall"]
 
-_log = structlog.get_logger(__name__)
+_log = quiet_logger(__name__)
 
 # Waiting for room in a full queue: the first backoff, doubled up to the cap, jittered so calls
 # evicted together do not come back together.

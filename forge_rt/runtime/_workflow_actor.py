@@ -26,10 +26,10 @@ from typing import Any
 
 import msgspec
 import pydantic
-import structlog
 import trio
 
 from actors import Actor, ActorRef, handles
+from actors._logging import quiet_logger
 from forge_rt.context import CompactEvent, ContextManager
 from forge_rt.core import (
     InferenceRequest,
@@ -77,7 +77,7 @@ __all__ = [
     "WorkflowResult",
 ]
 
-_log = structlog.get_logger(__name__)
+_log = quiet_logger(__name__)
 
 ChunkSink = Callable[[StreamChunk], Awaitable[None]]
 MessageSink = Callable[[Message], Awaitable[None] | None]

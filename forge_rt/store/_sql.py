@@ -19,16 +19,16 @@ from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 import msgspec
-import structlog
 import trio
 
+from actors._logging import quiet_logger
 from forge_rt.core import Message
 from forge_rt.errors import SessionConflictError, StoreError, StoreSchemaError
 from forge_rt.store._records import SessionInfo, StoredSession
 
 __all__ = ["SCHEMA_VERSION", "SqlStore"]
 
-_log = structlog.get_logger(__name__)
+_log = quiet_logger(__name__)
 
 T = TypeVar("T")
 

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import msgspec
-import structlog
 
+from actors._logging import quiet_logger
 from forge_rt.core import (
     ReasoningDeltaChunk,
     StreamChunk,
@@ -38,7 +38,7 @@ __all__ = [
     "result_reasoning",
 ]
 
-log = structlog.get_logger(__name__)
+log = quiet_logger(__name__)
 
 NO_TIMINGS = Timings(total_s=0.0)
 """The timings of a reply parsed outside a measured call."""

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 import msgspec
-import structlog
 
+from actors._logging import quiet_logger
 from forge_rt.core import InferenceRequest, Message, MessageType, Role, ToolSpec
 
 __all__ = [
@@ -26,7 +26,7 @@ __all__ = [
     "tools_once",
 ]
 
-log = structlog.get_logger(__name__)
+log = quiet_logger(__name__)
 
 
 class WireTools(msgspec.Struct, frozen=True, kw_only=True):

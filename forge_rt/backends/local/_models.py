@@ -20,10 +20,10 @@ from pathlib import Path
 from types import MappingProxyType
 
 import msgspec
-import structlog
 import trio
 from pydantic import BaseModel, ConfigDict, Field
 
+from actors._logging import quiet_logger
 from forge_rt.backends.managed import cache_root
 from forge_rt.errors import ModelIntegrityError, ModelPartsMissingError
 
@@ -42,7 +42,7 @@ __all__ = [
     "resolve_model",
 ]
 
-log = structlog.get_logger(__name__)
+log = quiet_logger(__name__)
 
 StrPath = str | os.PathLike[str]
 """A filesystem path as a string or path object."""

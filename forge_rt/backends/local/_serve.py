@@ -20,15 +20,15 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import structlog
 import xllamacpp
 
+from actors._logging import quiet_logger
 from forge_rt._logging import configure_logging
 from forge_rt.backends.managed import PARENT_PID_ENV
 
 __all__ = ["build_parser", "main"]
 
-log = structlog.get_logger(__name__)
+log = quiet_logger(__name__)
 
 _STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 _PARENT_CHECK_S = 0.5

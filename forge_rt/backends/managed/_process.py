@@ -23,16 +23,16 @@ from typing import IO
 
 import httpx
 import msgspec
-import structlog
 import trio
 
+from actors._logging import quiet_logger
 from forge_rt.backends.managed._cache import default_log_dir
 from forge_rt.backends.managed._spec import BackendSpec, judge_probe
 from forge_rt.errors import BackendExecutableNotFoundError, BackendStartError
 
 __all__ = ["DEFAULT_RESTART", "PARENT_PID_ENV", "ManagedBackend", "RestartPolicy"]
 
-log = structlog.get_logger(__name__)
+log = quiet_logger(__name__)
 
 PARENT_PID_ENV = "FORGE_RT_PARENT_PID"
 """Environment variable naming the process that launched a managed backend."""

@@ -18,9 +18,9 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import msgspec
-import structlog
 import trio
 
+from actors._logging import quiet_logger
 from forge_rt.backends.sim._anthropic import AnthropicCodec
 from forge_rt.backends.sim._codec import BadRequest, Codec, StreamEncoder
 from forge_rt.backends.sim._config import Fault, SimConfig, SimReply
@@ -45,7 +45,7 @@ from forge_rt.backends.sim._view import RequestView
 
 __all__ = ["SimBackend"]
 
-logger = structlog.get_logger(__name__)
+logger = quiet_logger(__name__)
 
 _encode = msgspec.json.Encoder().encode
 FAULT_HEADER = "x-sim-fault"

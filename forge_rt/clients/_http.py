@@ -23,7 +23,7 @@ import httpx
 import msgspec
 import trio
 
-from actors._logging import quiet_logger
+from actors import quiet_logger
 from forge_rt.clients._cancel_safe import cancel_safe_transport
 from forge_rt.clients._faults import (
     AUTO_RETRY_KINDS,
@@ -430,6 +430,11 @@ class HTTPClient:
 
     async def context_length(self) -> int | None:
         """The backend's real context window for one call, or None when it does not say."""
+        return None
+
+    async def prompt_tokens(self, request: InferenceRequest) -> int | None:
+        """The prompt tokens the backend would process for ``request``, counted by the
+        backend's own template and tokenizer; None where its API offers no way to count."""
         return None
 
     async def aclose(self) -> None:

@@ -77,6 +77,10 @@ class _TokenizeWire(msgspec.Struct, kw_only=True):
     tokens: list[int]
 
 
+class _TemplateWire(msgspec.Struct, kw_only=True):
+    prompt: str
+
+
 class _HealthWire(msgspec.Struct, kw_only=True):
     status: str
 
@@ -230,6 +234,15 @@ class LlamaServerClient(OpenAICompatClient):
         """The server's own token ids for ``text``."""
         body = {"content": text, "add_special": add_special}
         return (await self._call_json("POST", "/tokenize", _TokenizeWire, body=body)).tokens
+
+    async def prompt_tokens(self, request: InferenceRequest) -> int | None:
+        """Exactly the prompt tokens a chat request would cost: the body this client would
+        send, rendered by the server's own chat template (``/apply-template``: tools, and the
+        prompt-mode tool prompt, included) and tokenized by ``/tokenize`` -- the same count
+        the server reports as ``prompt_tokens`` for that request."""
+        body = await self._body(request, stream=False)
+        rendered = await self._call_json("POST", "/apply-template", _TemplateWire, body=body)
+        return len(await self.tokenize(rendered.prompt))
 
     async def health(self) -> str:
         """``/health``'s status (``"ok"``); a loading server answers 503 -> ``BackendError``."""

@@ -14,7 +14,7 @@ import enum
 
 import msgspec
 
-from actors._logging import quiet_logger
+from actors import quiet_logger
 from forge_rt.context._hardware import GpuAvailable, HardwareProfile, NoGpu
 from forge_rt.core import LLMClient
 from forge_rt.errors import ContextBudgetError

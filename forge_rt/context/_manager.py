@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from actors._logging import quiet_logger
+from actors import quiet_logger
 from forge_rt.context._compact import CompactStrategy, TieredCompact
 from forge_rt.context._estimate import TokenEstimator
 from forge_rt.core import Message

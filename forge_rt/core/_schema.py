@@ -31,7 +31,7 @@ from typing import Annotated, Any, Literal, Union
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
-from actors._logging import quiet_logger
+from actors import quiet_logger
 from forge_rt.core._jsonschema import RecursiveRefError, RefExpansion, SchemaRefError
 from forge_rt.core._schema_shape import check_schema_depth
 from forge_rt.errors import ToolSchemaError

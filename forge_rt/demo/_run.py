@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 
 import trio
 
-from actors._logging import quiet_logger
+from actors import quiet_logger
 from forge_rt.backends.sim import SimBackend
 from forge_rt.clients import LlamaServerClient, make_client
 from forge_rt.core import (

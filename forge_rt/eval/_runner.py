@@ -15,7 +15,7 @@ import httpx
 import msgspec
 import trio
 
-from actors._logging import quiet_logger
+from actors import quiet_logger
 from forge_rt.backends.sim import FailureRates, SimBackend, SimConfig
 from forge_rt.context import ContextManager, TieredCompact
 from forge_rt.core import (

@@ -22,7 +22,7 @@ from typing import Any
 
 import msgspec
 
-from actors._logging import quiet_logger
+from actors import quiet_logger
 from forge_rt.core import (
     ClientCapabilities,
     ConstrainMode,

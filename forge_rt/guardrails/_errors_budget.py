@@ -7,7 +7,7 @@ typed error carrying the attempt count, the last raw reply or exception, and the
 
 from __future__ import annotations
 
-from actors._logging import quiet_logger
+from actors import quiet_logger
 from forge_rt.errors import ToolCallError, ToolExecutionError
 
 __all__ = ["ErrorTracker"]

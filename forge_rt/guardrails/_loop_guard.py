@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from actors._logging import quiet_logger
+from actors import quiet_logger
 from forge_rt.core import MessageType, Role, ToolCall
 from forge_rt.errors import ToolLoopError
 from forge_rt.guardrails._actions import StepBlocked

@@ -23,7 +23,7 @@ from typing import Any
 
 import msgspec
 
-from actors._logging import quiet_logger
+from actors import quiet_logger
 from forge_rt.core import ToolCall, ToolSpec
 from forge_rt.core._jsonschema import ARGUMENT_KEYS, NAME_KEYS
 from forge_rt.guardrails._dialects import (

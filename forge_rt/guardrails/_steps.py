@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from actors._logging import quiet_logger
+from actors import quiet_logger
 from forge_rt.core import MessageType, Prerequisite, Role, StepTracker, ToolCall
 from forge_rt.errors import PrerequisiteError, StepEnforcementError
 from forge_rt.guardrails._actions import BlockReason, Refusal, StepBlocked

@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 import pydantic
 
-from actors._logging import quiet_logger
+from actors import quiet_logger
 from forge_rt.core import (
     ArgumentError,
     LLMResponse,

@@ -28,7 +28,7 @@ from typing import Any
 import msgspec
 import trio
 
-from actors._logging import quiet_logger
+from actors import quiet_logger
 from forge_rt.context import TokenEstimator
 from forge_rt.core import FinalChunk, InferenceRequest, LLMClient, Message, Role, StreamChunk
 from forge_rt.errors import BackendError

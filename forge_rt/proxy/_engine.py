@@ -26,7 +26,7 @@ from typing import Literal
 import msgspec
 import trio
 
-from actors._logging import quiet_logger
+from actors import quiet_logger
 from forge_rt.core import (
     RESPOND_TOOL_NAME,
     ClientCapabilities,

@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from actors._logging import quiet_logger
+from actors import quiet_logger
 from forge_rt.core import InferenceRequest
 from forge_rt.errors import PolicyError
 from forge_rt.guardrails import Approve, Deny, Policy

@@ -40,7 +40,7 @@ from collections.abc import Mapping, Sequence
 
 import msgspec
 
-from actors._logging import quiet_logger
+from actors import quiet_logger
 from forge_rt.core import (
     RESPOND_TOOL_NAME,
     ArgumentError,

@@ -13,8 +13,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 import msgspec
 
-from actors import ActorSystem
-from actors._logging import quiet_logger
+from actors import ActorSystem, quiet_logger
 from forge_rt.clients import LlamaServerClient, OpenAICompatClient, VLLMClient, make_client
 from forge_rt.context import TokenEstimator
 from forge_rt.core import LLMClient

@@ -18,7 +18,7 @@ from hypercorn.config import Config
 from hypercorn.logging import Logger
 from hypercorn.trio import serve
 
-from actors._logging import quiet_logger
+from actors import quiet_logger
 from forge_rt.core import LLMClient
 from forge_rt.proxy._app import ProxyApp
 from forge_rt.proxy._config import ProxyConfig

@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 import trio
 
-from actors._logging import quiet_logger
+from actors import quiet_logger
 from forge_rt.core import ToolCall, Workflow
 from forge_rt.errors import ApprovalNotPendingError, ToolDeclinedError
 from forge_rt.guardrails import Allow, Approve, Deny, Policy, ToolResult, apply_policy

@@ -19,8 +19,7 @@ from typing import Any, Protocol
 import msgspec
 import trio
 
-from actors import Actor, ActorRef, ActorSystem, handles
-from actors._logging import quiet_logger
+from actors import Actor, ActorRef, ActorSystem, handles, quiet_logger
 from forge_rt.clients import LlamaServerClient, VLLMClient
 from forge_rt.context import GpuAvailable, NoGpu, NvmlUnavailable, probe_gpu
 from forge_rt.core import LLMClient

@@ -17,8 +17,7 @@ from typing import Any
 import msgspec
 import trio
 
-from actors import ActorRef, ActorSystem
-from actors._logging import quiet_logger
+from actors import ActorRef, ActorSystem, quiet_logger
 from forge_rt.context import ContextManager
 from forge_rt.core import LLMClient, Sampling, Workflow
 from forge_rt.errors import ConfigurationError, SessionWorkflowMismatchError, WorkflowCancelledError

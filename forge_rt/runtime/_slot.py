@@ -28,8 +28,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import trio
 
-from actors import Actor, ActorRef, ActorSystem, handles
-from actors._logging import quiet_logger
+from actors import Actor, ActorRef, ActorSystem, handles, quiet_logger
 from forge_rt.core import (
     FinalChunk,
     InferenceRequest,

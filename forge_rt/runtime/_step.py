@@ -45,7 +45,7 @@ from collections.abc import Awaitable, Callable
 import msgspec
 import trio
 
-from actors._logging import quiet_logger
+from actors import quiet_logger
 from forge_rt.core import (
     FinalChunk,
     InferenceRequest,

@@ -28,8 +28,7 @@ import msgspec
 import pydantic
 import trio
 
-from actors import Actor, ActorRef, handles
-from actors._logging import quiet_logger
+from actors import Actor, ActorRef, handles, quiet_logger
 from forge_rt.context import CompactEvent, ContextManager
 from forge_rt.core import (
     InferenceRequest,

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import msgspec
 import trio
 
-from actors._logging import quiet_logger
+from actors import quiet_logger
 from forge_rt.core import Message
 from forge_rt.errors import SessionConflictError, StoreError, StoreSchemaError
 from forge_rt.store._records import SessionInfo, StoredSession

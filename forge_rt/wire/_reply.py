@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from actors._logging import quiet_logger
+from actors import quiet_logger
 from forge_rt.core import (
     ReasoningDeltaChunk,
     StreamChunk,

@@ -14,7 +14,7 @@ from typing import Protocol
 
 import msgspec
 
-from actors._logging import quiet_logger
+from actors import quiet_logger
 from forge_rt.core import InferenceRequest, Message, MessageType, Role, ToolSpec
 
 __all__ = [

@@ -23,7 +23,7 @@ import msgspec
 import trio
 from pydantic import BaseModel, ConfigDict, Field
 
-from actors._logging import quiet_logger
+from actors import quiet_logger
 from forge_rt.backends.managed import cache_root
 from forge_rt.errors import ModelIntegrityError, ModelPartsMissingError
 

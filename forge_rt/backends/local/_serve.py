@@ -22,7 +22,7 @@ from typing import Any
 
 import xllamacpp
 
-from actors._logging import quiet_logger
+from actors import quiet_logger
 from forge_rt._logging import configure_logging
 from forge_rt.backends.managed import PARENT_PID_ENV
 

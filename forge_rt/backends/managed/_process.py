@@ -25,7 +25,7 @@ import httpx
 import msgspec
 import trio
 
-from actors._logging import quiet_logger
+from actors import quiet_logger
 from forge_rt.backends.managed._cache import default_log_dir
 from forge_rt.backends.managed._spec import BackendSpec, judge_probe
 from forge_rt.errors import BackendExecutableNotFoundError, BackendStartError

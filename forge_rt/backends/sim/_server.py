@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 import trio
 
-from actors._logging import quiet_logger
+from actors import quiet_logger
 from forge_rt.backends.sim._anthropic import AnthropicCodec
 from forge_rt.backends.sim._codec import BadRequest, Codec, StreamEncoder
 from forge_rt.backends.sim._config import Fault, SimConfig, SimReply

@@ -29,9 +29,10 @@ import msgspec
 import trio
 
 from actors import quiet_logger
+from forge_rt.clients import HTTPClient
 from forge_rt.context import TokenEstimator
 from forge_rt.core import FinalChunk, InferenceRequest, LLMClient, Message, Role, StreamChunk
-from forge_rt.errors import BackendError
+from forge_rt.errors import BackendError, ForgeError
 from forge_rt.proxy._asgi import (
     ClientGone,
     Receive,
@@ -44,7 +45,7 @@ from forge_rt.proxy._asgi import (
 )
 from forge_rt.proxy._config import NAMED_PRIORITIES, KeyProfile, ProxyConfig
 from forge_rt.proxy._engine import Outcome, RequestPlan, apply_reasoning_replay
-from forge_rt.proxy._errors import ApiShape, ErrorKind, ProxyHTTPError, redact
+from forge_rt.proxy._errors import ApiShape, ErrorKind, ProxyHTTPError, from_forge_error, redact
 from forge_rt.proxy._limits import BodyTally, check_counts
 from forge_rt.proxy._metrics import CONTENT_TYPE
 from forge_rt.proxy._origin import OriginGuard
@@ -591,11 +592,24 @@ class ProxyApp:
         await reply.end_stream()
 
     async def _count_tokens(self, call: _Call) -> None:
+        """What the backend will see -- the request with the tools the proxy adds (``respond``)
+        and without those its policy withholds -- counted by the backend's own template and
+        tokenizer where it can (llama-server: ``x-forge-token-count: exact``), else estimated
+        (``estimated``)."""
         wire = self._read(call, anthropic_count_tokens_from_wire)
-        count = _estimate(self.runtime.estimator, wire)
-        await call.reply.json(
-            200, {"input_tokens": count}, [(b"x-forge-token-count", b"estimated")]
-        )
+        request = self.runtime.engine.prompt_request(wire.request, request_id="count_tokens")
+        client = self.runtime.client
+        exact: int | None = None
+        if isinstance(client, HTTPClient):
+            try:
+                exact = await client.prompt_tokens(request)
+            except ForgeError as exc:
+                raise from_forge_error(exc) from exc
+        if exact is not None:
+            count, how = exact, b"exact"
+        else:
+            count, how = _estimate(self.runtime.estimator, request), b"estimated"
+        await call.reply.json(200, {"input_tokens": count}, [(b"x-forge-token-count", how)])
 
     # -- information endpoints -------------------------------------------------------------
 
@@ -792,8 +806,7 @@ def _schema_error(exc: msgspec.ValidationError | msgspec.DecodeError) -> ProxyHT
     )
 
 
-def _estimate(estimator: TokenEstimator, wire: WireRequest) -> int:
-    request = wire.request
+def _estimate(estimator: TokenEstimator, request: InferenceRequest) -> int:
     tools = sum(
         estimator.count(msgspec.json.encode(t.json_schema()).decode() + t.name + t.description)
         for t in request.tools

@@ -172,6 +172,37 @@ class InferenceEngine:
             )
         return "prose"
 
+    def _guard(
+        self, request: InferenceRequest, kind: _Guard, withheld: dict[str, str]
+    ) -> Guardrails:
+        """The guardrails of one request: its tools (only the one ``tool_choice`` names, when it
+        names one), ``respond`` offered where the proxy injects it."""
+        tools: Sequence[ToolSpec] = request.tools
+        if kind == "required" and request.tool_choice != "required":
+            named = [t for t in request.tools if t.name == request.tool_choice]
+            if not named:
+                raise ProxyHTTPError(
+                    ErrorKind.BAD_REQUEST,
+                    f"tool_choice names {request.tool_choice!r}, which is not one of the tools "
+                    f"{sorted(t.name for t in request.tools)}",
+                    code="unknown_tool_choice",
+                    param="tool_choice",
+                )
+            tools = named
+        return Guardrails(
+            tools, respond_tool=kind == "respond", options=self._options, withheld=withheld
+        )
+
+    def prompt_request(self, request: InferenceRequest, *, request_id: str) -> InferenceRequest:
+        """``request`` as the backend would first see it: the policy's denied tools withheld,
+        ``respond`` offered where the proxy injects it (what ``count_tokens`` must count)."""
+        if self._policy is not None:
+            request, _ = withhold(request, self._policy, request_id=request_id)
+        kind = self._guard_kind(request)
+        if kind == "none":
+            return request
+        return msgspec.structs.replace(request, tools=self._guard(request, kind, {}).tools)
+
     def _constraint(
         self, request: InferenceRequest, tools: Sequence[ToolSpec], *, parallel: bool
     ) -> OutputConstraint | None:
@@ -293,21 +324,7 @@ class InferenceEngine:
         withheld: dict[str, str],
     ) -> Outcome:
         request = plan.request
-        tools: Sequence[ToolSpec] = request.tools
-        if kind == "required" and request.tool_choice != "required":
-            named = [t for t in request.tools if t.name == request.tool_choice]
-            if not named:
-                raise ProxyHTTPError(
-                    ErrorKind.BAD_REQUEST,
-                    f"tool_choice names {request.tool_choice!r}, which is not one of the tools "
-                    f"{sorted(t.name for t in request.tools)}",
-                    code="unknown_tool_choice",
-                    param="tool_choice",
-                )
-            tools = named
-        guard = Guardrails(
-            tools, respond_tool=kind == "respond", options=self._options, withheld=withheld
-        )
+        guard = self._guard(request, kind, withheld)
         mode = {
             "respond": GateMode.RESPOND,
             "prose": GateMode.PROSE,

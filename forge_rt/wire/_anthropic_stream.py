@@ -28,6 +28,7 @@ from forge_rt.wire._anthropic_reply import (
     in_band,
     stop_reason,
     usage_from_wire,
+    usage_to_wire,
 )
 from forge_rt.wire._faults import retraction_refused, stream_decode_error
 from forge_rt.wire._reply import ReplyAssembler
@@ -241,7 +242,9 @@ class AnthropicStreamEncoder:
             "message_delta",
             {
                 "delta": {"stop_reason": stop_reason(response), "stop_sequence": None},
-                "usage": {"output_tokens": response.usage.completion_tokens or 0},
+                # The whole usage here: message_start went out before the backend counted the
+                # prompt, and the SDKs take input and cache counts from this event.
+                "usage": usage_to_wire(response.usage),
             },
         )
         return out + self._event("message_stop", {})

@@ -208,20 +208,47 @@ async def test_missing_max_tokens_is_an_anthropic_shaped_400() -> None:
     assert "max_tokens" in body["error"]["message"]
 
 
-async def test_count_tokens_estimates_the_prompt() -> None:
-    """count_tokens answers an input_tokens estimate that grows with the prompt."""
-    with trio.fail_after(20):
-        async with sim_proxy(_script()) as (_sim, url):
+async def test_count_tokens_counts_what_the_backend_will_see() -> None:
+    """count_tokens counts the prompt the backend is sent -- the tools and the ``respond`` tool
+    the proxy adds included -- with the backend's own template and tokenizer: the same number
+    a reply to that request reports, streamed or not (input plus cache-read tokens)."""
+    tools = [WEATHER_TOOL_ANTHROPIC]
+    with trio.fail_after(30):
+        answer = _call("respond", message="Sunny.")
+        async with sim_proxy(_script(answer, answer)) as (_sim, url):
             with _sdk(url) as sdk:
-                short = await in_thread(lambda: sdk.messages.count_tokens(model="m", messages=USER))
-                long = await in_thread(
-                    lambda: sdk.messages.count_tokens(
+                counted = await in_thread(
+                    lambda: sdk.messages.with_raw_response.count_tokens(
                         model="m",
-                        messages=[{"role": "user", "content": "word " * 400}],
-                        tools=[WEATHER_TOOL_ANTHROPIC],  # type: ignore[list-item]
+                        messages=USER,
+                        tools=tools,  # type: ignore[arg-type]
                     )
                 )
-    assert 0 < short.input_tokens < long.input_tokens
+                bare = await in_thread(lambda: sdk.messages.count_tokens(model="m", messages=USER))
+                whole = await in_thread(
+                    lambda: sdk.messages.create(
+                        model="m",
+                        max_tokens=64,
+                        messages=USER,
+                        tools=tools,  # type: ignore[arg-type]
+                    )
+                )
+
+                def streamed() -> Any:
+                    with sdk.messages.stream(
+                        model="m",
+                        max_tokens=64,
+                        messages=USER,
+                        tools=tools,  # type: ignore[arg-type]
+                    ) as stream:
+                        return stream.get_final_message()
+
+                final = await in_thread(streamed)
+    assert counted.headers["x-forge-token-count"] == "exact"
+    count = counted.parse().input_tokens
+    for usage in (whole.usage, final.usage):
+        assert usage.input_tokens + (usage.cache_read_input_tokens or 0) == count
+    assert 0 < bare.input_tokens < count  # no tools, and no respond tool injected
 
 
 async def test_exhausted_retries_surface_as_an_api_error() -> None:

@@ -83,6 +83,46 @@ async def test_streamed_answer_through_the_anthropic_sdk_is_well_formed(
         assert not text.lstrip().startswith("{")
 
 
+async def test_count_tokens_matches_the_prompt_tokens_the_model_reports(
+    local_model_url: str,
+) -> None:
+    """count_tokens on the embedded model is the backend's own count (``exact``): within 2% of
+    the input tokens a streamed request with no tools reports (one inference); with a tool (the
+    injected ``respond`` tool counted), the first attempt's prompt, which a retry's nudge can
+    only lengthen."""
+    config = proxy_config(backend=BackendConfig(url=local_model_url, kind="llamaserver"))
+    tools: list[Any] = [WEATHER_TOOL_ANTHROPIC]
+    with trio.fail_after(900):
+        async with serve_proxy(config) as url:
+            with anthropic.Anthropic(base_url=url, api_key="x", timeout=300, max_retries=0) as sdk:
+                for offered in ([], tools):
+                    counted = await in_thread(
+                        lambda offered=offered: sdk.messages.with_raw_response.count_tokens(
+                            model="local", messages=WEATHER, tools=offered
+                        )
+                    )
+
+                    def streamed(offered: list[Any] = offered) -> Any:
+                        with sdk.messages.stream(
+                            model="local",
+                            max_tokens=32,
+                            messages=WEATHER,
+                            tools=offered,
+                            extra_body={"temperature": 0},
+                        ) as stream:
+                            return stream.get_final_message()
+
+                    final = await in_thread(streamed)
+                    assert counted.headers["x-forge-token-count"] == "exact"
+                    count = counted.parse().input_tokens
+                    usage = final.usage
+                    reported = usage.input_tokens + (usage.cache_read_input_tokens or 0)
+                    if not offered:  # one inference: exactly what was counted
+                        assert abs(count - reported) <= 0.02 * reported, (count, reported)
+                    else:  # the first attempt's prompt; a retry (a nudge) only adds to it
+                        assert count <= 1.02 * reported, (count, reported)
+
+
 async def test_proxy_command_with_no_flags_serves_the_embedded_model() -> None:
     """`forge-rt proxy` alone starts the packaged model and answers with structured calls."""
     code = "from forge_rt.proxy._cli import proxy_command; proxy_command()"

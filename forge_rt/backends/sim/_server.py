@@ -116,6 +116,7 @@ class SimBackend:
             "/slots": ("GET", self._slots),
             "/metrics": ("GET", self._metrics),
             "/tokenize": ("POST", self._tokenize),
+            "/apply-template": ("POST", lambda ex: self._apply_template(ex, openai)),
             "/detokenize": ("POST", self._detokenize),
             "/v1/messages": ("POST", lambda ex: self._infer(ex, anthropic)),
             "/api/chat": ("POST", lambda ex: self._infer(ex, ollama)),
@@ -335,6 +336,16 @@ class SimBackend:
         else:
             tokens = ids
         await ex.send(200, _encode({"tokens": tokens}))
+
+    async def _apply_template(self, ex: Exchange, codec: Codec) -> None:
+        """llama-server's ``/apply-template``: a chat body rendered as the prompt text the sim
+        counts (its ``/tokenize`` gives the ``prompt_tokens`` the same request reports)."""
+        try:
+            view = codec.parse(ex.body, ex.headers)
+        except BadRequest as exc:
+            await ex.send(exc.status, codec.error(exc.status, str(exc), exc.kind))
+            return
+        await ex.send(200, _encode({"prompt": "".join(self._tokenizer.prompt(view))}))
 
     async def _detokenize(self, ex: Exchange) -> None:
         try:

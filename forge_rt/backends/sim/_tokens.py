@@ -33,6 +33,8 @@ CALL_CLOSE = "</tool_call>"
 SPECIAL_TOKENS = (IM_START, IM_END, THINK_OPEN, THINK_CLOSE, CALL_OPEN, CALL_CLOSE)
 
 _PIECE = re.compile(r"[^\S\n]?\w+|[^\S\n]?[^\w\s]|\n|[^\S\n]+")
+_SPECIAL = re.compile("(" + "|".join(re.escape(t) for t in SPECIAL_TOKENS) + ")")
+_ROLE = re.compile(r"\w+")
 _encode_json = msgspec.json.Encoder().encode
 
 
@@ -71,8 +73,22 @@ class Tokenizer:
         return len(self._pieces) - 1
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of ``text``."""
-        return [self._id(p) for p in self.pieces(text)]
+        """Token ids of ``text``; a chat marker in it is one token, as llama-server's
+        ``/tokenize`` parses special tokens (so a rendered prompt counts as the request did)."""
+        ids: list[int] = []
+        after = ""
+        for i, part in enumerate(_SPECIAL.split(text)):
+            if i % 2:
+                ids.append(self._id(part))
+                after = part
+                continue
+            if after == IM_START:  # the role after a turn marker is one token, as prompt() has it
+                role = _ROLE.match(part)
+                if role is not None:
+                    ids.append(self._id(role.group()))
+                    part = part[role.end() :]
+            ids.extend(self._id(p) for p in self.pieces(part))
+        return ids
 
     def piece(self, token_id: int) -> str:
         """The text of one token id; ``KeyError`` names an id this tokenizer never produced."""

@@ -152,7 +152,7 @@ def _resolve_backend(
             seed=seed if seed is not None else 0,
         )
     if given(ctx, "sim_rates", config=False):
-        raise click.UsageError(f"--sim-rates applies to --backend sim, not --backend {backend}")
+        raise click.UsageError("--sim-rates applies to --backend sim only")
     from forge_rt.clients import sampling_defaults
 
     if backend == "local":
@@ -450,14 +450,14 @@ def eval_command(
     only errors are logged: the retries an eval provokes are counted in its records.
     """
     if ctx.invoked_subcommand is not None:
-        given = [
+        stray = [
             max(p.opts, key=len)
             for p in ctx.command.params
             if p.name is not None and given(ctx, p.name)
         ]
-        if given:
+        if stray:
             raise click.UsageError(
-                f"{', '.join(given)}: options of an eval run, not of "
+                f"{', '.join(stray)}: options of an eval run, not of "
                 f"`{ctx.invoked_subcommand}`; give `{ctx.invoked_subcommand}` its own options "
                 "after its name"
             )

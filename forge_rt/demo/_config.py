@@ -1,8 +1,9 @@
 """What a demo run is told: which backend, when the voice request arrives, how the agents run.
 
 A pydantic model because users write it by hand, in a TOML file (``forge-rt demo --config
-demo.toml``) or as flags: a bad value fails before anything starts, with a message naming the
-field. The TOML file's top-level keys are the field names::
+examples/demo.toml``, read by the CLI's shared loader) or as flags: a bad value fails before
+anything starts, with a message naming the field. :func:`load_config` reads such a file for
+library use; its top-level keys are the field names::
 
     backend = "sim"          # "local" (the embedded model), "sim", or a server's base URL
     voice_at = 5.0           # seconds after the background agents start; omit for "mid-generation"

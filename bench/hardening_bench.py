@@ -279,9 +279,9 @@ def main() -> None:
             [
                 cli,
                 "proxy",
-                "--backend-url",
-                backend,
                 "--backend",
+                backend,
+                "--backend-kind",
                 "llamaserver",
                 "--port",
                 str(proxy_port),

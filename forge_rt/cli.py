@@ -75,6 +75,9 @@ Exit codes:
   1  a runtime failure: a backend that would not start or broke, a model
      file that is missing, a subcommand that cannot be loaded
   2  usage: an unknown option or command, a bad value, a bad config file
+
+Options can also be set in the environment: FORGE_RT_LOG_LEVEL, and
+FORGE_RT_<COMMAND>_<OPTION> for a command's (see its --help, docs/cli.md).
 """
 
 
@@ -114,7 +117,7 @@ class _LazyGroup(click.Group):
 
 @click.group(
     cls=_LazyGroup,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "FORGE_RT"},
     epilog=_EPILOG,
 )
 @click.version_option(__version__, prog_name="forge-rt")

@@ -11,8 +11,7 @@ import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Any, TextIO, cast, get_args
+from typing import Any, TextIO, cast
 
 import click
 import pydantic
@@ -21,8 +20,19 @@ import trio
 from click.core import ParameterSource
 from rich.console import Console
 
-from forge_rt.clients import ClientKind
-from forge_rt.demo._config import DemoConfig, load_config
+from forge_rt._cli_options import (
+    backend_api_key_option,
+    backend_kind_option,
+    backend_option,
+    command_settings,
+    config_option,
+    env_epilog,
+    given,
+    model_option,
+    n_ctx_option,
+    seed_option,
+)
+from forge_rt.demo._config import DemoConfig
 from forge_rt.demo._report import DemoReport
 from forge_rt.demo._run import run_demo
 from forge_rt.demo._view import LiveView, PlainView
@@ -38,39 +48,20 @@ def _default(name: str) -> Any:
     return _FIELDS[name].default
 
 
-@click.command("demo", context_settings={"help_option_names": ["-h", "--help"]})
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=None,
-    help="TOML file of demo settings: top-level keys named like the options, with "
-    "underscores (voice_at = 5.0), plus temperature, max_tokens, background_priority and "
-    "voice_priority. Options given on the command line win over the file.",
+@click.command(
+    "demo",
+    context_settings=command_settings("demo"),
+    epilog=env_epilog("demo", example="BACKEND"),
 )
-@click.option(
-    "--backend",
-    default=_default("backend"),
-    show_default=True,
-    help="'local' starts the embedded model, 'sim' the simulated one; or the base URL of a "
-    "model server you run (http://host:port, without /v1).",
+@config_option("demo")
+@backend_option(_default("backend"))
+@backend_kind_option()
+@backend_api_key_option("demo")
+@model_option(
+    "Packaged model for 'local' [default: qwen2.5-coder-0.5b]; model name to request from a "
+    "URL backend."
 )
-@click.option(
-    "--backend-kind",
-    type=click.Choice(list(get_args(ClientKind))),
-    default=_default("backend_kind"),
-    show_default=True,
-    help="Which API a --backend URL speaks.",
-)
-@click.option(
-    "--model",
-    default=None,
-    help="Packaged model for 'local' [default: qwen2.5-coder-0.5b]; model name to request "
-    "from a URL backend.",
-)
-@click.option(
-    "--n-ctx", type=int, default=_default("n_ctx"), show_default=True, help="Context window."
-)
+@n_ctx_option("Context tokens of each backend slot (one per agent on local and sim).")
 @click.option(
     "--cache-lines",
     type=int,
@@ -122,8 +113,33 @@ def _default(name: str) -> Any:
     help="With --backend sim: multiple of the 0.5B model's speed on two CPU cores.",
 )
 @click.option(
-    "--seed", type=int, default=_default("seed"), show_default=True, help="Sampling seed."
+    "--temperature",
+    type=float,
+    default=_default("temperature"),
+    show_default=True,
+    help="Sampling temperature of the agents.",
 )
+@click.option(
+    "--max-tokens",
+    type=int,
+    default=None,
+    help="A fixed cap on each reply [default: the runtime's budget, from the tools' schemas].",
+)
+@click.option(
+    "--background-priority",
+    type=int,
+    default=_default("background_priority"),
+    show_default=True,
+    help="Priority of the three background agents (lower runs first).",
+)
+@click.option(
+    "--voice-priority",
+    type=int,
+    default=_default("voice_priority"),
+    show_default=True,
+    help="Priority of the voice request (lower runs first).",
+)
+@seed_option(_default("seed"), "Sampling seed.")
 @click.option(
     "--plain",
     is_flag=True,
@@ -131,9 +147,7 @@ def _default(name: str) -> Any:
     "terminal).",
 )
 @click.pass_context
-def demo_command(
-    ctx: click.Context, /, config_path: Path | None, plain: bool, **options: Any
-) -> None:
+def demo_command(ctx: click.Context, /, plain: bool, **options: Any) -> None:
     """Run three specialist agents and a high-priority voice request on one inference slot.
 
     The researcher, analyst and writer run at background priority on the embedded model; once
@@ -143,7 +157,7 @@ def demo_command(
     an error; a backend that fails exits 1. In the live view, log events below warning are
     hidden unless --log-level is given.
     """
-    config = _config(ctx, config_path, options)
+    config = _config(ctx, options)
     console = Console(highlight=False)
     live = not plain and console.is_terminal
     title = f"forge-rt demo · {config.describe_backend()}"
@@ -169,22 +183,21 @@ async def _run(config: DemoConfig, view: LiveView | PlainView) -> DemoReport:
     return await run_demo(config, on_event=view.event, on_tick=view.tick)
 
 
-def _config(ctx: click.Context, path: Path | None, options: dict[str, Any]) -> DemoConfig:
-    """Defaults < the TOML file < options given on the command line."""
+def _config(ctx: click.Context, options: dict[str, Any]) -> DemoConfig:
+    """The options (command line > environment > --config file > default) as a DemoConfig."""
+    backend = str(options["backend"])
+    if given(ctx, "sim_speed", config=False) and backend != "sim":
+        raise click.UsageError(f"--sim-speed applies to --backend sim, not --backend {backend}")
+    if given(ctx, "backend_kind", config=False) and backend in ("local", "sim"):
+        raise click.UsageError(
+            f"--backend-kind names the API of a --backend URL; --backend {backend} has none "
+            "to choose"
+        )
     try:
-        if path is None:
-            return DemoConfig.model_validate(options)
-        given = {
-            name: value
-            for name, value in options.items()
-            if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT
-        }
-        return load_config(path, given)
+        return DemoConfig.model_validate(options)
     except pydantic.ValidationError as exc:
         problems = "; ".join(_problem(error["loc"], error["msg"]) for error in exc.errors())
         raise click.UsageError(f"invalid demo settings: {problems}", ctx=ctx) from exc
-    except ValueError as exc:
-        raise click.UsageError(f"invalid demo settings: {exc}", ctx=ctx) from exc
 
 
 def _problem(loc: tuple[int | str, ...], message: str) -> str:

@@ -1,8 +1,9 @@
 """What a demo run is told: which backend, when the voice request arrives, how the agents run.
 
 A pydantic model because users write it by hand, in a TOML file (``forge-rt demo --config
-demo.toml``) or as flags: a bad value fails before anything starts, with a message naming the
-field. The TOML file's top-level keys are the field names::
+examples/demo.toml``, read by the CLI's shared loader) or as flags: a bad value fails before
+anything starts, with a message naming the field. :func:`load_config` reads such a file for
+library use; its top-level keys are the field names::
 
     backend = "sim"          # "local" (the embedded model), "sim", or a server's base URL
     voice_at = 5.0           # seconds after the background agents start; omit for "mid-generation"
@@ -15,8 +16,9 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from forge_rt._cli_options import DEFAULT_BACKEND_KIND, DEFAULT_N_CTX
 from forge_rt.clients import ClientKind
 
 __all__ = ["DemoConfig", "load_config"]
@@ -47,9 +49,10 @@ class DemoConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     backend: str = "local"
-    backend_kind: ClientKind = "openai"
+    backend_kind: ClientKind = DEFAULT_BACKEND_KIND
+    backend_api_key: SecretStr | None = None
     model: str | None = None
-    n_ctx: int = Field(default=4096, ge=512)
+    n_ctx: int = Field(default=DEFAULT_N_CTX, ge=512)
     cache_lines: int | None = Field(default=None, ge=1)
     voice_at: float | None = Field(default=None, ge=0)
     background_priority: int = 10
@@ -91,6 +94,9 @@ class DemoConfig(BaseModel):
                     f"model {self.model!r} is not a packaged model; with backend 'local' choose "
                     f"one of: {', '.join(MODELS)}"
                 )
+        url = self.backend not in ("local", "sim")
+        if url and self.backend_kind == "anthropic" and self.backend_api_key is None:
+            raise ValueError("an anthropic backend needs its API key (--backend-api-key)")
         return self
 
     def lines(self, agents: int) -> int | None:

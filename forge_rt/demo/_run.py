@@ -83,7 +83,10 @@ async def open_backend(
                 (f"simulated 0.5B model (x{config.sim_speed:g} speed) at {sim.url}, {shape}"),
             )
     else:
-        async with make_client(config.backend_kind, config.backend, model=config.model) as client:
+        options: dict[str, object] = {"model": config.model}
+        if config.backend_api_key is not None and config.backend_kind != "ollama":
+            options["api_key"] = config.backend_api_key.get_secret_value()
+        async with make_client(config.backend_kind, config.backend, **options) as client:
             yield client, f"{config.backend_kind} server at {config.backend}"
 
 

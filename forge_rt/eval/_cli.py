@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import shlex
-import tomllib
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -35,6 +34,19 @@ from rich.progress import (
 )
 
 from forge_rt import __version__
+from forge_rt._cli_options import (
+    DEFAULT_N_CTX,
+    backend_api_key_option,
+    backend_kind_option,
+    backend_option,
+    command_settings,
+    config_option,
+    env_epilog,
+    given,
+    model_option,
+    n_ctx_option,
+    seed_option,
+)
 from forge_rt.backends.sim import FailureRates
 from forge_rt.core import LLMClient, Sampling
 from forge_rt.errors import ForgeError
@@ -58,7 +70,6 @@ if TYPE_CHECKING:
 __all__ = ["default_report_path", "eval_command"]
 
 _ARGV = "forge_rt.eval.argv"
-_CLIENT_KINDS = ("llamaserver", "openai", "ollama", "vllm")
 _LOCAL_MODELS = ("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")
 _SIM_MODEL = "sim"
 
@@ -81,37 +92,6 @@ class _EvalGroup(click.Group):
         return super().parse_args(ctx, args)
 
 
-def _load_config(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
-    """Read a TOML file whose keys are option names into the defaults of the other options."""
-    if value is None:
-        return None
-    try:
-        data = tomllib.loads(value.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise click.BadParameter(f"cannot read {value}: {exc}", ctx=ctx, param=param) from exc
-    by_option: dict[str, click.Parameter] = {}
-    for p in ctx.command.params:
-        if isinstance(p, click.Option) and p.name not in ("config", "help"):
-            for opt in p.opts:
-                if opt.startswith("--"):
-                    by_option[opt[2:]] = p
-    defaults: dict[str, Any] = {}
-    for key, item in data.items():
-        target = by_option.get(key.replace("_", "-"))
-        if target is None or target.name is None:
-            raise click.BadParameter(
-                f"{value}: unknown key {key!r}; the keys are the option names: "
-                f"{', '.join(sorted(by_option))}",
-                ctx=ctx,
-                param=param,
-            )
-        if target.multiple and isinstance(item, str):
-            item = [item]
-        defaults[target.name] = item
-    ctx.default_map = {**(ctx.default_map or {}), **defaults}
-    return value
-
-
 class _Backend(msgspec.Struct, kw_only=True):
     """The resolved backend choice: what to start or connect to, and what labels records get."""
 
@@ -120,6 +100,8 @@ class _Backend(msgspec.Struct, kw_only=True):
     model: str
     client_kind: str | None = None
     url: str | None = None
+    api_key: str | None = None
+    n_ctx: int | None = None
     rates: FailureRates | None = None
     sampling: Sampling
     seed: int | None = None
@@ -136,24 +118,14 @@ class _Backend(msgspec.Struct, kw_only=True):
         }
 
 
-def _given(ctx: click.Context, name: str, *, config: bool = False) -> bool:
-    """Whether option ``name`` was given (on the command line, or also in --config if asked).
-
-    Options that do not apply to the chosen backend are refused when typed on the command
-    line, but a shared --config file may set them for other backends.
-    """
-    sources = {ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT}
-    if config:
-        sources.add(ParameterSource.DEFAULT_MAP)
-    return ctx.get_parameter_source(name) in sources
-
-
 def _resolve_backend(
     ctx: click.Context,
     *,
     backend: str,
     backend_kind: str,
+    backend_api_key: str | None,
     model: str | None,
+    n_ctx: int,
     sim_rates: tuple[str, ...],
     card_sampling: bool,
     max_tokens: int | None,
@@ -162,8 +134,8 @@ def _resolve_backend(
     """Check the backend options against each other and resolve sampling and rates."""
     capped = Sampling(max_tokens=max_tokens)
     if backend == "sim":
-        for name in ("card_sampling", "backend_kind"):
-            if _given(ctx, name):
+        for name in ("card_sampling", "backend_kind", "backend_api_key", "n_ctx"):
+            if given(ctx, name, config=False):
                 raise click.UsageError(
                     f"--{name.replace('_', '-')} applies to local or URL backends, not sim"
                 )
@@ -179,13 +151,16 @@ def _resolve_backend(
             sampling=capped,
             seed=seed if seed is not None else 0,
         )
-    if _given(ctx, "sim_rates"):
+    if given(ctx, "sim_rates", config=False):
         raise click.UsageError("--sim-rates applies to --backend sim only")
     from forge_rt.clients import sampling_defaults
 
     if backend == "local":
-        if _given(ctx, "backend_kind"):
-            raise click.UsageError("--backend-kind applies to URL backends; local is llama-server")
+        for name in ("backend_kind", "backend_api_key"):
+            if given(ctx, name, config=False):
+                raise click.UsageError(
+                    f"--{name.replace('_', '-')} applies to URL backends; local is llama-server"
+                )
         from forge_rt.backends.local import MODELS
 
         chosen = model or _LOCAL_MODELS[0]
@@ -200,6 +175,7 @@ def _resolve_backend(
             label="local",
             model=chosen,
             client_kind="llamaserver",
+            n_ctx=n_ctx,
             sampling=capped.merged_over(card),
             seed=seed,
         )
@@ -207,6 +183,13 @@ def _resolve_backend(
         raise click.BadParameter(
             f"{backend!r} is neither sim, local nor an http(s):// base URL", param_hint="--backend"
         )
+    if given(ctx, "n_ctx", config=False):
+        raise click.UsageError(
+            "--n-ctx sets the embedded model's context (--backend local); a URL backend's is "
+            "set where that server starts"
+        )
+    if backend_kind == "anthropic" and backend_api_key is None:
+        raise click.UsageError("an anthropic backend needs its API key: give --backend-api-key")
     if model is None:
         raise click.UsageError(
             "--model is required with a URL backend: it names the served model in requests, "
@@ -228,6 +211,7 @@ def _resolve_backend(
         model=model,
         client_kind=backend_kind,
         url=backend,
+        api_key=backend_api_key,
         sampling=capped.merged_over(card),
         seed=seed,
     )
@@ -344,16 +328,17 @@ async def _run_plan(
             from forge_rt.backends.local import LocalModelServer
 
             server = await stack.enter_async_context(
-                LocalModelServer.start(backend.model, n_ctx=4096)
+                LocalModelServer.start(backend.model, n_ctx=backend.n_ctx or DEFAULT_N_CTX)
             )
             client: LLMClient = await stack.enter_async_context(LlamaServerClient(server.url))
         else:
             assert backend.url is not None, "a URL backend has its URL"
-            # click.Choice(_CLIENT_KINDS) admitted only adapter names.
+            # click.Choice(BACKEND_KINDS) admitted only adapter names.
             kind = cast("ClientKind", backend.client_kind)
-            client = await stack.enter_async_context(
-                make_client(kind, backend.url, model=backend.model)
-            )
+            options: dict[str, object] = {"model": backend.model}
+            if backend.api_key is not None and kind != "ollama":
+                options["api_key"] = backend.api_key
+            client = await stack.enter_async_context(make_client(kind, backend.url, **options))
 
         @asynccontextmanager
         async def shared(scenario: Scenario, run: int) -> AsyncIterator[LLMClient]:
@@ -366,35 +351,18 @@ async def _run_plan(
     "eval",
     cls=_EvalGroup,
     invoke_without_command=True,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings=command_settings("eval"),
+    epilog=env_epilog("eval", example="BACKEND"),
 )
-@click.option(
-    "--config",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    is_eager=True,
-    expose_value=False,
-    callback=_load_config,
-    help="TOML file of option values (keys are the option names); flags override it.",
+@config_option("eval")
+@backend_option("sim")
+@backend_kind_option()
+@backend_api_key_option("eval")
+@model_option(
+    f"local: {' or '.join(_LOCAL_MODELS)} [default: {_LOCAL_MODELS[0]}]; URL: the served "
+    f"model (required); sim: a label [default: {_SIM_MODEL}]."
 )
-@click.option(
-    "--backend",
-    default="sim",
-    show_default=True,
-    metavar="sim|local|URL",
-    help="The simulated backend, the embedded llama.cpp model, or a server's base URL.",
-)
-@click.option(
-    "--backend-kind",
-    type=click.Choice(_CLIENT_KINDS),
-    default="llamaserver",
-    show_default=True,
-    help="Protocol adapter for a URL backend.",
-)
-@click.option(
-    "--model",
-    help=f"local: {' or '.join(_LOCAL_MODELS)} [default: {_LOCAL_MODELS[0]}]; URL: the served "
-    f"model (required); sim: a label [default: {_SIM_MODEL}].",
-)
+@n_ctx_option("local: context tokens of the embedded model's slot.")
 @click.option(
     "--scenarios",
     "-s",
@@ -451,10 +419,9 @@ async def _run_plan(
     help="A fixed cap on each reply [default: none: the runtime's own budget, derived from the "
     "tools' schemas, as a user gets it].",
 )
-@click.option(
-    "--seed",
-    type=int,
-    help="Seed: of the sim's random model [default: 0]; for local/URL, run r samples with a "
+@seed_option(
+    None,
+    "Seed: of the sim's random model [default: 0]; for local/URL, run r samples with a "
     "seed derived from it [default: unseeded].",
 )
 @click.pass_context
@@ -462,7 +429,9 @@ def eval_command(
     ctx: click.Context,
     backend: str,
     backend_kind: str,
+    backend_api_key: str | None,
     model: str | None,
+    n_ctx: int,
     scenarios: tuple[str, ...],
     runs: int,
     ablations: tuple[str, ...],
@@ -481,14 +450,14 @@ def eval_command(
     only errors are logged: the retries an eval provokes are counted in its records.
     """
     if ctx.invoked_subcommand is not None:
-        given = [
+        stray = [
             max(p.opts, key=len)
             for p in ctx.command.params
-            if p.name is not None and _given(ctx, p.name, config=True)
+            if p.name is not None and given(ctx, p.name)
         ]
-        if given:
+        if stray:
             raise click.UsageError(
-                f"{', '.join(given)}: options of an eval run, not of "
+                f"{', '.join(stray)}: options of an eval run, not of "
                 f"`{ctx.invoked_subcommand}`; give `{ctx.invoked_subcommand}` its own options "
                 "after its name"
             )
@@ -499,7 +468,9 @@ def eval_command(
         ctx,
         backend=backend,
         backend_kind=backend_kind,
+        backend_api_key=backend_api_key,
         model=model,
+        n_ctx=n_ctx,
         sim_rates=sim_rates,
         card_sampling=card_sampling,
         max_tokens=max_tokens,
@@ -607,7 +578,11 @@ def eval_command(
     )
 
 
-@eval_command.command("report")
+@eval_command.command(
+    "report",
+    context_settings=command_settings("eval", "report"),
+    epilog=env_epilog("eval", "report", example="GROUP_BY", config=False),
+)
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(
     "--html",

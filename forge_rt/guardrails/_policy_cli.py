@@ -17,6 +17,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from forge_rt._cli_options import command_settings, env_epilog
 from forge_rt.core import Workflow
 from forge_rt.errors import PolicyError
 from forge_rt.guardrails._policy import Allow, Approve, Decision, Deny, Policy, apply_policy
@@ -86,7 +87,11 @@ def _table(workflow: Workflow, decisions: list[Decision]) -> Table:
     return table
 
 
-@click.command("capabilities")
+@click.command(
+    "capabilities",
+    context_settings=command_settings("capabilities"),
+    epilog=env_epilog("capabilities", example="POLICY", config=False),
+)
 @click.argument("target", metavar="MODULE:WORKFLOW")
 @click.option(
     "--policy",

@@ -11,8 +11,8 @@ streaming of what is already certain, and one shared inference slot with priorit
     async with serve_proxy(config) as url:
         ...  # OpenAI clients: base_url=url + "/v1"; Anthropic clients: base_url=url
 
-From the command line: ``forge-rt proxy`` (the embedded model), ``forge-rt proxy --backend-url
-URL --backend llamaserver`` (your server) or ``forge-rt proxy --gguf model.gguf`` (managed).
+From the command line: ``forge-rt proxy`` (the embedded model), ``forge-rt proxy --backend
+URL --backend-kind llamaserver`` (your server) or ``forge-rt proxy --gguf model.gguf`` (managed).
 """
 
 from forge_rt.proxy._app import ProxyApp as ProxyApp

@@ -15,6 +15,21 @@ import trio
 from pydantic import SecretStr, ValidationError
 from rich.console import Console
 
+from forge_rt._cli_options import (
+    backend_api_key_option,
+    backend_kind_option,
+    backend_option,
+    command_settings,
+    config_option,
+    env_epilog,
+    given,
+    host_option,
+    model_option,
+    n_ctx_option,
+    port_option,
+    refuse_together,
+    retired_option,
+)
 from forge_rt.errors import ForgeError, PolicyError
 from forge_rt.guardrails import Policy
 from forge_rt.proxy._config import (
@@ -46,14 +61,13 @@ def build_config(
     *,
     host: str,
     port: int,
-    backend_url: str | None,
-    backend: str | None,
+    backend: str,
+    backend_kind: str,
     backend_api_key: str | None,
     model: str | None,
     gguf: Path | None,
     model_path: str | None,
-    embedded_model: str | None,
-    ctx_size: int,
+    n_ctx: int,
     backend_command: str | None = None,
     parallel: int,
     backend_timeout: float = 300.0,
@@ -79,7 +93,22 @@ def build_config(
     served_model: str | None,
     policy: Path | None = None,
 ) -> ProxyConfig:
-    """The :class:`ProxyConfig` the command-line options describe (``ValueError`` if invalid)."""
+    """The :class:`ProxyConfig` the command-line options describe (``ValueError`` if invalid).
+
+    ``backend``: ``local`` is the embedded packaged model ``model`` -- or, with ``gguf`` or
+    ``model_path``, a managed llama-server or vLLM asked for ``model`` -- and an ``http(s)://``
+    URL a server you run, spoken to as ``backend_kind``. ``n_ctx`` is each slot's context
+    (the backend gets ``n_ctx * parallel`` in all).
+    """
+    if backend == "sim":
+        raise ValueError(
+            "the proxy fronts --backend local or a URL; for a simulated backend run "
+            "`forge-rt sim` and give its URL as --backend"
+        )
+    url = None if backend == "local" else backend
+    if url is not None and not url.startswith(("http://", "https://")):
+        raise ValueError(f"--backend {backend!r} is neither local, sim nor an http(s):// URL")
+    embedded = url is None and gguf is None and model_path is None
     keys: list[KeyProfile] = []
     priority = _priority(default_priority)
     for i, key in enumerate(api_keys):
@@ -88,15 +117,15 @@ def build_config(
     if key_file is not None:
         keys.extend(load_key_file(key_file))
     backend_config = BackendConfig(
-        kind=backend,
-        url=backend_url,
+        kind=backend_kind if url is not None else None,
+        url=url,
         api_key=SecretStr(backend_api_key) if backend_api_key else None,
-        model=model,
+        model=None if embedded else model,
         gguf=gguf,
         model_path=model_path,
-        embedded_model=embedded_model,
+        embedded_model=model if embedded else None,
         executable=tuple(shlex.split(backend_command)) if backend_command else None,
-        n_ctx=ctx_size,
+        n_ctx=n_ctx * parallel,
         n_parallel=parallel,
         timeout_s=backend_timeout,
     )
@@ -144,45 +173,39 @@ async def _serve(config: ProxyConfig, console: Console) -> None:
     console.print("forge-rt proxy stopped", markup=False)
 
 
-@click.command(name="proxy", context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=8081, show_default=True, type=int, help="Port (0: any free one).")
-@click.option("--backend-url", default=None, help="URL of a model server you run (external mode).")
-@click.option(
-    "--backend",
-    type=click.Choice(["openai", "llamaserver", "ollama", "vllm", "anthropic"]),
-    default=None,
-    help="Which API the backend speaks [default: openai with --backend-url].",
+@click.command(name="proxy", context_settings=command_settings("proxy"), epilog=env_epilog("proxy"))
+@config_option("proxy")
+@host_option()
+@port_option(8081)
+@backend_option(
+    "local", help_default="local: the embedded model, or the managed one of --gguf/--model-path"
 )
-@click.option(
-    "--backend-api-key",
-    envvar="FORGE_RT_BACKEND_API_KEY",
-    default=None,
-    help="Key the proxy sends to the backend (env FORGE_RT_BACKEND_API_KEY); never logged.",
+@backend_kind_option()
+@backend_api_key_option("proxy")
+@model_option(
+    "local: the packaged model to serve [default: qwen2.5-coder-0.5b]; with --gguf, "
+    "--model-path or a URL: the model name to ask the backend for."
 )
-@click.option("--model", default=None, help="Model name to ask the backend for.")
 @click.option(
     "--gguf",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None,
-    help="Start and manage llama-server on this GGUF file.",
+    help="Start and manage llama-server on this GGUF file (instead of --backend).",
 )
 @click.option(
-    "--model-path", default=None, help="Start and manage `vllm serve` on this model dir/hub id."
-)
-@click.option(
-    "--embedded-model",
+    "--model-path",
     default=None,
-    help="Packaged model to serve when no backend is given [default: qwen2.5-coder-0.5b].",
+    help="Start and manage `vllm serve` on this model dir/hub id (instead of --backend).",
 )
 @click.option(
     "--backend-command",
     default=None,
     help="Command that runs the managed backend instead of llama-server / vllm on the PATH.",
 )
-@click.option(
-    "--ctx-size", default=8192, show_default=True, help="Context of a managed/embedded backend."
-)
+@n_ctx_option("Context tokens of each slot of an embedded or managed backend.")
+@retired_option("--backend-url", "--backend URL", " (--backend-kind names its API)")
+@retired_option("--ctx-size", "--n-ctx")
+@retired_option("--embedded-model", "--model", " (with --backend local)")
 @click.option(
     "--parallel",
     default=1,
@@ -229,13 +252,17 @@ async def _serve(config: ProxyConfig, console: Console) -> None:
     "--body-timeout", default=30.0, show_default=True, help="Seconds to receive a request body."
 )
 @click.option("--max-retries", default=3, show_default=True, help="Corrective retries per request.")
-@click.option("--no-rescue", "rescue", flag_value=False, default=True, help="Native calls only.")
 @click.option(
-    "--no-respond-tool",
-    "respond_tool",
-    flag_value=False,
+    "--rescue/--no-rescue",
     default=True,
-    help="Do not inject the synthetic respond tool.",
+    show_default=True,
+    help="Rescue tool calls written in text (--no-rescue: native calls only).",
+)
+@click.option(
+    "--respond-tool/--no-respond-tool",
+    default=True,
+    show_default=True,
+    help="Inject the synthetic respond tool.",
 )
 @click.option(
     "--constrain",
@@ -299,12 +326,14 @@ async def _serve(config: ProxyConfig, console: Console) -> None:
     help="A tool policy TOML file (default and [tools], by name: allow or deny): denied tools "
     "a client sends are withheld from the model and their calls refused.",
 )
-def proxy_command(**options: object) -> None:
+@click.pass_context
+def proxy_command(ctx: click.Context, /, **options: object) -> None:
     """Serve an OpenAI- and Anthropic-compatible API with guardrails in front of a model.
 
-    With no backend option it serves the embedded packaged model, so `forge-rt proxy` alone
-    works on a fresh machine.
+    With no backend option it serves the embedded packaged model (--backend local), so
+    `forge-rt proxy` alone works on a fresh machine.
     """
+    _check_backend_options(ctx, str(options["backend"]))
     console = Console(soft_wrap=True, highlight=False, stderr=True)
     try:
         config = build_config(**options)  # type: ignore[arg-type]
@@ -314,3 +343,22 @@ def proxy_command(**options: object) -> None:
         trio.run(_serve, config, console)
     except ForgeError as exc:
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _check_backend_options(ctx: click.Context, backend: str) -> None:
+    """Refuse options that contradict each other, naming both, before anything starts."""
+    for name in ("gguf", "model_path"):
+        refuse_together(ctx, name, "backend", "a managed backend is started instead of --backend")
+    refuse_together(ctx, "gguf", "model_path", "give one managed backend")
+    url = backend.startswith(("http://", "https://"))
+    if given(ctx, "backend_kind") and not url:
+        managed = next((m for m in ("gguf", "model_path") if given(ctx, m)), None)
+        where = f"--{managed.replace('_', '-')}" if managed else f"--backend {backend}"
+        raise click.UsageError(
+            f"--backend-kind names the API of a --backend URL; {where} has none to choose: "
+            "give --backend URL, or leave --backend-kind out"
+        )
+    if given(ctx, "backend_command") and not (given(ctx, "gguf") or given(ctx, "model_path")):
+        raise click.UsageError(
+            "--backend-command runs a managed backend: give --gguf or --model-path"
+        )

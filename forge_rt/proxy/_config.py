@@ -172,7 +172,7 @@ class BackendConfig(BaseModel):
         if self.kind == "anthropic" and self.api_key is None:
             raise ValueError("an anthropic backend needs its API key (--backend-api-key)")
         if self.kind in ("ollama", "anthropic") and self.url is None:
-            raise ValueError(f"a {self.kind} backend is external: give its url (--backend-url)")
+            raise ValueError(f"a {self.kind} backend is external: give its url (--backend URL)")
         return self
 
     @property

@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
+from forge_rt._cli_options import command_settings, env_epilog
 from forge_rt.errors import ConfigurationError, TraceFormatError
 from forge_rt.trace._events import (
     Decision,
@@ -62,7 +63,11 @@ def _overrides(settings: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
-@click.command(name="replay", context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(
+    name="replay",
+    context_settings=command_settings("replay"),
+    epilog=env_epilog("replay", example="SET", config=False),
+)
 @_TRACE
 @click.option(
     "--set",
@@ -150,12 +155,15 @@ def _short(value: Any, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-@click.group(name="trace", context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(name="trace", context_settings=command_settings("trace"))
 def trace_command() -> None:
     """Look at run traces (forge-rt replay re-runs them through the guardrails)."""
 
 
-@trace_command.command()
+@trace_command.command(
+    context_settings=command_settings("trace", "show"),
+    epilog=env_epilog("trace", "show", example="ACTOR", config=False),
+)
 @_TRACE
 @click.option("--actor", default=None, help="Show only this actor (workflow or session name).")
 @click.option("--full", is_flag=True, help="Do not shorten replies, nudges and tool output.")

@@ -110,14 +110,13 @@ def test_cli_options_build_the_config() -> None:
     config = build_config(
         host="127.0.0.1",
         port=0,
-        backend_url="http://127.0.0.1:8080",
-        backend="llamaserver",
+        backend="http://127.0.0.1:8080",
+        backend_kind="llamaserver",
         backend_api_key="sk-backend-123",
         model=None,
         gguf=None,
         model_path=None,
-        embedded_model=None,
-        ctx_size=4096,
+        n_ctx=4096,
         parallel=1,
         backend_timeout=120.0,
         api_keys=("sk-inbound-1234",),
@@ -154,7 +153,8 @@ def test_cli_help_lists_the_backend_options() -> None:
     result = CliRunner().invoke(proxy_command, ["--help"])
     assert result.exit_code == 0
     for option in (
-        "--backend-url",
+        "--backend sim|local|URL",
+        "--backend-kind",
         "--gguf",
         "--model-path",
         "--api-key",
@@ -166,12 +166,12 @@ def test_cli_help_lists_the_backend_options() -> None:
 
 
 def test_cli_refuses_contradictory_options() -> None:
-    """Two backends at once is a usage error naming the conflict, before anything starts."""
+    """Two backends at once is a usage error naming both flags, before anything starts."""
     result = CliRunner().invoke(
-        proxy_command, ["--backend-url", "http://127.0.0.1:1", "--model-path", "org/model"]
+        proxy_command, ["--backend", "http://127.0.0.1:1", "--model-path", "org/model"]
     )
     assert result.exit_code == 2
-    assert "give one backend" in result.output
+    assert "--model-path and --backend conflict" in result.output
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
@@ -182,7 +182,7 @@ async def test_cli_serves_until_interrupted(signum: signal.Signals) -> None:
             code = "from forge_rt.proxy._cli import proxy_command; proxy_command()"
             env = {**os.environ, "PYTHONUNBUFFERED": "1"}
             proc = await trio.lowlevel.open_process(
-                [sys.executable, "-c", code, "--backend-url", sim.url, "--port", "0"],
+                [sys.executable, "-c", code, "--backend", sim.url, "--port", "0"],
                 stderr=subprocess.PIPE,
                 env=env,
             )

@@ -14,6 +14,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
+from forge_rt._cli_options import command_settings, env_epilog
 from forge_rt.backends.local._models import (
     DEFAULT_MODEL,
     MODELS,
@@ -43,11 +44,14 @@ def make_model_command(
 ) -> click.Group:
     """The ``model`` command group over the registry ``models``."""
 
-    @click.group(name="model", context_settings={"help_option_names": ["-h", "--help"]})
+    @click.group(name="model", context_settings=command_settings("model"))
     def group() -> None:
         """The embedded models: which are installed, and preparing their files."""
 
-    @group.command()
+    @group.command(
+        context_settings=command_settings("model", "show"),
+        epilog=env_epilog("model", "show", example="CACHE_DIR", config=False),
+    )
     @_CACHE_DIR_OPTION
     def show(cache_dir: Path | None) -> None:
         """List the packaged models, whether their parts are installed and their cache state."""
@@ -80,7 +84,10 @@ def make_model_command(
             ):
                 console.print(f"  {key:<7} {value}", markup=False)
 
-    @group.command()
+    @group.command(
+        context_settings=command_settings("model", "prepare"),
+        epilog=env_epilog("model", "prepare", example="MODEL", config=False),
+    )
     @click.option(
         "--model",
         "name",

@@ -8,6 +8,16 @@ import click
 import pydantic
 import trio
 
+from forge_rt._cli_options import (
+    command_settings,
+    config_option,
+    env_epilog,
+    host_option,
+    model_option,
+    n_ctx_option,
+    port_option,
+    seed_option,
+)
 from forge_rt.backends.sim._config import FailureRates, Fault, SimConfig
 from forge_rt.backends.sim._server import SimBackend
 
@@ -33,11 +43,14 @@ def _pairs(option: str, values: tuple[str, ...], known: list[str]) -> dict[str, 
     return out
 
 
-@click.command("sim", context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=0, show_default=True, help="TCP port; 0 picks a free one.")
-@click.option("--model", default="sim-model", show_default=True, help="Model name to report.")
-@click.option("--n-ctx", default=8192, show_default=True, help="Context window of each slot.")
+@click.command(
+    "sim", context_settings=command_settings("sim"), epilog=env_epilog("sim", example="PORT")
+)
+@config_option("sim")
+@host_option()
+@port_option(0)
+@model_option("Model name to report.", default="sim-model")
+@n_ctx_option("Context tokens of each slot.")
 @click.option("--n-slots", default=1, show_default=True, help="Concurrent inference slots.")
 @click.option("--prefill-tps", type=float, help="Prompt tokens per second (default: instant).")
 @click.option("--decode-tps", type=float, help="Generated tokens per second (default: instant).")
@@ -48,7 +61,7 @@ def _pairs(option: str, values: tuple[str, ...], known: list[str]) -> dict[str, 
     show_default=True,
     help="Seconds added before the first token.",
 )
-@click.option("--seed", default=0, show_default=True, help="Seed of the random model.")
+@seed_option(0, "Seed of the random model.")
 @click.option(
     "--rate",
     "rates",

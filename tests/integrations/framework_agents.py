@@ -136,9 +136,7 @@ def run_langchain(base_url: str, model: str = "local") -> AgentRun:
     from langchain_openai import ChatOpenAI
 
     weather = Weather()
-    tools = {
-        t.name: t for t in (tool(weather.get_weather), tool(weather.convert_temperature))
-    }
+    tools = {t.name: t for t in (tool(weather.get_weather), tool(weather.convert_temperature))}
     llm = ChatOpenAI(
         model=model, base_url=f"{base_url}/v1", api_key="unused", max_retries=0, timeout=TIMEOUT_S
     ).bind_tools(list(tools.values()))

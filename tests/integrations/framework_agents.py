@@ -25,10 +25,11 @@ __all__ = [
     "run_pydantic_ai",
 ]
 
-PROMPT = "What is the weather in Paris right now, in degrees Fahrenheit? Use the tools."
+PROMPT = "What is the weather in Paris right now? Tell me the temperature in Fahrenheit."
 INSTRUCTIONS = (
-    "You answer weather questions. Call get_weather for the city, then convert_temperature on "
-    "the Celsius value it returns, then answer in one sentence."
+    "You do not know the weather or the temperature anywhere: only get_weather does. First call "
+    "get_weather for the city. Then call convert_temperature with the celsius value get_weather "
+    "returned. Then answer in one sentence."
 )
 MAX_TURNS = 6  # two tool rounds and an answer need 3; more means the agent is looping
 TIMEOUT_S = 300.0  # per HTTP request: the embedded model on a shared CPU can be slow
@@ -55,7 +56,7 @@ class Weather:
         return json.dumps({"city": city, "sky": "sunny", "celsius": self.CELSIUS})
 
     def convert_temperature(self, celsius: float) -> str:
-        """Convert a temperature from degrees Celsius to degrees Fahrenheit."""
+        """Convert the Celsius temperature that get_weather returned to degrees Fahrenheit."""
         self.calls.append(("convert_temperature", {"celsius": celsius}))
         return json.dumps({"fahrenheit": round(celsius * 9 / 5 + 32, 1)})
 
@@ -80,7 +81,7 @@ def run_openai_agents(base_url: str, model: str = "local") -> AgentRun:
 
     @function_tool
     def convert_temperature(celsius: float) -> str:
-        """Convert a temperature from degrees Celsius to degrees Fahrenheit."""
+        """Convert the Celsius temperature that get_weather returned to degrees Fahrenheit."""
         return weather.convert_temperature(celsius)
 
     set_tracing_disabled(True)  # tracing would upload to OpenAI's platform

@@ -140,3 +140,32 @@ async def test_framework_agent_calls_the_weather_tool_on_the_real_model(
     assert len(run.calls) == len({json.dumps(c, sort_keys=True) for c in run.calls}), run
     assert run.answer.strip(), run
     _assert_clean(run.answer)
+
+
+def repeating_oracle(view: RequestView) -> Intent:
+    """A small model's loop: it calls ``get_weather("Paris")`` again after getting the result,
+    and answers only once the history holds the call twice."""
+    weather = _result(view, "get_weather")
+    if weather is None or view.called_tools().count("get_weather") < 2:
+        return SimToolCall(name="get_weather", arguments={"city": "Paris"})
+    answer = f"It is {weather['sky']} in Paris, {weather['celsius']} °C."
+    if view.tool(RESPOND_TOOL_NAME) is not None:
+        return SimToolCall(name=RESPOND_TOOL_NAME, arguments={"message": answer})
+    return answer
+
+
+@pytest.mark.parametrize("agent", FRAMEWORKS)
+async def test_framework_agent_runs_a_repeated_call_once_on_the_sim(
+    agent: Callable[[str], AgentRun],
+) -> None:
+    """A model that repeats a call it has the result of: the framework's tool still runs once,
+    the proxy answers the repeat itself, and the answer reaches the framework clean."""
+    with trio.fail_after(60):
+        async with (
+            SimBackend.serve(SimConfig(oracle=repeating_oracle)) as sim,
+            _proxy(sim.url) as url,
+        ):
+            run = await _run(agent, url)
+    assert run.calls == [("get_weather", {"city": "Paris"})]
+    assert f"{Weather.CELSIUS} °C" in run.answer
+    _assert_clean(run.answer)

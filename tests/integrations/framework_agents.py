@@ -6,6 +6,7 @@ tool calls the agent's tools recorded. Frameworks built on asyncio get their own
 (``asyncio.run``) in the calling thread; the tests call these from a trio worker thread while
 the proxy and the simulated backend run on the trio loop. Every network wait is bounded by the
 client's timeout, and every agent by a turn limit, so a looping agent fails instead of hanging.
+Temperature 0 keeps the embedded model's choices repeatable.
 """
 
 from __future__ import annotations
@@ -58,13 +59,15 @@ class Weather:
     def convert_temperature(self, celsius: float) -> str:
         """Convert the Celsius temperature that get_weather returned to degrees Fahrenheit."""
         self.calls.append(("convert_temperature", {"celsius": celsius}))
-        return json.dumps({"fahrenheit": round(celsius * 9 / 5 + 32, 1)})
+        # Both values: given the Fahrenheit value alone, a small model converts it again.
+        return json.dumps({"celsius": celsius, "fahrenheit": round(celsius * 9 / 5 + 32, 1)})
 
 
 def run_openai_agents(base_url: str, model: str = "local") -> AgentRun:
     """openai-agents: the Chat Completions model over an ``AsyncOpenAI`` client, no tracing."""
     from agents import (
         Agent,
+        ModelSettings,
         OpenAIChatCompletionsModel,
         Runner,
         function_tool,
@@ -96,6 +99,7 @@ def run_openai_agents(base_url: str, model: str = "local") -> AgentRun:
                 instructions=INSTRUCTIONS,
                 tools=[get_weather, convert_temperature],
                 model=OpenAIChatCompletionsModel(model=model, openai_client=client),
+                model_settings=ModelSettings(temperature=0),
             )
             result = await Runner.run(agent, PROMPT, max_turns=MAX_TURNS)
             return str(result.final_output)
@@ -123,6 +127,7 @@ def run_pydantic_ai(base_url: str, model: str = "local") -> AgentRun:
                 chat,
                 instructions=INSTRUCTIONS,
                 tools=[weather.get_weather, weather.convert_temperature],
+                model_settings={"temperature": 0},
             )
             result = await agent.run(PROMPT, usage_limits=UsageLimits(request_limit=MAX_TURNS))
             return result.output
@@ -139,7 +144,12 @@ def run_langchain(base_url: str, model: str = "local") -> AgentRun:
     weather = Weather()
     tools = {t.name: t for t in (tool(weather.get_weather), tool(weather.convert_temperature))}
     llm = ChatOpenAI(
-        model=model, base_url=f"{base_url}/v1", api_key="unused", max_retries=0, timeout=TIMEOUT_S
+        model=model,
+        base_url=f"{base_url}/v1",
+        api_key="unused",
+        max_retries=0,
+        timeout=TIMEOUT_S,
+        temperature=0,
     ).bind_tools(list(tools.values()))
     messages: list[BaseMessage] = [SystemMessage(INSTRUCTIONS), HumanMessage(PROMPT)]
     for _ in range(MAX_TURNS):

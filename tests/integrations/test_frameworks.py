@@ -126,7 +126,8 @@ async def test_framework_agent_runs_both_tools_once_on_the_sim(
 async def test_framework_agent_calls_the_weather_tool_on_the_real_model(
     agent: Callable[[str], AgentRun], local_model_url: str
 ) -> None:
-    """On the 0.5B model: get_weather runs for Paris, no call repeats, no guardrail text."""
+    """On the 0.5B model: get_weather runs for Paris, a conversion (if any) gets its result, no
+    call repeats, and the answer holds no guardrail text."""
     with trio.fail_after(900):
         async with _proxy(local_model_url) as url:
             run = await _run(agent, url)
@@ -136,6 +137,11 @@ async def test_framework_agent_calls_the_weather_tool_on_the_real_model(
         args["city"].strip().lower().startswith("paris")
         for name, args in run.calls
         if name == "get_weather"
+    ), run
+    assert all(
+        args == {"celsius": Weather.CELSIUS}
+        for name, args in run.calls
+        if name == "convert_temperature"
     ), run
     assert len(run.calls) == len({json.dumps(c, sort_keys=True) for c in run.calls}), run
     assert run.answer.strip(), run

@@ -38,10 +38,6 @@ from forge_rt.core import RESPOND_TOOL_NAME
 from forge_rt.proxy import BackendConfig, ProxyConfig, serve_proxy
 from forge_rt.proxy._leaks import find_marker
 
-pytest.importorskip("agents", reason="needs the frameworks extra: pip install -e '.[frameworks]'")
-pytest.importorskip("pydantic_ai", reason="needs the frameworks extra")
-pytest.importorskip("langchain_openai", reason="needs the frameworks extra")
-
 FRAMEWORKS = [
     pytest.param(run_openai_agents, id="openai-agents"),
     pytest.param(run_pydantic_ai, id="pydantic-ai"),

@@ -18,6 +18,7 @@ from forge_rt.guardrails._dialects import JSON_CALL_OPENERS as JSON_CALL_OPENERS
 from forge_rt.guardrails._dialects import TEXT_CALL_MARKERS as TEXT_CALL_MARKERS
 from forge_rt.guardrails._dialects import Dialect as Dialect
 from forge_rt.guardrails._dialects import render_call as render_call
+from forge_rt.guardrails._exclude import EXCLUDED_PREFIX_CHARS as EXCLUDED_PREFIX_CHARS
 from forge_rt.guardrails._gbnf import Gbnf as Gbnf
 from forge_rt.guardrails._rescue import RescueResult as RescueResult
 from forge_rt.guardrails._rescue import rescue as rescue
@@ -111,6 +112,7 @@ from forge_rt.guardrails._policy import apply_policy as apply_policy
 
 __all__: list[str] = [  # noqa: RUF022 -- grouped by owning block (see above), each group sorted
     # rescue block names
+    "EXCLUDED_PREFIX_CHARS",
     "JSON_CALL_OPENERS",
     "TEXT_CALL_MARKERS",
     "ConstraintDecision",

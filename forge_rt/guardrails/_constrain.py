@@ -30,6 +30,7 @@ from forge_rt.core import (
     InferenceRequest,
     JsonSchemaConstraint,
     OutputConstraint,
+    ToolCall,
     ToolSpec,
 )
 from forge_rt.core._jsonschema import RecursiveRefError, RefExpansion, SchemaRefError
@@ -46,7 +47,9 @@ from forge_rt.guardrails._bounds import (
     calls_tokens,
     instance_tokens,
 )
+from forge_rt.guardrails._exclude import Excluded, argument_variants, render_json
 from forge_rt.guardrails._rescue_args import schema_of
+from forge_rt.guardrails._validator import call_key
 
 __all__ = [
     "ConstraintDecision",
@@ -128,7 +131,9 @@ def _check_tools(tools: Sequence[ToolSpec]) -> None:
         raise WorkflowDefinitionError(f"tool names must be unique, got duplicates {duplicates}")
 
 
-def tool_call_schema(tools: Sequence[ToolSpec], *, parallel: bool = True) -> dict[str, Any]:
+def tool_call_schema(
+    tools: Sequence[ToolSpec], *, parallel: bool = True, exclude: Sequence[ToolCall] = ()
+) -> dict[str, Any]:
     """A JSON schema whose instances are exactly the replies calling ``tools``.
 
     ``anyOf`` one closed object ``{"name", "arguments"}`` per tool: ``name`` is a ``const``,
@@ -141,19 +146,22 @@ def tool_call_schema(tools: Sequence[ToolSpec], *, parallel: bool = True) -> dic
     request that needs two calls at once can be answered in one reply; rescue parsing reads a
     bare array of calls like any other. A single call stays a bare object, the shape small
     models write by themselves and the one the proxy streams a ``respond`` message from.
+
+    ``exclude``: calls the reply may not make (the loop guard blocked them). A tool with an
+    excluded call is offered only with arguments that differ from each of them in at least
+    one argument (one object per way to differ, see :mod:`forge_rt.guardrails._exclude`); a
+    tool whose arguments cannot differ is left out, and
+    :class:`~forge_rt.errors.WorkflowDefinitionError` is raised if that leaves none.
     """
     _check_tools(tools)
     calls: list[dict[str, Any]] = [
         {
             "type": "object",
-            "properties": {
-                "name": {"const": spec.name},
-                "arguments": _arguments_schema(spec),
-            },
+            "properties": {"name": {"const": spec.name}, "arguments": render_json(args)},
             "required": ["name", "arguments"],
             "additionalProperties": False,
         }
-        for spec in tools
+        for spec, args in _call_arguments(tools, exclude)
     ]
     if not parallel:
         return {"anyOf": calls}
@@ -164,6 +172,23 @@ def tool_call_schema(tools: Sequence[ToolSpec], *, parallel: bool = True) -> dic
         "maxItems": DEFAULT_MAX_CALLS,
     }
     return {"anyOf": [*calls, batch]}
+
+
+def _call_arguments(
+    tools: Sequence[ToolSpec], exclude: Sequence[ToolCall]
+) -> list[tuple[ToolSpec, dict[str, Any]]]:
+    """Each tool with each arguments schema it may be called with (several where ``exclude``
+    holds calls of it: one per way to differ from them; none where its calls cannot differ)."""
+    out: list[tuple[ToolSpec, dict[str, Any]]] = []
+    for spec in tools:
+        blocked = [call.args for call in exclude if call.tool == spec.name]
+        out += [(spec, args) for args in argument_variants(_arguments_schema(spec), blocked)]
+    if not out:
+        raise WorkflowDefinitionError(
+            f"no call is left to constrain to: every call of {sorted(t.name for t in tools)} "
+            "is excluded"
+        )
+    return out
 
 
 # --- GBNF --------------------------------------------------------------------------------------
@@ -252,6 +277,8 @@ class _Grammar:
 
     def expr(self, schema: Any, hint: str) -> str:
         """A GBNF expression matching exactly the JSON texts of ``schema``'s instances."""
+        if isinstance(schema, Excluded):
+            return self.define(hint, schema.gbnf())
         if schema is True or schema == {} or not isinstance(schema, Mapping):
             return "value"
         if "const" in schema:
@@ -366,7 +393,9 @@ class _Grammar:
         return self.define(hint, f'"{{" ws {members} ws "}}"')
 
 
-def tool_call_grammar(tools: Sequence[ToolSpec], *, parallel: bool = True) -> str:
+def tool_call_grammar(
+    tools: Sequence[ToolSpec], *, parallel: bool = True, exclude: Sequence[ToolCall] = ()
+) -> str:
     """A GBNF grammar for the same replies :func:`tool_call_schema` describes.
 
     Types, required and optional properties, enums, consts, string and array lengths are
@@ -376,14 +405,15 @@ def tool_call_grammar(tools: Sequence[ToolSpec], *, parallel: bool = True) -> st
     numbers have at most 16 integer digits, 16 decimals and a two-digit exponent, so sampling
     cannot run away inside a value or produce a number that does not fit a double. With
     ``parallel``, a reply may also be a JSON array of 1 to
-    :data:`~forge_rt.guardrails.DEFAULT_MAX_CALLS` calls.
+    :data:`~forge_rt.guardrails.DEFAULT_MAX_CALLS` calls. ``exclude`` leaves out calls as
+    :func:`tool_call_schema` does.
     """
     _check_tools(tools)
     grammar = _Grammar()
     alternatives: list[str] = []
-    for spec in tools:
+    for spec, arguments in _call_arguments(tools, exclude):
         grammar.for_tool(spec.name)
-        args = grammar.expr(_arguments_schema(spec), f"{spec.name}-args")
+        args = grammar.expr(arguments, f"{spec.name}-args")
         alternatives.append(
             grammar.define(
                 f"call-{spec.name}",
@@ -503,26 +533,51 @@ class NarrowedConstraint:
         self._constraint = constraint
         self._all = frozenset(t.name for t in tools)
         self._parallel = parallel
-        self._narrowed: dict[frozenset[str], OutputConstraint] = {}
+        self._narrowed: dict[tuple[frozenset[str], frozenset[Any]], OutputConstraint] = {}
 
-    def to(self, allowed: Sequence[ToolSpec]) -> OutputConstraint | None:
-        """The constraint for a reply that may call only ``allowed`` (all of them: unchanged)."""
+    def to(
+        self, allowed: Sequence[ToolSpec], *, exclude: Sequence[ToolCall] = ()
+    ) -> OutputConstraint | None:
+        """The constraint for a reply that may call only ``allowed`` (all of them, nothing
+        excluded: unchanged), and none of the calls in ``exclude``.
+
+        ``exclude`` holds the calls the loop guard blocked (``Guardrails.loop_blocked``): one
+        more of them ends the run, so the reply may not be one. A blocked tool stays callable
+        with other arguments (see :func:`tool_call_schema`); one whose arguments cannot differ
+        is left out while another tool is left, else nothing is excluded.
+        """
         constraint = self._constraint
         names = frozenset(spec.name for spec in allowed)
-        if constraint is None or not names or names == self._all:
+        blocked = [call for call in exclude if call.tool in names]
+        if blocked:
+            left = [spec for spec in allowed if _can_differ(spec, blocked)]
+            if left:
+                allowed, names = left, frozenset(spec.name for spec in left)
+                blocked = [call for call in blocked if call.tool in names]
+            else:
+                log.info("guardrails.exclusion_impossible", tools=sorted(names))
+                blocked = []
+        if constraint is None or not names or (names == self._all and not blocked):
             return constraint
-        narrowed = self._narrowed.get(names)
+        key = (names, frozenset(call_key(call) for call in blocked))
+        narrowed = self._narrowed.get(key)
         if narrowed is None:
             if isinstance(constraint, JsonSchemaConstraint):
                 narrowed = JsonSchemaConstraint(
-                    schema=tool_call_schema(allowed, parallel=self._parallel)
+                    schema=tool_call_schema(allowed, parallel=self._parallel, exclude=blocked)
                 )
             else:
                 narrowed = GrammarConstraint(
-                    gbnf=tool_call_grammar(allowed, parallel=self._parallel)
+                    gbnf=tool_call_grammar(allowed, parallel=self._parallel, exclude=blocked)
                 )
-            self._narrowed[names] = narrowed
+            self._narrowed[key] = narrowed
         return narrowed
+
+
+def _can_differ(spec: ToolSpec, blocked: Sequence[ToolCall]) -> bool:
+    """Whether ``spec`` has a call other than the ``blocked`` ones that a constraint can write."""
+    mine = [call.args for call in blocked if call.tool == spec.name]
+    return not mine or bool(argument_variants(_arguments_schema(spec), mine))
 
 
 # --- the token budget ----------------------------------------------------------------------

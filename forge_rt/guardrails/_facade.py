@@ -306,6 +306,12 @@ class Guardrails:
         self._pending_before = len(self._tracker.pending(self._steps.required_steps))
         self._idle = 0
 
+    @property
+    def loop_blocked(self) -> tuple[ToolCall, ...]:
+        """The calls the loop guard blocked and would end the run on if sent again: the next
+        constraint excludes them (``NarrowedConstraint.to(..., exclude=...)``)."""
+        return self._loop.blocked if self._loop is not None else ()
+
     def callable_now(self, avoid: frozenset[str] = frozenset()) -> tuple[ToolSpec, ...]:
         """The tools a reply may call right now, for constraining the next one.
 

@@ -44,10 +44,19 @@ class LoopGuard:
             )
         self.max_repeats = max_repeats
         self._streaks: dict[_Key, int] = {}
+        self._calls: dict[_Key, ToolCall] = {}  # the last observed reply's calls, by key
 
     def streak(self, call: ToolCall) -> int:
         """How many observed replies in a row contained ``call``."""
         return self._streaks.get(call_key(call), 0)
+
+    @property
+    def blocked(self) -> tuple[ToolCall, ...]:
+        """The calls at the limit: blocked in the last observed reply, and one more of any of
+        them in the next raises :class:`ToolLoopError`. A constraint leaves them out."""
+        return tuple(
+            call for key, call in self._calls.items() if self._streaks[key] >= self.max_repeats
+        )
 
     @property
     def longest_streak(self) -> int:
@@ -67,6 +76,7 @@ class LoopGuard:
         """
         streaks = {k: self._streaks.get(k, 0) + 1 for k in dict.fromkeys(map(call_key, calls))}
         self._streaks = streaks
+        self._calls = {call_key(c): c for c in calls}
         over = [c for c in calls if streaks[call_key(c)] > self.max_repeats]
         if over:
             call = over[0]
@@ -103,3 +113,4 @@ class LoopGuard:
     def reset(self) -> None:
         """Forget every row (a new task starts)."""
         self._streaks = {}
+        self._calls = {}

@@ -50,6 +50,7 @@ from forge_rt.guardrails import (
     Execute,
     GuardrailOptions,
     Guardrails,
+    NarrowedConstraint,
     Policy,
     RetryReason,
     TextAnswer,
@@ -347,16 +348,21 @@ class InferenceEngine:
         stats = RunStats()
 
         avoided: frozenset[str] = frozenset()
+        excluded: tuple[ToolCall, ...] = ()
+        narrowing = NarrowedConstraint(base.constraint, guard.tools, parallel=parallel)
 
         async def prepare() -> InferenceRequest:
-            nonlocal base, avoided
+            nonlocal base, avoided, excluded
             gate.new_attempt()
             allowed = [t for t in guard.tools if t.name not in review.avoid]
-            if review.avoid != avoided and allowed and base.constraint is not None:
+            blocked = (*review.blocked, *guard.loop_blocked)
+            changed = review.avoid != avoided or blocked != excluded
+            if changed and base.constraint is not None and request.constraint is None:
                 # A tool the loop guard warned about is left out of the constraint (the prompt
-                # keeps offering it, so the backend's cached prompt stays valid).
-                avoided = review.avoid
-                narrowed = self._constraint(request, allowed, parallel=parallel)
+                # keeps offering it, so the backend's cached prompt stays valid); where none
+                # would be left, the calls it blocked are.
+                avoided, excluded = review.avoid, blocked
+                narrowed = narrowing.to(allowed or guard.tools, exclude=blocked)
                 base = msgspec.structs.replace(base, constraint=narrowed)
             return msgspec.structs.replace(base, messages=tuple(history))
 

@@ -154,6 +154,12 @@ class ReplyReview:
         self.avoid: frozenset[str] = frozenset()
         """Tools the loop guard warned about: the constraint should leave them out now."""
 
+    @property
+    def blocked(self) -> tuple[ToolCall, ...]:
+        """The repeated calls the review's loop guard blocked: one more of them ends the
+        request, so the next constraint excludes them."""
+        return self._loop.blocked
+
     def _is_answer(self, call: ToolCall) -> bool:
         return self._respond and call.tool == RESPOND_TOOL_NAME
 

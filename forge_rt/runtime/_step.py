@@ -341,7 +341,8 @@ class GuardedStep:
                 # recursive model). Its retries stay free, as they were before escalation.
                 _log.info("step.escalation_unavailable", reason=str(exc))
             self._escalation = NarrowedConstraint(constraint, tools, parallel=self._parallel)
-        return self._escalation.to(self.guardrails.callable_now(avoid))
+        guardrails = self.guardrails
+        return self._escalation.to(guardrails.callable_now(avoid), exclude=guardrails.loop_blocked)
 
 
 def _budgeted(request: InferenceRequest) -> InferenceRequest:

@@ -509,7 +509,8 @@ class WorkflowActor(Actor):
         if last and not guardrails.tracker.pending(guardrails.required_steps):
             finishing = tuple(t for t in allowed if t.name in guardrails.terminal_tools)
             allowed = finishing or allowed
-        return self._narrowed.to(allowed)
+        # A blocked tool that must stay callable is offered without the call it blocked.
+        return self._narrowed.to(allowed, exclude=guardrails.loop_blocked)
 
     async def _execute(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import httpx
@@ -196,3 +197,34 @@ async def test_the_repeat_guard_holds_when_streaming() -> None:
     assert "It is 21 C." in response.text
     assert "get_weather" not in response.text
     assert len(client.calls) == 2
+
+
+def _admits_city(request: InferenceRequest, city: str) -> bool:
+    """Whether the request's constraint admits get_weather(city=city) as one call."""
+    assert isinstance(request.constraint, JsonSchemaConstraint)
+    for option in request.constraint.schema["anyOf"]:
+        if option["type"] != "object":
+            continue
+        string = option["properties"]["arguments"]["properties"]["city"]
+        if "pattern" not in string or re.fullmatch(string["pattern"], city):
+            return True
+    return False
+
+
+async def test_with_no_other_tool_left_the_warned_call_is_excluded_from_the_constraint() -> None:
+    """tool_choice=required and one tool: after the loop warning the tool must stay, so the
+    constraint excludes the warned call itself and admits the tool with other arguments."""
+    paris, lyon = _call("get_weather", city="Paris"), _call("get_weather", city="Lyon")
+    client = GatedClient([paris, paris, lyon], gated=False)
+    body = {
+        "model": "m",
+        "messages": PARIS_DONE,
+        "tools": [WEATHER_TOOL],
+        "tool_choice": "required",
+    }
+    response = await _post(client, body)
+    [call] = response.json()["choices"][0]["message"]["tool_calls"]
+    assert call["function"]["arguments"] == '{"city":"Lyon"}'
+    first, second, third = (c.request for c in client.calls)
+    assert [_admits_city(r, "Paris") for r in (first, second, third)] == [True, True, False]
+    assert _admits_city(third, "Lyon")

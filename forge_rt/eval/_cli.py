@@ -75,8 +75,9 @@ _SIM_MODEL = "sim"
 
 
 def default_report_path(out: Path) -> Path:
-    """Where the HTML report of the results file ``out`` goes unless told: next to it."""
-    return out.parent / "eval_report.html"
+    """Where the HTML report of the results file ``out`` goes unless told: next to it, named
+    after it (``runs.jsonl`` -> ``runs.html``), so results files in one folder keep their own."""
+    return out.with_suffix(".html")
 
 
 def _split(values: Sequence[str]) -> list[str]:
@@ -205,6 +206,16 @@ def _resolve_backend(
             card = sampling_defaults(known)
         except ForgeError as exc:
             raise click.UsageError(f"{exc} (or pass --no-card-sampling)") from None
+        beyond = [
+            name for name in ("top_k", "min_p", "repeat_penalty") if getattr(card, name) is not None
+        ]
+        if beyond and backend_kind == "openai":
+            # Every run would fail with UnsupportedRequestError: say so once, before any.
+            raise click.UsageError(
+                f"{model}'s card sampling sets {', '.join(beyond)}, which the plain OpenAI API "
+                "cannot send: pass --backend-kind for the server that serves it (llamaserver, "
+                "vllm, ollama), or --no-card-sampling"
+            )
     return _Backend(
         kind="url",
         label=backend.rstrip("/"),
@@ -397,7 +408,7 @@ async def _run_plan(
     "--report",
     "report_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="HTML report written after the run [default: eval_report.html next to --out].",
+    help="HTML report written after the run [default: --out with .html for .jsonl].",
 )
 @click.option(
     "--sim-rates",
@@ -588,7 +599,7 @@ def eval_command(
     "--html",
     "html_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Where to write the HTML report [default: eval_report.html next to PATH].",
+    help="Where to write the HTML report [default: PATH with .html for .jsonl].",
 )
 @click.option(
     "--group-by",

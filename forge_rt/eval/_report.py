@@ -103,7 +103,10 @@ class Section(msgspec.Struct, kw_only=True):
 
     @property
     def title(self) -> str:
-        return " · ".join(value for _, value in self.key) or "all runs"
+        # A value equal to the one before says nothing new (the sim's model is named "sim").
+        values = [value for _, value in self.key]
+        shown = [v for i, v in enumerate(values) if i == 0 or v != values[i - 1]]
+        return " · ".join(shown) or "all runs"
 
     @property
     def labels(self) -> list[str]:

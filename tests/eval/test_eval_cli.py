@@ -39,7 +39,7 @@ def test_eval_on_the_sim_writes_records_sidecar_table_and_report(tmp_path: Path)
     )
     assert "│ full " in result.stdout
     assert "│ bare " in result.stdout
-    html = tmp_path / "results" / "eval_report.html"
+    html = tmp_path / "results" / "r.html"  # named after its results file
     assert f"report: {html}" in result.stdout
     page = html.read_text()
     assert page.count("<svg ") == 2
@@ -244,8 +244,8 @@ def test_eval_against_a_real_llama_server_with_card_sampling(
     """A URL backend runs a scenario on the embedded Qwen with the card's sampling and a cap."""
     out = tmp_path / "r.jsonl"
     result = _invoke(
-        "--backend", local_model_url, "--model", "qwen2.5-coder-0.5b", "-s", "single_lookup",
-        "--out", out,
+        "--backend", local_model_url, "--backend-kind", "llamaserver",
+        "--model", "qwen2.5-coder-0.5b", "-s", "single_lookup", "--out", out,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     [record] = list(read_records(out))
@@ -255,3 +255,26 @@ def test_eval_against_a_real_llama_server_with_card_sampling(
     sampling = read_meta(out).invocations[0].settings["sampling"]
     assert {"temperature": 0.7, "top_p": 0.8, "top_k": 20}.items() <= sampling.items()
     assert "max_tokens" not in sampling  # no fixed cap: the runtime derives each reply's budget
+
+
+def test_results_files_in_one_folder_keep_their_own_reports(tmp_path: Path) -> None:
+    """Two evals with different --out files in one folder write two reports, not one."""
+    for name in ("a", "b"):
+        result = _invoke(*TWO, "--runs", "1", "-a", "full", "--out", tmp_path / f"{name}.jsonl")
+        assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in tmp_path.glob("*.html")) == ["a.html", "b.html"]
+
+
+def test_card_sampling_the_openai_api_cannot_send_is_refused_before_any_run(
+    tmp_path: Path,
+) -> None:
+    """The 0.5B's card sets top_k; with --backend-kind openai every run would fail, so the
+    command says so at once and names the way out."""
+    result = _invoke(
+        "--backend", "http://127.0.0.1:9", "--model", "qwen2.5-coder-0.5b",
+        "--backend-kind", "openai", "--out", tmp_path / "r.jsonl",
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "top_k" in result.output
+    assert "--no-card-sampling" in result.output
+    assert not (tmp_path / "r.jsonl").exists()

@@ -308,9 +308,12 @@ class Guardrails:
 
     @property
     def loop_blocked(self) -> tuple[ToolCall, ...]:
-        """The calls the loop guard blocked and would end the run on if sent again: the next
-        constraint excludes them (``NarrowedConstraint.to(..., exclude=...)``)."""
-        return self._loop.blocked if self._loop is not None else ()
+        """The calls the loop guard blocked and would end the run on if sent again, for the next
+        constraint to exclude (``NarrowedConstraint.to(..., exclude=...)``) -- with
+        ``GuardrailOptions(exclude_looping=True)``; without it, none."""
+        if self._loop is None or not self.options.exclude_looping:
+            return ()
+        return self._loop.blocked
 
     def callable_now(self, avoid: frozenset[str] = frozenset()) -> tuple[ToolSpec, ...]:
         """The tools a reply may call right now, for constraining the next one.

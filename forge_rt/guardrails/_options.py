@@ -20,7 +20,11 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     native calls only); ``retry_nudges`` answers a reply without a call with a corrective nudge
     (off: the text is the answer); ``steps`` enforces required steps and prerequisites;
     ``recovery`` feeds tool failures back (off: the first failure ends the run); ``loop_repeats``
-    is how often the same call may repeat before the loop guard steps in (``None``: no guard).
+    is how often the same call may repeat before the loop guard steps in (``None``: no guard);
+    ``exclude_looping`` keeps a call the loop guard blocked out of the next constraint where the
+    tool itself must stay callable (docs/loop-exclusion.md). Off by default, as measured: on the
+    embedded 0.5B it rescued none of the runs that ended in ToolLoopError, and made each of them
+    run to max_iterations instead of failing after four replies.
 
     Budgets, each counting rejected replies in a row before the run ends with its typed error:
     ``max_retries`` (no usable call), ``max_tool_errors`` (failing tools), ``max_premature``
@@ -36,6 +40,7 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     max_premature: int = 3
     max_prereq: int = 3
     loop_repeats: int | None = 3
+    exclude_looping: bool = False
 
     def __post_init__(self) -> None:
         for name in ("max_retries", "max_tool_errors", "max_premature", "max_prereq"):

@@ -9,14 +9,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
 import trio
 
 from forge_rt.backends.sim import SimBackend, SimConfig
 from forge_rt.backends.sim._view import RequestView
 from forge_rt.clients import LlamaServerClient
 from forge_rt.core import ToolDef, ToolSpec, Workflow
-from forge_rt.errors import ToolResolutionError
+from forge_rt.errors import ToolLoopError, ToolResolutionError
 from forge_rt.eval.scenarios._kit import call, successful_results
+from forge_rt.guardrails import GuardrailOptions
 from forge_rt.runtime import WorkflowRunner
 
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -83,9 +85,28 @@ async def test_a_blocked_call_of_the_only_pending_step_is_excluded_from_the_next
             SimBackend.serve(SimConfig(oracle=stuck)) as sim,
             LlamaServerClient(sim.url) as client,
         ):
-            result = await WorkflowRunner(client).run(tools.workflow(), "Sydney's population?")
+            runner = WorkflowRunner(client, guardrails=GuardrailOptions(exclude_looping=True))
+            result = await runner.run(tools.workflow(), "Sydney's population?")
     assert result.output == "Canberra has 467,000 people."
     assert tools.cities == ["Sydney", "Sydney", "Canberra"]
     assert result.stats.retries == {"loop": 1}
     assert [admits_city(s, "Sydney") for s in schemas[:4]] == [True, True, True, False]
     assert [admits_city(s, "Canberra") for s in schemas[:4]] == [True, True, True, True]
+
+
+async def test_off_by_default_the_blocked_call_stays_admitted_and_the_loop_ends_typed() -> None:
+    """Without ``exclude_looping`` (the measured default) the 4th request still admits the
+    blocked call, and a model that sends it again ends the run with ToolLoopError."""
+
+    def stuck(view: RequestView) -> Any:
+        assert view.schema is not None
+        assert admits_city(view.schema, "Sydney")
+        return call("get_population", city="Sydney")
+
+    with trio.fail_after(30):
+        async with (
+            SimBackend.serve(SimConfig(oracle=stuck)) as sim,
+            LlamaServerClient(sim.url) as client,
+        ):
+            with pytest.raises(ToolLoopError):
+                await WorkflowRunner(client).run(Population().workflow(), "Sydney's population?")

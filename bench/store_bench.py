@@ -26,7 +26,6 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +43,7 @@ from forge_rt.core import (
     Workflow,
 )
 from forge_rt.errors import BudgetExhaustedError
+from forge_rt.eval._metrics import percentile
 from forge_rt.runtime import Session
 from forge_rt.store import PostgresStore, SessionInfo, SessionStore, SqliteStore, StoredSession
 from forge_rt.testing import ScriptedClient, throwaway_postgres
@@ -135,14 +135,9 @@ async def turns(
     }
     if timed is not None:
         figures["store_ms_median"] = 1000 * statistics.median(stored)
-        figures["store_ms_p95"] = 1000 * _p95(stored)
+        figures["store_ms_p95"] = 1000 * percentile(stored, 95)
         figures["commits_per_turn"] = statistics.median(commits)
     return figures
-
-
-def _p95(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
 async def scripted_phase(count: int, folder: Path, postgres_url: str) -> dict[str, Any]:

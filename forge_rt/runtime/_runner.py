@@ -362,14 +362,7 @@ class Session:
             return await self._start_stored(
                 workflow, name=name, priority=priority, resume_from=resume_from, spawn=spawn
             )
-        seed: dict[str, Any] = {}
-        if resume_from is not None:
-            seed = {
-                "seed_messages": resume_from.messages,
-                "completed_steps": resume_from.completed_steps,
-                "iteration": resume_from.iteration,
-            }
-        ref = await self._spawn(workflow, name, seed=seed, **spawn)
+        ref = await self._spawn(workflow, name, seed=_resume_seed(resume_from), **spawn)
         return WorkflowHandle(
             ref,
             name,
@@ -407,7 +400,7 @@ class Session:
         """``start`` with a store: the stored session ``name`` if there is one, else a new one."""
         store = self._required_store()
         stored = await store.load(name)
-        seed: dict[str, Any] = {}
+        seed: dict[str, Any]
         log = SessionLog(store, name, workflow.name)
         if stored is not None:
             if stored.info.workflow != workflow.name:
@@ -435,12 +428,8 @@ class Session:
                 status=stored.info.status,
                 iteration=state.iteration,
             )
-        elif resume_from is not None:
-            seed = {
-                "seed_messages": resume_from.messages,
-                "completed_steps": resume_from.completed_steps,
-                "iteration": resume_from.iteration,
-            }
+        else:
+            seed = _resume_seed(resume_from)
         ref = await self._spawn(workflow, name, seed={**seed, "log": log}, **spawn)
         return WorkflowHandle(
             ref,
@@ -525,6 +514,17 @@ class Session:
         finally:
             with trio.CancelScope(shield=True):  # stopping must finish even if we were cancelled
                 await self.system.stop(handle._ref, mode="cancel")
+
+
+def _resume_seed(resume_from: WorkflowCancelledError | None) -> dict[str, Any]:
+    """A workflow actor's seed from a cancelled run: its messages, steps and iteration."""
+    if resume_from is None:
+        return {}
+    return {
+        "seed_messages": resume_from.messages,
+        "completed_steps": resume_from.completed_steps,
+        "iteration": resume_from.iteration,
+    }
 
 
 def slot_session(slot: SlotWorker) -> Session:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import difflib
+import itertools
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -112,6 +113,14 @@ _INSERT_HERE = re.compile(r"^(?:insert|enter|fill in)\s+.{1,60}?\s+here$", re.IG
 _VERBS = frozenset({"is", "are", "was", "were", "has", "have", "had", "will", "can", "be", "am"})
 _FILLERS = frozenset({"todo", "tbd", "fixme", "xxx", "placeholder", "...", "…"})
 _EDGE = " \t\n[]<>.!,;:"
+# A documentation path: "/path/to/your/file", "C:\\path\\to\\file", "~/your_project/notes.txt".
+# Its segments are the tell ("path" then "to", or one that starts with "your"), so a real path
+# that merely has "path" or "to" in it ("/srv/paths/to-do.txt") is left alone.
+_PATH_SPLIT = re.compile(r"[/\\]+")
+_TEMPLATE_SEGMENT = re.compile(
+    r"^your(?:[_\-][a-z0-9]+)*$|^your(?:name|username|file|filename|project|folder|dir|path)$",
+    re.IGNORECASE,
+)
 
 # How much text must match for a copy to count: blocks shorter than this are coincidence.
 _MIN_BLOCK = 6
@@ -300,7 +309,23 @@ def _whole_slot(core: str, key: str | None, names: frozenset[str]) -> str | None
         or bare.lower().startswith("lorem ipsum")
     ):
         return f"Expected a real value, got the filler {core!r}"
+    if _template_path(core):
+        return (
+            f"Expected a real path, got the placeholder path {core!r} from documentation; "
+            "use the path the task gives"
+        )
     return None
+
+
+def _template_path(core: str) -> bool:
+    """Whether ``core`` is a path written as documentation writes one: ``/path/to/your/file``."""
+    if " " in core or not _PATH_SPLIT.search(core):
+        return False
+    segments = [s.lower() for s in _PATH_SPLIT.split(core) if s]
+    pairs = itertools.pairwise(segments)
+    return any(a == "path" and b == "to" for a, b in pairs) or any(
+        _TEMPLATE_SEGMENT.match(s.split(".")[0]) for s in segments
+    )
 
 
 def _reads_as_slot(inner: str, key: str | None, names: frozenset[str]) -> bool:

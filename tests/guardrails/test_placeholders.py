@@ -78,6 +78,11 @@ def _problem(value: str, echoes: EchoCorpus | None = None) -> str | None:
         ("Your complete profile report, in plain text.", "schema's description"),
         ("your complete profile report in plain text", "schema's description"),
         ("<tool_response></tool_response>", "echoed <tool_response> markup"),
+        ("/path/to/your/file", "placeholder path"),  # the real 0.5B, for "See /notes/plan.txt"
+        ("/path/to/file.txt", "placeholder path"),
+        ("C:\\path\\to\\report.docx", "placeholder path"),
+        ("~/your_project/notes.txt", "placeholder path"),
+        ("/Users/YourName/Desktop/todo.md", "placeholder path"),
         (
             "[StepEnforcementError] You cannot call respond yet. You must first complete these "
             "required steps: lookup_user. Call one of them now.",
@@ -124,6 +129,13 @@ def test_a_stand_in_value_is_refused_with_its_rule(value: str, phrase: str) -> N
         "N/A",
         "Paris",
         "The city, e.g. San Francisco",
+        "/notes/plan.txt",
+        "/srv/paths/to-do.txt",
+        "src/yours.py",
+        "/home/youri/projects",
+        "/data/to/path",
+        "Write the path to your file here: /notes/a.txt",
+        "and/or",
         "The report covers Q4 2024. Your complete profile is attached as a PDF in plain text "
         "form, together with the findings of the audit and the open questions.",
         "",
@@ -245,6 +257,9 @@ REAL_STAND_INS = {
     (149, "$.diagnosis"): "correction",
     (153, "$.diagnosis"): "correction",
     (237, "$.content"): "markup",
+    (117, "$.path"): "path",  # "/path/to/directory"
+    (118, "$.path"): "path",
+    (120, "$.path"): "path",
     (245, "$.content"): "placeholder",  # "<fetched_content>"
     (267, "$.answer"): "correction",  # "[StepEnforcementError] You cannot call respond yet..."
     (283, "$.content"): "markup",
@@ -253,6 +268,7 @@ _RULE_PHRASE = {
     "markup": "echoed <tool_response> markup",
     "correction": "text of a correction",
     "placeholder": "got the placeholder",
+    "path": "placeholder path",
 }
 
 

@@ -410,13 +410,18 @@ def _corrections(value: Any, schema: Mapping[str, Any], coercer: _Coercer) -> It
 # "use ORD-0042", "did you mean 'Paris'?", "try 2024", "instead: X"
 _CUE = re.compile(
     # The cue must be a whole word: "use" inside "user_id" is not a cue.
-    r"\b(?:use|try|did you mean|you meant|perhaps|maybe|instead(?: use)?)\b"
-    r"\s*:?\s*[`'\"]?([A-Za-z0-9][\w.\-/@:+]*)",
+    # A list of the valid values names them too: "ids are A-1 and A-2", "must be one of: eu, us"
+    # (its first value is the one shown in place).
+    r"\b(?:use|try|did you mean|you meant|perhaps|maybe|instead(?: use)?|one of"
+    r"|(?:ids?|values?|options?|choices?|names?|keys?|codes?)\s+(?:are|is|include))\b"
+    # The value is read by a lookahead, so a cue inside it ("one of: try us") is found too.
+    r"\s*:?\s*[`'\"]?(?=([A-Za-z0-9][\w.\-/@:+]*))",
     re.IGNORECASE,
 )
 # Words a cue is followed by that are not a value ("try again", "use a different one").
 _NOT_VALUES = frozenset(
     {"a", "again", "an", "another", "any", "it", "one", "only", "other", "some", "that", "the"}
+    | {"try", "use", "perhaps", "maybe"}  # a cue word, where a list begins with one
     | {"them", "this", "instead"}
 )
 

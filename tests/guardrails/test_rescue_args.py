@@ -227,8 +227,27 @@ ORDER = ToolSpec(
         ("look it up first: use list_orders", None),
         ("service busy, try again later", None),
         ("use a different id", None),
+        (
+            "no order 'ORD-42'; ids are ORD-0041 and ORD-0042",
+            {"order_id": "ORD-0041", "region": "eu"},
+        ),
+        ("region must be one of: us, apac", {"order_id": "ORD-42", "region": "us"}),
+        ("unknown region; valid values are `us` or `apac`", {"order_id": "ORD-42", "region": "us"}),
+        ("the order is gone", None),  # "is" alone names no value
     ],
-    ids=["use", "did-you-mean", "named-field", "no-hint", "tool-name", "try-again", "use-a"],
+    ids=[
+        "use",
+        "did-you-mean",
+        "named-field",
+        "no-hint",
+        "tool-name",
+        "try-again",
+        "use-a",
+        "ids-are",
+        "one-of",
+        "values-are",
+        "is-alone",
+    ],
 )
 def test_hinted_args_put_the_suggested_value_in_place(
     message: str, expected: dict[str, Any] | None

@@ -31,7 +31,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
@@ -185,7 +185,7 @@ async def _round(result: Result, requests: int, concurrency: int, *, warm: bool)
                         raise
             raise AssertionError("unreachable")
 
-        async def post(body: dict[str, object], t0: float) -> float:
+        async def post(body: Mapping[str, object], t0: float) -> float:
             response = await http.post("/v1/chat/completions", json=body)
             response.raise_for_status()
             return time.perf_counter() - t0

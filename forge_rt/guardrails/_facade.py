@@ -56,6 +56,7 @@ from forge_rt.guardrails._nudges import (
     Nudge,
     again_note,
     declined_text,
+    error_detail,
     example_call,
     held_back,
     ignored_args_note,
@@ -202,6 +203,9 @@ class Guardrails:
         loop_repeats = options.loop_repeats
         self._loop = LoopGuard(loop_repeats) if loop_repeats is not None else None
         self._succeeded: set[object] = set()  # call keys that ran successfully in this task
+        # The error each call key last failed with in this turn (its tool's own message): a
+        # loop of a failing call is told why it fails, not only that it repeats.
+        self._failed_with: dict[object, str] = {}
         self._failing: dict[str, int] = {}  # tool -> failures in a row
         self._last_ok: frozenset[str] = frozenset()  # tools that succeeded in the last batch
         self._pending_before = len(self._tracker.pending(self._steps.required_steps))
@@ -301,6 +305,7 @@ class Guardrails:
         self._steps.reset_premature()
         self._steps.reset_prereq()
         self._succeeded.clear()
+        self._failed_with.clear()
         self._failing.clear()
         self._last_ok = frozenset()
         self._pending_before = len(self._tracker.pending(self._steps.required_steps))
@@ -392,7 +397,12 @@ class Guardrails:
         refused_ids = {r.call.call_id for r in refused}
         runnable = [c for c in result.calls if c.call_id not in refused_ids]
         if self._loop is not None:
-            looping = self._loop.observe(runnable, text=result.text, next_step=self.next_step)
+            looping = self._loop.observe(
+                runnable,
+                text=result.text,
+                next_step=self.next_step,
+                failed_with=lambda call: self._failed_with.get(call_key(call)),
+            )
             if looping is not None:
                 return _with_refusals(looping, result.calls, refused)
         self._ignored = {k: v for k, v in result.ignored.items() if k not in refused_ids}
@@ -446,12 +456,17 @@ class Guardrails:
         """
         repeated = set()
         for result in results:
+            key = call_key(result.call)
             if result.ok:
-                key = call_key(result.call)
                 if key in self._succeeded:
                     repeated.add(result.call.call_id)
                 self._succeeded.add(key)
+                self._failed_with.pop(key, None)
                 self._steps.record(result.call)
+            elif result.error is not None and not isinstance(
+                result.error, ToolDeclinedError | ToolInterruptedError
+            ):
+                self._failed_with[key] = error_detail(result.error)
         # The same tool again right after it succeeded, with every required step done: small
         # models chain a tool on its own result (convert 250, then 270, then 291.6...) or wander
         # among lookups instead of answering; its result says what comes next.

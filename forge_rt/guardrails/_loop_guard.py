@@ -69,10 +69,13 @@ class LoopGuard:
         *,
         text: str = "",
         next_step: Callable[[str], str] | None = None,
+        failed_with: Callable[[ToolCall], str | None] | None = None,
     ) -> StepBlocked | None:
         """Count this reply's calls; a blocked batch at the limit, ``None`` when it may run.
 
-        Raises :class:`ToolLoopError` when a call is repeated past the limit.
+        Raises :class:`ToolLoopError` when a call is repeated past the limit. ``next_step``
+        names the call that moves the task on (given the stuck tool); ``failed_with`` the error
+        a call last failed with, if it did, which the nudge then quotes instead.
         """
         streaks = {k: self._streaks.get(k, 0) + 1 for k in dict.fromkeys(map(call_key, calls))}
         self._streaks = streaks
@@ -99,7 +102,11 @@ class LoopGuard:
                 kind=MessageType.STEP_NUDGE,
                 role=Role.TOOL,
                 content=loop_nudge(
-                    c.tool, c.args, self.max_repeats, next_step(c.tool) if next_step else ""
+                    c.tool,
+                    c.args,
+                    self.max_repeats,
+                    next_step(c.tool) if next_step else "",
+                    failed_with=failed_with(c) if failed_with else None,
                 ),
                 call_id=c.call_id,
                 tool=c.tool,

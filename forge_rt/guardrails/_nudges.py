@@ -44,6 +44,7 @@ __all__ = [
     "bad_args_nudge",
     "declined_text",
     "describe_field",
+    "error_detail",
     "example_call",
     "held_back",
     "held_back_nudge",
@@ -494,14 +495,33 @@ def prerequisite_nudge(
     )
 
 
-def loop_nudge(tool: str, args: Mapping[str, Any], repeats: int, next_step: str = "") -> str:
+def loop_nudge(
+    tool: str,
+    args: Mapping[str, Any],
+    repeats: int,
+    next_step: str = "",
+    *,
+    failed_with: str | None = None,
+) -> str:
     """The tool-channel error for the same call repeated ``repeats`` times in a row.
 
     ``next_step`` (from :meth:`Guardrails.next_step`) names the call that moves the task on:
     small models follow a concrete next call far better than "do something else".
+    ``failed_with`` is the tool's own error from the last time this exact call ran: a model
+    that re-sends a failing call has not read why it fails (the real 0.5B and 1.5B sent
+    ``get_population(city="Sydney")`` after "only capitals; Australia's is Canberra"), so the
+    reason is put in front of it again, with no next step (the failing tool is usually the
+    step still to do; pointing at the terminal would invite a premature answer).
     """
+    sent = _json(dict(args))
+    if failed_with is not None:
+        return (
+            f"[LoopError] You called `{tool}` with {sent} {repeats} times in a row and it failed "
+            f"every time: {failed_with}. The same call fails the same way: change the arguments "
+            "as that error says. Sending this exact call again ends the task."
+        )
     text = (
-        f"[LoopError] You called `{tool}` with {_json(dict(args))} {repeats} times in a row; "
+        f"[LoopError] You called `{tool}` with {sent} {repeats} times in a row; "
         "repeating it will not give a different result. Use the result you already have, call a "
         "different tool, or change the arguments. Sending this exact call again ends the task."
     )
@@ -587,6 +607,12 @@ def held_back(
 def _detail(error: BaseException) -> str:
     """A tool's error message on one line, without the punctuation our sentence adds."""
     return " ".join(str(error).split()).rstrip(".:;, ")
+
+
+def error_detail(error: BaseException) -> str:
+    """``error`` as a loop nudge quotes it: its type and its message on one line."""
+    kind = error.type_name if isinstance(error, RestoredToolError) else type(error).__name__
+    return f"{kind}: {_detail(error) or '(no message)'}"
 
 
 def tool_error_text(tool: str, error: BaseException) -> str:

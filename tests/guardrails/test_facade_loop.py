@@ -210,6 +210,44 @@ def test_scripted_loop_is_stopped_by_the_loop_guard() -> None:
     assert out.history[-1].content.startswith("[LoopError] You called `get_weather`")
 
 
+def test_a_loop_of_a_failing_call_is_told_the_tools_own_reason() -> None:
+    """The real models re-sent ``get_population(city="Sydney")`` after "only capitals
+    (Australia's is Canberra)": the loop nudge for a call that failed each time quotes that
+    error, and does not point at the terminal tool while the failing step is still to do."""
+
+    def get_weather(city: str) -> str:
+        raise ToolResolutionError(f"no data for {city!r}; this dataset only has capitals")
+
+    tools = make_tools()
+    tools["get_weather"] = get_weather
+    script = [calls(("get_weather", {"city": "Sydney"}))] * 4
+    out = run_loop(make_guard(), script, tools)
+    assert out.trace == ["Execute", "Execute", "StepBlocked", "Fatal"]
+    nudge = next(m.content for m in out.history if m.content.startswith("[LoopError]"))
+    assert "it failed every time: ToolResolutionError: no data for 'Sydney'" in nudge
+    assert "this dataset only has capitals" in nudge
+    assert "report" not in nudge
+
+
+def test_a_loop_of_a_call_that_succeeded_is_not_told_it_failed() -> None:
+    """A call that failed once and then ran is a plain repeat: no stale error is quoted."""
+    outcomes = iter([OSError("timed out"), None, None, None])
+
+    def get_weather(city: str) -> str:
+        failure = next(outcomes)
+        if failure is not None:
+            raise failure
+        return f"{city}: 4.0 C"
+
+    tools = make_tools()
+    tools["get_weather"] = get_weather
+    script = [calls(("get_weather", {"city": "Oslo"}))] * 5
+    out = run_loop(make_guard(), script, tools)
+    nudge = next(m.content for m in out.history if m.content.startswith("[LoopError]"))
+    assert "failed" not in nudge
+    assert "repeating it will not give a different result" in nudge
+
+
 def test_ablation_without_retry_nudges_answers_in_text() -> None:
     """With retry nudges off, the first bare-text reply is the run's answer."""
     out = run_loop(make_guard(retry_nudges=False), [text("It is 39 F.")], make_tools())

@@ -50,6 +50,7 @@ from forge_rt.guardrails._actions import (
 )
 from forge_rt.guardrails._dialects import Dialect
 from forge_rt.guardrails._errors_budget import ErrorTracker
+from forge_rt.guardrails._grounding import AnswerGrounding
 from forge_rt.guardrails._loop_guard import LoopGuard
 from forge_rt.guardrails._nudges import (
     MAX_TIER,
@@ -206,6 +207,7 @@ class Guardrails:
         # The error each call key last failed with in this turn (its tool's own message): a
         # loop of a failing call is told why it fails, not only that it repeats.
         self._failed_with: dict[object, str] = {}
+        self._grounding = AnswerGrounding()  # this turn's results, for an answer from nowhere
         self._failing: dict[str, int] = {}  # tool -> failures in a row
         self._last_ok: frozenset[str] = frozenset()  # tools that succeeded in the last batch
         self._pending_before = len(self._tracker.pending(self._steps.required_steps))
@@ -306,6 +308,7 @@ class Guardrails:
         self._steps.reset_prereq()
         self._succeeded.clear()
         self._failed_with.clear()
+        self._grounding.reset()
         self._failing.clear()
         self._last_ok = frozenset()
         self._pending_before = len(self._tracker.pending(self._steps.required_steps))
@@ -405,6 +408,14 @@ class Guardrails:
             )
             if looping is not None:
                 return _with_refusals(looping, result.calls, refused)
+        ungrounded = self._ungrounded(runnable) if not refused else None
+        if ungrounded is not None:
+            return ToolErrors(
+                calls=result.calls,
+                errors=[ungrounded],
+                collapsed=result.collapsed,
+                text=result.text,
+            )
         self._ignored = {k: v for k, v in result.ignored.items() if k not in refused_ids}
         return Execute(
             calls=runnable,
@@ -415,6 +426,26 @@ class Guardrails:
             rescued_dialects=tuple(d for d in result.dialects if d is not Dialect.CONSTRAINED_JSON),
             reasoning=result.reasoning,
             text=result.text,
+        )
+
+    def _ungrounded(self, runnable: Sequence[ToolCall]) -> Nudge | None:
+        """The correction for a reply that is only a ``respond`` whose answer uses nothing the
+        turn's tools returned, the first time in a turn (see ``GuardrailOptions.ground_answers``)."""
+        if not self.options.ground_answers or len(runnable) != 1:
+            return None
+        call = runnable[0]
+        if not self.is_synthetic_respond(call):
+            return None
+        nudge = self._grounding.check(str(call.args.get("message", "")))
+        if nudge is None:
+            return None
+        log.info("guardrails.ungrounded_answer", tool=call.tool)
+        return Nudge(
+            kind=MessageType.RETRY_NUDGE,
+            role=Role.TOOL,
+            content=nudge,
+            call_id=call.call_id,
+            tool=call.tool,
         )
 
     def _retry(self, result: ValidationResult) -> Action:
@@ -463,10 +494,10 @@ class Guardrails:
                 self._succeeded.add(key)
                 self._failed_with.pop(key, None)
                 self._steps.record(result.call)
-            elif result.error is not None and not isinstance(
-                result.error, ToolDeclinedError | ToolInterruptedError
-            ):
-                self._failed_with[key] = error_detail(result.error)
+            elif result.error is not None:
+                if not isinstance(result.error, ToolDeclinedError | ToolInterruptedError):
+                    self._failed_with[key] = error_detail(result.error)
+                self._grounding.add_result(result.call.tool, str(result.error), failed=True)
         # The same tool again right after it succeeded, with every required step done: small
         # models chain a tool on its own result (convert 250, then 270, then 291.6...) or wander
         # among lookups instead of answering; its result says what comes next.
@@ -490,6 +521,8 @@ class Guardrails:
                         again_note(call.tool, self.next_step(avoid=call.tool), pending=pending)
                     )
                 messages.append(Message.tool_result(call, output + ("" if ends else note)))
+                if not ends:
+                    self._grounding.add_result(call.tool, result.output or "")
                 self._errors.reset_tool_errors()
                 if terminal is None and ends:
                     terminal = result

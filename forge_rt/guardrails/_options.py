@@ -24,7 +24,9 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     ``exclude_looping`` keeps a call the loop guard blocked out of the next constraint where the
     tool itself must stay callable (docs/loop-exclusion.md). Off by default, as measured: on the
     embedded 0.5B it rescued none of the runs that ended in ToolLoopError, and made each of them
-    run to max_iterations instead of failing after four replies.
+    run to max_iterations instead of failing after four replies. ``ground_answers`` sends back,
+    once per turn, a ``respond`` answer that shares no word or number with the turn's tool
+    results (see :mod:`forge_rt.guardrails._grounding`).
 
     Budgets, each counting rejected replies in a row before the run ends with its typed error:
     ``max_retries`` (no usable call), ``max_tool_errors`` (failing tools), ``max_premature``
@@ -41,6 +43,7 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     max_prereq: int = 3
     loop_repeats: int | None = 3
     exclude_looping: bool = False
+    ground_answers: bool = True
 
     def __post_init__(self) -> None:
         for name in ("max_retries", "max_tool_errors", "max_premature", "max_prereq"):
@@ -56,4 +59,11 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     @classmethod
     def off(cls) -> GuardrailOptions:
         """Every guardrail off: the model's raw behaviour (the eval's ``bare`` arm)."""
-        return cls(rescue=False, retry_nudges=False, steps=False, recovery=False, loop_repeats=None)
+        return cls(
+            rescue=False,
+            retry_nudges=False,
+            steps=False,
+            recovery=False,
+            loop_repeats=None,
+            ground_answers=False,
+        )

@@ -41,7 +41,7 @@ ECHO_MARKUP = ("<tool_response", "</tool_response>", "<tool_call>", "</tool_call
 # other guardrail layers': "Your next response MUST be a tool call" seen from Qwen 0.5B).
 _CORRECTION = re.compile(
     r"\[(?:ToolError|ArgumentError|StepEnforcementError|PrereqError|LoopError|NotExecuted"
-    r"|ToolResolutionError)\]|\byour next (?:reply|response|call) must\b",
+    r"|ToolResolutionError|AnswerError)\]|\byour next (?:reply|response|call) must\b",
     re.IGNORECASE,
 )
 
@@ -220,8 +220,15 @@ _EDGE_MARKUP = re.compile(
 )
 
 
+# The notes forge_rt appends to a tool result ("\n[Note] You already called ..."): a model that
+# relays the result copies them along; the result before them is the answer.
+_NOTE_TAIL = re.compile(r"\s*\n\[Note\] .*\Z", re.S)
+
+
 def strip_echo_markup(value: Any) -> Any:
-    """``value`` with the chat template's result and call tags taken off the ends of strings.
+    """``value`` with the chat template's result and call tags taken off the ends of strings,
+    and with a ``[Note]`` forge_rt appended to a tool result cut off the end (the real 0.5B
+    answered "Weather in Paris: 18C, light rain\n[Note] You already called get_weather ...").
 
     Small models (Qwen2.5-Coder-0.5B on its own template) open an answer with the
     ``<tool_response>`` tag they saw around tool results: "<tool_response>The weather in Rome
@@ -229,7 +236,7 @@ def strip_echo_markup(value: Any) -> Any:
     is nothing but markup, is left as it is, for the echo check to refuse.
     """
     if isinstance(value, str):
-        stripped = _EDGE_MARKUP.sub("", value)
+        stripped = _NOTE_TAIL.sub("", _EDGE_MARKUP.sub("", value))
         return stripped if stripped.strip() else value
     if isinstance(value, Mapping):
         return {k: strip_echo_markup(v) for k, v in value.items()}

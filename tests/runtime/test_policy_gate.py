@@ -120,7 +120,7 @@ async def test_an_invented_call_of_a_denied_tool_is_refused_and_never_runs() -> 
     oracle = Recorder(
         SimToolCall(name="buy_heater", arguments={"room": "attic"}),
         SimToolCall(name="get_weather", arguments={"city": "Oslo"}),
-        SimToolCall(name="respond", arguments={"message": "Wear a sweater."}),
+        SimToolCall(name="respond", arguments={"message": "It is 5C in Oslo: wear a sweater."}),
     )
     with trio.fail_after(30):
         async with (
@@ -129,7 +129,7 @@ async def test_an_invented_call_of_a_denied_tool_is_refused_and_never_runs() -> 
             Session.open(client, policy=POLICY) as session,
         ):
             result = await session.run(home.workflow(constrain="never"), "Buy a heater.")
-    assert result.output == "Wear a sweater."
+    assert result.output == "It is 5C in Oslo: wear a sweater."
     assert [r for r in home.ran if r.startswith("buy_heater")] == []
     refusal = oracle.views[1].messages[-1]
     assert refusal.role == "tool"
@@ -214,9 +214,13 @@ async def test_an_approval_callback_says_no_and_the_model_is_told() -> None:
     async def refuse(request: ApprovalRequest) -> Allow | Deny:
         return Deny("someone is sleeping there")
 
-    async with Session.open(_heating_then("Left on."), policy=POLICY, on_approval=refuse) as s:
+    async with Session.open(
+        _heating_then("Left on: you declined turning off the heating."),
+        policy=POLICY,
+        on_approval=refuse,
+    ) as s:
         result = await s.run(home.workflow(), "Turn off the heating in the attic.")
-    assert result.output == "Left on."
+    assert result.output == "Left on: you declined turning off the heating."
     assert home.ran == []
     assert _result_of(result.messages, "heat-1").startswith(
         "[Declined] The call of `turn_off_heating` was declined: the user said no (someone "
@@ -255,7 +259,9 @@ async def test_the_api_approves_a_waiting_call(autojump_clock: object) -> None:
 async def test_the_api_denies_a_waiting_call(autojump_clock: object) -> None:
     """deny(call_id, reason) from the handle declines the call with that reason."""
     home = Home()
-    async with Session.open(_heating_then("Left on."), policy=POLICY) as session:
+    async with Session.open(
+        _heating_then("Left on: you declined turning off the heating."), policy=POLICY
+    ) as session:
         handle = await session.start(home.workflow())
         result = await _approval_via_api(handle, lambda h, r: h.deny(r.call_id, "too cold"))
     assert home.ran == []

@@ -92,13 +92,15 @@ def unanswered_ids(messages: tuple[Message, ...]) -> set[str]:
 async def test_cancelled_mid_tool_resume_reruns_the_interrupted_call() -> None:
     """The cut call (idempotent) runs again on resume; the run then finishes normally."""
     shop = Shop()
-    client = ScriptedClient([calls(("lookup", "lamp")), calls(("order", "lamp")), respond("done")])
+    client = ScriptedClient(
+        [calls(("lookup", "lamp")), calls(("order", "lamp")), respond("ordered the lamp")]
+    )
     async with Session.open(client) as session:
         handle, error = await cancel_in_tool(session, shop.workflow(), shop)
         assert error.completed_steps == ("lookup",)
         assert len(unanswered_ids(error.messages)) == 1
         result = await handle.resume()
-    assert result.output == "done"
+    assert result.output == "ordered the lamp"
     assert result.completed_steps == ("lookup", "order", "respond")
     assert shop.calls == [("lookup", "lamp"), ("order", "lamp"), ("order", "lamp")]
     assert unanswered_ids(result.messages) == set()
@@ -109,7 +111,11 @@ async def test_a_batch_cut_short_keeps_what_finished_and_reruns_only_the_rest() 
     """Two calls in one reply, cancelled in the second: the first's result is kept, not redone."""
     shop = Shop()
     client = ScriptedClient(
-        [calls(("lookup", "lamp"), ("lookup", "slow")), calls(("order", "lamp")), respond("ok")]
+        [
+            calls(("lookup", "lamp"), ("lookup", "slow")),
+            calls(("order", "lamp")),
+            respond("ok, lamp ordered"),
+        ]
     )
     workflow = shop.workflow()
     async with Session.open(client) as session:
@@ -123,7 +129,7 @@ async def test_a_batch_cut_short_keeps_what_finished_and_reruns_only_the_rest() 
         ("lookup", "slow"),
         ("order", "lamp"),
     ]
-    assert result.output == "ok"
+    assert result.output == "ok, lamp ordered"
 
 
 async def test_a_non_idempotent_call_is_not_repeated_and_the_model_is_told() -> None:
@@ -155,16 +161,18 @@ async def test_a_non_idempotent_call_is_not_repeated_and_the_model_is_told() -> 
 async def test_resume_in_a_new_runner_from_the_error_alone() -> None:
     """The error is all a resume needs: a fresh runner (a restarted process) finishes it."""
     shop = Shop()
-    client = ScriptedClient([calls(("lookup", "lamp")), calls(("order", "lamp")), respond("ok")])
+    client = ScriptedClient(
+        [calls(("lookup", "lamp")), calls(("order", "lamp")), respond("ok, lamp ordered")]
+    )
     async with Session.open(client) as session:
         _, error = await cancel_in_tool(session, shop.workflow(), shop)
     restored = pickle.loads(pickle.dumps(error))
     assert isinstance(restored, WorkflowCancelledError)
     assert restored.messages == error.messages
     assert restored.iteration == error.iteration
-    resumed = ScriptedClient([respond("ok after restart")])
+    resumed = ScriptedClient([respond("lamp ordered after restart")])
     result = await WorkflowRunner(resumed).resume(restored, shop.workflow())
-    assert result.output == "ok after restart"
+    assert result.output == "lamp ordered after restart"
     assert shop.calls[-1] == ("order", "lamp")
 
 
@@ -174,7 +182,7 @@ async def test_cancelled_fifty_times_mid_tool_every_resume_finishes() -> None:
     for _ in range(50):
         shop = Shop()
         client = ScriptedClient(
-            [calls(("lookup", "lamp")), calls(("order", "lamp")), respond("done")]
+            [calls(("lookup", "lamp")), calls(("order", "lamp")), respond("ordered the lamp")]
         )
         async with Session.open(client) as session:
             handle, _ = await cancel_in_tool(session, shop.workflow(), shop)

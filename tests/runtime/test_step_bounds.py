@@ -264,7 +264,11 @@ async def test_tools_that_cannot_be_constrained_are_not_escalated(
         tools=[ToolDef(spec=spec, callable=plant)], required_steps=["plant"]
     )
     client = ScriptedClient(
-        ["prose", [ToolCall(tool="plant", args={"value": 1, "children": []})], respond_call()]
+        [
+            "prose",
+            [ToolCall(tool="plant", args={"value": 1, "children": []})],
+            respond_call("Planted."),
+        ]
     )
     result = await WorkflowRunner(client).run(workflow, "Plant a tree.")
     assert [c.request.constraint for c in client.calls] == [None, None, None]

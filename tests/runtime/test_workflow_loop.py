@@ -93,9 +93,9 @@ async def test_bare_text_gets_a_nudge_then_succeeds(tools: Tools, autojump_clock
 
 async def test_premature_terminal_is_blocked(tools: Tools, autojump_clock: Any) -> None:
     """respond before the required step is blocked as a tool error; the run then completes."""
-    client = ScriptedClient([respond("too early"), weather(), respond("done")])
+    client = ScriptedClient([respond("too early"), weather(), respond("done: sunny")])
     result = await WorkflowRunner(client).run(tools.workflow(), "Weather?")
-    assert result.output == "done"
+    assert result.output == "done: sunny"
     assert result.stats.retries == {"premature_terminal": 1}
     blocked = client.calls[1].request.messages[-1]
     assert blocked.type is MessageType.STEP_NUDGE
@@ -137,7 +137,9 @@ async def test_max_iterations(tools: Tools, autojump_clock: Any) -> None:
 
 async def test_cancel_mid_inference_then_resume(tools: Tools, autojump_clock: Any) -> None:
     """Cancelling during inference raises a resumable error; resume() finishes the run."""
-    client = ScriptedClient([weather(), respond("late"), respond("resumed")], prefill_s=10)
+    client = ScriptedClient(
+        [weather(), respond("late: sunny"), respond("resumed: sunny")], prefill_s=10
+    )
     workflow = tools.workflow()
     async with Session.open(client) as session:
         handle = await session.start(workflow)
@@ -155,7 +157,7 @@ async def test_cancel_mid_inference_then_resume(tools: Tools, autojump_clock: An
         assert error.iteration == 2
         assert client.calls[1].outcome == "cancelled"
         result = await handle.resume()
-    assert result.output == "resumed"
+    assert result.output == "resumed: sunny"
     assert result.iteration == 3
 
 
@@ -176,12 +178,14 @@ async def test_deadline_mid_tool_leaves_no_task_running(tools: Tools, autojump_c
 
 async def test_multi_turn_continues_history(tools: Tools, autojump_clock: Any) -> None:
     """A second turn sees the first turn's history; tool-call ids stay unique across turns."""
-    client = ScriptedClient([weather("Paris"), respond("a"), weather("Rome"), respond("b")])
+    client = ScriptedClient(
+        [weather("Paris"), respond("Paris: sunny"), weather("Rome"), respond("Rome: sunny")]
+    )
     async with Session.open(client) as session:
         handle = await session.start(tools.workflow())
         await handle.send("Paris?")
         second = await handle.send("And Rome?")
-    assert second.output == "b"
+    assert second.output == "Rome: sunny"
     users = [m.content for m in second.messages if m.type is MessageType.USER_INPUT]
     assert users == ["Paris?", "And Rome?"]
     ids = [c.call_id for m in second.messages for c in (m.tool_calls or ())]
@@ -209,11 +213,11 @@ async def test_streaming_and_observation(tools: Tools, autojump_clock: Any) -> N
 
 async def test_compaction_keeps_the_loop_going(tools: Tools, autojump_clock: Any) -> None:
     """With a tiny budget the history is compacted between iterations and the run completes."""
-    replies: list[Any] = [weather(f"City{i}") for i in range(6)] + [respond("ok")]
+    replies: list[Any] = [weather(f"City{i}") for i in range(6)] + [respond("ok, sunny")]
     client = ScriptedClient(replies)
     context = ContextManager(budget_tokens=200, strategy=TieredCompact(keep_recent=1))
     result = await WorkflowRunner(client, context=context).run(tools.workflow(), "Many cities")
-    assert result.output == "ok"
+    assert result.output == "ok, sunny"
     assert result.stats.compactions >= 1
     last_prompt = client.calls[-1].request.messages
     assert context.estimator.count_messages(last_prompt) < 400
@@ -226,11 +230,11 @@ async def test_a_budget_larger_than_the_backend_context_is_clamped_to_it(
 
     Without the clamp the history grows past the server's n_ctx and the backend refuses the call.
     """
-    replies: list[Any] = [weather(f"City{i}") for i in range(6)] + [respond("ok")]
+    replies: list[Any] = [weather(f"City{i}") for i in range(6)] + [respond("ok, sunny")]
     client = ScriptedClient(replies, context=200)
     context = ContextManager(budget_tokens=100_000, strategy=TieredCompact(keep_recent=1))
     result = await WorkflowRunner(client, context=context).run(tools.workflow(), "Many cities")
-    assert result.output == "ok"
+    assert result.output == "ok, sunny"
     assert context.budget_tokens == 200
     assert result.stats.compactions >= 1
 
@@ -239,11 +243,11 @@ async def test_a_backend_that_does_not_say_its_context_leaves_the_budget_alone(
     tools: Tools, autojump_clock: Any
 ) -> None:
     """No reported context length: the configured budget stands and nothing is compacted early."""
-    replies: list[Any] = [weather(f"City{i}") for i in range(6)] + [respond("ok")]
+    replies: list[Any] = [weather(f"City{i}") for i in range(6)] + [respond("ok, sunny")]
     client = ScriptedClient(replies, context=None)
     context = ContextManager(budget_tokens=100_000, strategy=TieredCompact(keep_recent=1))
     result = await WorkflowRunner(client, context=context).run(tools.workflow(), "Many cities")
-    assert result.output == "ok"
+    assert result.output == "ok, sunny"
     assert context.budget_tokens == 100_000
     assert result.stats.compactions == 0
 
@@ -256,14 +260,14 @@ async def test_two_workflows_share_the_slot_per_call(tools: Tools, autojump_cloc
         user = request.messages[1].content
         done = sum(1 for m in request.messages if m.type is MessageType.TOOL_RESULT)
         order.append(f"{user}{done}")
-        return weather(user) if done == 0 else respond(user)
+        return weather(user) if done == 0 else respond(f"{user}: sunny")
 
     slow = Tools()
     client = ScriptedClient(reply, prefill_s=1.0)
 
     async def slow_weather(city: str) -> str:
         await trio.sleep(5)
-        return "rain"
+        return "sunny, light rain"
 
     from forge_rt.core import ToolDef, ToolSpec
 
@@ -287,10 +291,10 @@ async def test_constraint_narrows_to_calls_that_may_run(tools: Tools, autojump_c
         calls = [o for o in constraint.schema["anyOf"] if o["type"] == "object"]  # not the array
         return {option["properties"]["name"]["const"] for option in calls}
 
-    client = ScriptedClient([weather(), respond("done")])
+    client = ScriptedClient([weather(), respond("done: sunny")])
     workflow = tools.workflow(constrain="always")
     result = await WorkflowRunner(client).run(workflow, "Weather?")
-    assert result.output == "done"
+    assert result.output == "done: sunny"
     first, second = (c.request.constraint for c in client.calls)
     assert names(first) == {"get_weather", "slow_lookup"}
     assert names(second) == {"get_weather", "slow_lookup", "respond"}
@@ -320,9 +324,9 @@ async def test_constraint_leaves_out_a_tool_the_model_looped_on(
         calls = [o for o in constraint.schema["anyOf"] if o["type"] == "object"]  # not the array
         return {option["properties"]["name"]["const"] for option in calls}
 
-    client = ScriptedClient([weather(), weather(), weather(), respond("done")])
+    client = ScriptedClient([weather(), weather(), weather(), respond("done: sunny")])
     result = await WorkflowRunner(client).run(tools.workflow(constrain="always"), "Weather?")
-    assert result.output == "done"
+    assert result.output == "done: sunny"
     assert result.stats.retries == {"loop": 1}
     assert names(client.calls[3].request.constraint) == {"slow_lookup", "respond"}
 

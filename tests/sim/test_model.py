@@ -165,7 +165,7 @@ async def test_default_oracle_calls_each_tool_once_then_respond() -> None:
     assert called == [
         ("get_weather", {"city": "example city"}),
         ("lookup", {"term": "alpha"}),
-        ("respond", {"message": "All requested steps are complete."}),
+        ("respond", {"message": "All requested steps are complete. done"}),  # relays a result
     ]
 
 
@@ -174,7 +174,7 @@ async def test_default_oracle_answers_in_text_when_no_respond_tool() -> None:
     messages = user("w") + _call_turn("get_weather", '{"city":"x"}', 0)
     message = await _ask(SimConfig(), messages, tools=[WEATHER_TOOLS[0]])
     assert (message["content"], message.get("tool_calls")) == (
-        "All requested steps are complete.",
+        "All requested steps are complete. done",  # the last tool result, relayed
         None,
     )
 

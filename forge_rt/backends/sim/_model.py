@@ -132,9 +132,16 @@ def default_oracle(view: RequestView) -> Intent:
         if tool.name != RESPOND_TOOL_NAME and tool.name not in called:
             return SimToolCall(name=tool.name, arguments=_args_for(tool))
     respond = view.tool(RESPOND_TOOL_NAME)
+    answer = _final_answer(view)
     if respond is not None:
-        return SimToolCall(name=respond.name, arguments=_args_for(respond, FINAL_TEXT))
-    return FINAL_TEXT
+        return SimToolCall(name=respond.name, arguments=_args_for(respond, answer))
+    return answer
+
+
+def _final_answer(view: RequestView) -> str:
+    """The answer of a model that read its results: the last tool result, relayed."""
+    results = [m.content for m in view.messages if m.role == "tool" and m.content]
+    return f"{FINAL_TEXT} {results[-1]}" if results else FINAL_TEXT
 
 
 def _draw(rates: FailureRates, rng: random.Random) -> Dialect:

@@ -1,0 +1,108 @@
+"""An answer that uses nothing the tools returned is sent back once.
+
+A small model that has run the right tools often answers with words that come from nowhere in
+its results: the real Qwen2.5-Coder-0.5B answered "You complete your request." after
+``get_weather`` returned "Weather in Rome: 24C, sunny", and "Hello world!" after a weather
+lookup for a comparison. Both pass every schema, and a run that accepts them ends with a wrong
+answer. :class:`AnswerGrounding` keeps the words and numbers of the turn's tool results; an
+answer that shares none of them is refused **once per turn** with a call to copy that answers
+with the results, and the
+next answer is taken as it is (a model that insists may be right, and a second refusal would
+only burn iterations). An answer that is only a confirmation ("Done.", "OK", "Cannot.") is
+never refused: after an action it is the answer, and a voice request must not pay an inference
+for it.
+
+What counts as shared is deliberately loose -- any word of three letters or more that is not a
+stop word, or any number, in common -- so an answer that relays a result in its own words
+("It is 24 degrees and sunny in Rome") passes; only an answer with no link at all is refused.
+Results with no such words ("ok", "{}") give nothing to check against, and nothing is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from forge_rt.core import RESPOND_TOOL_NAME
+
+__all__ = ["AnswerGrounding", "ungrounded_answer_nudge"]
+
+_WORD = re.compile(r"[^\W\d_]{3,}|\d+(?:[.,]\d+)*", re.UNICODE)
+_STOP = frozenset(
+    (  # noqa: SIM905 -- a word list reads best as words
+        "the and for are was were has have had not but you your yours our out all any can "
+        "its it's this that these those with from into onto over under about than then them "
+        "they their there here what when where which who whom why how will would should could "
+        "been being also just only very more most some such each other both few nor own same "
+        "too off once again further did does doing done get got call called calls result "
+        "results tool tools request task answer message respond please thank thanks"
+    ).split()
+)
+_QUOTE = 160  # characters of the results shown in the nudge
+# An answer that is only a confirmation or a refusal says what happened to the action it
+# answers ("Turn off the heating" -> "Done."): a voice assistant must not pay an inference
+# for it. A sentence with more in it ("You complete your request.") is checked.
+_CONFIRMATION = re.compile(
+    r"^(?:(?:all\s+)?done|ok(?:ay)?|sure|yes|no|finished|completed?|success(?:ful)?|"
+    r"cannot|can't|unable|failed|not possible)[.!]*$",
+    re.IGNORECASE,
+)
+
+
+def _tokens(text: str) -> set[str]:
+    return {t for t in (m.group().lower() for m in _WORD.finditer(text)) if t not in _STOP}
+
+
+def ungrounded_answer_nudge(results: str) -> str:
+    """The tool-channel correction for an answer that uses nothing the tools returned.
+
+    It ends with a call to copy whose message is the results themselves: a small model copies
+    the text it is shown (the real 0.5B answered a prose version of this correction with the
+    correction's own words), so what it is shown to copy is right. The example is JSON, which
+    the echo check leaves to the model (see :func:`~forge_rt.guardrails._placeholders.prose`).
+    """
+    shown = results if len(results) <= _QUOTE else results[:_QUOTE] + "..."
+    example = json.dumps(
+        {"name": RESPOND_TOOL_NAME, "arguments": {"message": shown}}, ensure_ascii=False
+    )
+    return (
+        "[AnswerError] Your answer uses nothing the tools returned. Answer from the results, "
+        f"for example: {example}"
+    )
+
+
+class AnswerGrounding:
+    """The words of this turn's tool results, and whether this turn's one refusal is spent."""
+
+    def __init__(self) -> None:
+        self._tokens: set[str] = set()
+        self._results: list[str] = []
+        self._refused = False
+
+    def add_result(self, tool: str, output: str, *, failed: bool = False) -> None:
+        """Remember one tool result of this turn: a successful call's output, or a failed
+        one's own error message (an answer that explains a failure is about the task too).
+        A failed call's tool name counts as well: "I could not confirm the order" answers
+        for an ``order`` call that was interrupted."""
+        found = _tokens(output)
+        if failed:
+            found |= _tokens(tool.replace("_", " "))
+        if found:
+            self._tokens |= found
+            self._results.append(" ".join(output.split()))
+
+    def check(self, answer: str) -> str | None:
+        """The correction for ``answer`` when it shares nothing with the results and this
+        turn has not refused one yet (that refusal is then spent), else ``None``."""
+        if self._refused or not self._tokens or _tokens(answer) & self._tokens:
+            return None
+        if _CONFIRMATION.match(answer.strip()):
+            return None  # "Done." after an action is an answer; only prose from nowhere is not
+        self._refused = True
+        return ungrounded_answer_nudge(" | ".join(self._results[-3:]))
+
+    def reset(self) -> None:
+        """A new turn: its results, and its one refusal, start over."""
+        self._tokens = set()
+        self._results = []
+        self._refused = False

@@ -1,0 +1,145 @@
+"""An answer that uses nothing the tools returned is sent back once per turn, with the results."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from forge_rt.core import LLMResponse, ToolCall, ToolSpec
+from forge_rt.guardrails import Execute, GuardrailOptions, Guardrails, ToolErrors, ToolResult
+from forge_rt.guardrails._grounding import AnswerGrounding
+
+WEATHER = ToolSpec(
+    name="get_weather",
+    parameters={
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "It is 24 degrees and sunny in Rome.",  # relayed in its own words
+        "24C",
+        "Sunny.",
+        "rome: sunny",
+        "Done.",  # a confirmation is an answer after an action
+        "OK",
+        "Cannot.",
+    ],
+)
+def test_an_answer_that_relays_a_result_passes(answer: str) -> None:
+    grounding = AnswerGrounding()
+    grounding.add_result("get_weather", "Weather in Rome: 24C, sunny")
+    assert grounding.check(answer) is None
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "You complete your request.",  # the real 0.5B, after "Weather in Rome: 24C, sunny"
+        "Hello world!",  # the real 0.5B, asked which of two cities is warmer
+        "Please provide a meaningful message.",
+        "Wear a sweater.",  # advice that restates nothing: sent back once, for the results
+    ],
+)
+def test_an_answer_from_nowhere_is_refused_once_with_the_results(answer: str) -> None:
+    grounding = AnswerGrounding()
+    grounding.add_result("get_weather", "Weather in Rome: 24C, sunny")
+    nudge = grounding.check(answer)
+    assert nudge is not None
+    assert nudge.startswith("[AnswerError]")
+    assert "Weather in Rome: 24C, sunny" in nudge
+    assert grounding.check(answer) is None  # the turn's one refusal is spent
+    grounding.reset()
+    assert grounding.check(answer) is None  # a new turn with no results has nothing to check
+
+
+def test_results_without_words_give_nothing_to_check_against() -> None:
+    grounding = AnswerGrounding()
+    grounding.add_result("set", "ok")
+    grounding.add_result("go", "{}")
+    assert grounding.check("The heating is off.") is None
+
+
+def test_an_answer_about_a_call_that_failed_passes() -> None:
+    """The tool's name and its own error are evidence too: explaining a failure is an answer."""
+    grounding = AnswerGrounding()
+    grounding.add_result("lookup", "lamp: in stock")
+    grounding.add_result("order", "payment service timed out", failed=True)
+    assert grounding.check("I could not confirm the order; please check.") is None
+    assert grounding.check("The payment timed out.") is None
+    assert grounding.check("Hello world!") is not None
+
+
+def _answer(message: str) -> LLMResponse:
+    return LLMResponse(result=[ToolCall(tool="respond", args={"message": message})])
+
+
+def _guard(**options: bool) -> Guardrails:
+    return Guardrails(
+        [WEATHER],
+        required_steps=["get_weather"],
+        respond_tool=True,
+        options=GuardrailOptions(**options),
+    )
+
+
+def _ran_weather(guard: Guardrails) -> None:
+    action = guard.check(LLMResponse(result=[ToolCall(tool="get_weather", args={"city": "Rome"})]))
+    assert isinstance(action, Execute)
+    guard.record([ToolResult(call=action.calls[0], output="Weather in Rome: 24C, sunny")])
+
+
+def test_the_facade_sends_an_ungrounded_respond_back_then_takes_the_next() -> None:
+    guard = _guard()
+    _ran_weather(guard)
+    refused = guard.check(_answer("You complete your request."))
+    assert isinstance(refused, ToolErrors)
+    (nudge,) = refused.errors
+    assert nudge.content.startswith("[AnswerError]")
+    example = json.loads(nudge.content.split("for example: ", 1)[1])
+    assert example == {"name": "respond", "arguments": {"message": "Weather in Rome: 24C, sunny"}}
+    # The answer that relays the results is not an echo of the correction that quoted them.
+    assert isinstance(guard.check(_answer("Weather in Rome: 24C, sunny")), Execute)
+
+
+def test_a_model_that_insists_is_taken_at_its_word() -> None:
+    guard = _guard()
+    _ran_weather(guard)
+    assert isinstance(guard.check(_answer("Wear a coat.")), ToolErrors)
+    assert isinstance(guard.check(_answer("Wear a coat.")), Execute)
+
+
+def test_each_turn_gets_its_own_check() -> None:
+    guard = _guard()
+    _ran_weather(guard)
+    assert isinstance(guard.check(_answer("24C and sunny.")), Execute)
+    guard.new_turn()
+    _ran_weather(guard)
+    assert isinstance(guard.check(_answer("Wear a coat.")), ToolErrors)
+
+
+def test_the_switch_turns_it_off_and_bare_has_it_off() -> None:
+    guard = _guard(ground_answers=False)
+    _ran_weather(guard)
+    assert isinstance(guard.check(_answer("Wear a coat.")), Execute)
+    assert GuardrailOptions.off().ground_answers is False
+
+
+def test_an_answer_that_copies_a_result_with_its_note_keeps_the_result() -> None:
+    """The real 0.5B relayed a result with the [Note] forge_rt had appended to it; the note is
+    cut off and the result is the answer (before, the whole value was refused as an echo)."""
+    guard = _guard()
+    _ran_weather(guard)
+    copied = (
+        "Weather in Rome: 24C, sunny\n[Note] You already called `get_weather` with these "
+        "arguments; the result is the same as before."
+    )
+    action = guard.check(_answer(copied))
+    assert isinstance(action, Execute)
+    assert action.calls[0].args == {"message": "Weather in Rome: 24C, sunny"}

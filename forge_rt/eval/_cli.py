@@ -61,7 +61,7 @@ from forge_rt.eval._report import (
     render_html,
     report_table,
 )
-from forge_rt.eval._runner import EvalPlan, pending_runs, run_eval, sim_client
+from forge_rt.eval._runner import EvalPlan, lines_for, pending_runs, run_eval, sim_client
 from forge_rt.eval._scenario import Scenario
 
 if TYPE_CHECKING:
@@ -319,6 +319,18 @@ class _ProgressView:
         )
 
 
+def _cache_lines(backend: _Backend, given_lines: int | None, chosen: list[Scenario]) -> int | None:
+    """The cache lines of the plan: as given; for the embedded model, one per workflow of the
+    largest scenario (it is started with that many slots); none for the sim."""
+    if backend.kind == "sim":
+        if given_lines is not None:
+            raise click.UsageError("--cache-lines applies to local or URL backends, not sim")
+        return None
+    if given_lines is not None or backend.kind != "local":
+        return given_lines
+    return lines_for(chosen)
+
+
 async def _run_plan(
     plan: EvalPlan,
     backend: _Backend,
@@ -338,8 +350,14 @@ async def _run_plan(
         if backend.kind == "local":
             from forge_rt.backends.local import LocalModelServer
 
+            # One backend slot per cache line, each with the whole context a run may use.
+            slots = plan.cache_lines or 1
             server = await stack.enter_async_context(
-                LocalModelServer.start(backend.model, n_ctx=backend.n_ctx or DEFAULT_N_CTX)
+                LocalModelServer.start(
+                    backend.model,
+                    n_ctx=(backend.n_ctx or DEFAULT_N_CTX) * slots,
+                    n_parallel=slots,
+                )
             )
             client: LLMClient = await stack.enter_async_context(LlamaServerClient(server.url))
         else:
@@ -430,6 +448,14 @@ async def _run_plan(
     help="A fixed cap on each reply [default: none: the runtime's own budget, derived from the "
     "tools' schemas, as a user gets it].",
 )
+@click.option(
+    "--cache-lines",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Backend KV slots each run uses as cache lines, so a preempted call returns to its own "
+    "warm cache [default: local: one per workflow of the largest chosen scenario; URL: none "
+    "(give your server's --parallel)]. Not for sim.",
+)
 @seed_option(
     None,
     "Seed: of the sim's random model [default: 0]; for local/URL, run r samples with a "
@@ -451,6 +477,7 @@ def eval_command(
     sim_rates: tuple[str, ...],
     card_sampling: bool,
     max_tokens: int | None,
+    cache_lines: int | None,
     seed: int | None,
 ) -> None:
     """Run eval scenarios under guardrail ablations and report completion and score.
@@ -509,6 +536,7 @@ def eval_command(
         out=out,
         sampling=resolved.sampling,
         seed=resolved.seed if resolved.kind != "sim" else None,
+        cache_lines=_cache_lines(resolved, cache_lines, chosen),
     )
     _quiet_guardrail_logs(ctx)
     errors = Console(stderr=True, highlight=False, soft_wrap=True)

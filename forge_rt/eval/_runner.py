@@ -36,6 +36,7 @@ from forge_rt.runtime import RunStats, Session, WorkflowResult
 
 __all__ = [
     "EvalPlan",
+    "lines_for",
     "pending_runs",
     "run_eval",
     "run_scenario",
@@ -58,7 +59,9 @@ class EvalPlan(msgspec.Struct, kw_only=True):
 
     With ``seed`` set, run ``r`` samples with seed ``sim_seed(seed, r)`` (so runs differ from
     each other but a re-run repeats them, where the backend honours seeds); ``None`` leaves
-    ``sampling.seed`` as it is.
+    ``sampling.seed`` as it is. ``cache_lines``: the backend KV slots each run's Session uses
+    as cache lines (``Session.open(cache_lines=...)``; the backend must serve that many slots),
+    so a preempted background call returns to its own warm cache; ``None`` for none.
     """
 
     backend: str
@@ -71,6 +74,7 @@ class EvalPlan(msgspec.Struct, kw_only=True):
     default_budget: int = 4096
     run_deadline_s: float = 600.0
     seed: int | None = None
+    cache_lines: int | None = None
 
 
 class _FirstToken:
@@ -179,10 +183,12 @@ async def run_scenario(
     default_budget: int = 4096,
     deadline_s: float = 600.0,
     trace: Path | None = None,
+    cache_lines: int | None = None,
 ) -> RunRecord:
     """One run of ``scenario`` under ``ablation``; every outcome of the model is a record.
 
     ``trace``: a ``.jsonl`` file the run's trace is written to (every workflow of the run).
+    ``cache_lines``: as for :class:`EvalPlan`.
 
     Errors that are not the model's doing -- a :class:`~forge_rt.errors.BackendError` (after the
     client's own retry) or a :class:`~forge_rt.errors.ConstraintUnsupportedError` -- are raised
@@ -217,6 +223,7 @@ async def run_scenario(
                     max_iterations=scenario.max_iterations,
                     sampling=sampling or Sampling(),
                     trace=trace,
+                    cache_lines=cache_lines,
                 ) as session,
                 trio.open_nursery() as nursery,
             ):
@@ -330,6 +337,12 @@ async def sim_client(
         yield client
 
 
+def lines_for(scenarios: Sequence[Scenario]) -> int:
+    """Cache lines enough for every workflow of the largest scenario to keep its own: the
+    scenario's workflow and each of its contenders."""
+    return 1 + max((len(s.contenders) for s in scenarios), default=0)
+
+
 def run_trace_path(out: Path, scenario: str, ablation: str, run: int) -> Path:
     """Where the trace of one run goes: ``<out>.traces/<ablation>/<scenario>-<run>.jsonl``."""
     return out.with_name(out.name + ".traces") / ablation / f"{scenario}-{run}.jsonl"
@@ -381,6 +394,7 @@ async def run_eval(
                 default_budget=plan.default_budget,
                 deadline_s=plan.run_deadline_s,
                 trace=trace,
+                cache_lines=plan.cache_lines,
             )
         record.trace = trace.relative_to(plan.out.parent).as_posix()
         append_record(plan.out, record)

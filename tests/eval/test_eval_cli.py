@@ -119,6 +119,7 @@ def test_a_config_file_supplies_options_and_flags_override_it(tmp_path: Path) ->
         (["--backend-kind", "ollama"], "--backend-kind applies to local or URL backends, not sim"),
         (["--backend", "local", "--model", "gpt-9"], "'gpt-9' is not an embedded model"),
         (["--runs", "0"], "Invalid value for '--runs'"),
+        (["--cache-lines", "2"], "--cache-lines applies to local or URL backends, not sim"),
         (["--runs", "2", "report", "x.jsonl"], "--runs: options of an eval run, not of `report`"),
     ],
     ids=[
@@ -132,6 +133,7 @@ def test_a_config_file_supplies_options_and_flags_override_it(tmp_path: Path) ->
         "kind-on-sim",
         "local-model",
         "runs",
+        "cache-lines-on-sim",
         "options-before-report",
     ],
 )

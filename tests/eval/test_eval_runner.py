@@ -108,6 +108,35 @@ async def test_background_workflows_run_under_the_same_ablation(preset: str) -> 
     assert record.background_ttft_s is not None
 
 
+async def test_a_contention_run_uses_the_backend_slots_as_cache_lines() -> None:
+    """With cache lines, the scenario's workflows are spread over the backend's KV slots
+    (one generation at a time still), and the run completes as on one slot."""
+    from forge_rt.eval._runner import lines_for
+
+    scenario = SCENARIOS["contention_voice_3bg"]
+    lines = lines_for([scenario])
+    assert lines == 4  # the voice workflow and its three background contenders
+    config = SimConfig(oracle=scenario.oracle, rates=PERFECT, n_slots=lines)
+    with trio.fail_after(30):
+        async with (
+            SimBackend.serve(config) as sim,
+            LlamaServerClient(sim.url, transport=httpx.AsyncHTTPTransport(verify=False)) as client,
+        ):
+            record = await run_scenario(
+                scenario, ablation("full"), 0, client, backend="sim", model="sim", cache_lines=lines
+            )
+            used = [slot for slot in sim.stats.slots if slot.prefilled_tokens > 0]
+    assert (record.completed, record.correct) == (True, True)
+    assert len(used) > 1
+
+
+def test_lines_for_a_plan_without_contention_is_one() -> None:
+    from forge_rt.eval._runner import lines_for
+
+    assert lines_for(select(["basic_2step", "single_lookup"])) == 1
+    assert lines_for(select(["contention"])) == 5  # contention_voice_4bg: 1 + 4
+
+
 async def test_a_tool_call_left_in_text_does_not_complete_a_bare_run() -> None:
     """Without rescue, a call written as text that ends the run is a failure, not an answer."""
     call_text = '{"name": "get_weather", "arguments": {"city": "Paris"}}'

@@ -410,18 +410,38 @@ def _corrections(value: Any, schema: Mapping[str, Any], coercer: _Coercer) -> It
 # "use ORD-0042", "did you mean 'Paris'?", "try 2024", "instead: X"
 _CUE = re.compile(
     # The cue must be a whole word: "use" inside "user_id" is not a cue.
-    # A list of the valid values names them too: "ids are A-1 and A-2", "must be one of: eu, us"
-    # (its first value is the one shown in place).
-    r"\b(?:use|try|did you mean|you meant|perhaps|maybe|instead(?: use)?|one of"
-    r"|(?:ids?|values?|options?|choices?|names?|keys?|codes?)\s+(?:are|is|include))\b"
-    # The value is read by a lookahead, so a cue inside it ("one of: try us") is found too.
+    r"\b(?:use|try|did you mean|you meant|perhaps|maybe|instead(?: use)?)\b"
+    # The value is read by a lookahead, so a cue inside it ("use: try X") is found too.
     r"\s*:?\s*[`'\"]?(?=([A-Za-z0-9][\w.\-/@:+]*))",
     re.IGNORECASE,
 )
+# A list of the valid values names them too ("the only id is ORD-7", "must be one of: eu"), but
+# only a list of one names *the* value: with several ("ids are A-1 and A-2") a corrected call
+# built from the first led the real 1.5B to total A-1 alone and stop (2 runs of 3 that were
+# right before), so a list of more than one gives no corrected call.
+_LIST_CUE = re.compile(
+    r"\b(?:one of|(?:ids?|values?|options?|choices?|names?|keys?|codes?)\s+(?:are|is|include))\b"
+    r"\s*:?\s*(?P<items>[^.;\n]*)",
+    re.IGNORECASE,
+)
+_LIST_ITEM = re.compile(r"[`'\"]?([A-Za-z0-9][\w.\-/@:+]*)[`'\"]?")
+_LIST_SEPARATOR = re.compile(r",|\s(?:and|or)\s|\s/\s", re.IGNORECASE)
+
+
+def _list_values(message: str) -> list[str]:
+    """The value of each list in ``message`` that names exactly one."""
+    found = []
+    for match in _LIST_CUE.finditer(message):
+        items = [i.strip() for i in _LIST_SEPARATOR.split(match["items"]) if i.strip()]
+        if len(items) == 1 and (item := _LIST_ITEM.match(items[0])) is not None:
+            found.append(item.group(1))
+    return found
+
+
 # Words a cue is followed by that are not a value ("try again", "use a different one").
 _NOT_VALUES = frozenset(
     {"a", "again", "an", "another", "any", "it", "one", "only", "other", "some", "that", "the"}
-    | {"try", "use", "perhaps", "maybe"}  # a cue word, where a list begins with one
+    | {"try", "use", "perhaps", "maybe"}  # a cue word, where another cue's value would be
     | {"them", "this", "instead"}
 )
 
@@ -441,7 +461,7 @@ def hinted_args(
     # Only a value the message offers after a cue ("use X", "did you mean X"): a quoted value
     # without one is usually the model's own wrong value echoed back ("no user 'Grace_Hopper'"),
     # and a corrected call built from it teaches the model garbage.
-    candidates = [m.rstrip(".:,;") for m in _CUE.findall(message)]
+    candidates = [m.rstrip(".:,;") for m in [*_CUE.findall(message), *_list_values(message)]]
     schema = schema_of(spec)
     coercer = _Coercer(schema)
     props: Mapping[str, Any] = schema.get("properties") or {}

@@ -227,12 +227,11 @@ ORDER = ToolSpec(
         ("look it up first: use list_orders", None),
         ("service busy, try again later", None),
         ("use a different id", None),
-        (
-            "no order 'ORD-42'; ids are ORD-0041 and ORD-0042",
-            {"order_id": "ORD-0041", "region": "eu"},
-        ),
-        ("region must be one of: us, apac", {"order_id": "ORD-42", "region": "us"}),
-        ("unknown region; valid values are `us` or `apac`", {"order_id": "ORD-42", "region": "us"}),
+        ("no order 'ORD-42'; ids are ORD-0041 and ORD-0042", None),  # several: no one value
+        ("no order 'ORD-42'; the only id is ORD-0042", {"order_id": "ORD-0042", "region": "eu"}),
+        ("region must be one of: us, apac", None),
+        ("region must be one of: us", {"order_id": "ORD-42", "region": "us"}),
+        ("unknown region; valid values are `us` or `apac`", None),
         ("the order is gone", None),  # "is" alone names no value
     ],
     ids=[
@@ -243,9 +242,11 @@ ORDER = ToolSpec(
         "tool-name",
         "try-again",
         "use-a",
-        "ids-are",
-        "one-of",
-        "values-are",
+        "ids-are-several",
+        "id-is-one",
+        "one-of-several",
+        "one-of-one",
+        "values-are-several",
         "is-alone",
     ],
 )

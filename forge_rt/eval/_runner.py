@@ -284,7 +284,6 @@ async def run_scenario(
         verdict = instance.judge(result.output)
         record.correct = record.completed and verdict.correct
         record.reason = unfinished or verdict.reason
-        record.iterations = result.iteration
     # Failed runs too: what they cost and which guardrails fired is the interesting part.
     record.inferences = stats.inferences
     record.tool_calls = stats.tool_calls
@@ -298,8 +297,7 @@ async def run_scenario(
     record.prompt_tokens = stats.prompt_tokens
     record.completion_tokens = stats.completion_tokens
     record.constraint = stats.constraint
-    if result is None:
-        record.iterations = stats.iterations
+    record.iterations = stats.iterations  # every turn's (a result's iteration is its turn's)
     if scenario.contenders:
         record.high_priority_ttft_s = track.seconds
         firsts = [t.seconds for t in contender_tracks if t.seconds is not None]

@@ -283,6 +283,10 @@ class WorkflowActor(Actor):
         in one piece with the turn marked open before the loop acts on it."""
         self._forget_transients()
         self._guardrails.new_turn()
+        # max_iterations is each turn's budget: a chat daemon's hundredth message gets as many
+        # iterations as its first (the count ran across turns, so a long session's turns began
+        # exhausted: "MaxIterationsError: 0 iterations" on the real 0.5B's second turn).
+        self._iteration = 0
         opening = []
         if not self._history:
             system = self._workflow.render_system_prompt(options.prompt_variables)

@@ -176,6 +176,22 @@ async def test_deadline_mid_tool_leaves_no_task_running(tools: Tools, autojump_c
     assert tasks.alive == set()
 
 
+async def test_every_turn_gets_the_whole_iteration_budget(
+    tools: Tools, autojump_clock: Any
+) -> None:
+    """max_iterations bounds a turn, not the session: a turn that used all of it is followed
+    by turns that get all of it again (a chat daemon's turns must not start exhausted)."""
+    replies: list[Any] = []
+    for city in ("Paris", "Rome", "Oslo"):
+        replies += [weather(city), weather(city + "x"), respond(f"{city}: sunny")]
+    client = ScriptedClient(replies)
+    async with Session.open(client, max_iterations=3) as session:
+        handle = await session.start(tools.workflow())
+        outputs = [(await handle.send(f"{c}?")).output for c in ("Paris", "Rome", "Oslo")]
+    assert outputs == ["Paris: sunny", "Rome: sunny", "Oslo: sunny"]
+    assert len(client.calls) == 9
+
+
 async def test_multi_turn_continues_history(tools: Tools, autojump_clock: Any) -> None:
     """A second turn sees the first turn's history; tool-call ids stay unique across turns."""
     client = ScriptedClient(

@@ -45,6 +45,20 @@ _CORRECTION = re.compile(
     re.IGNORECASE,
 )
 
+# The markers' names alone: the real 0.5B answered "AnswerError" after an [AnswerError].
+_MARKER_NAMES = frozenset(
+    {
+        "AnswerError",
+        "ArgumentError",
+        "LoopError",
+        "NotExecuted",
+        "PrereqError",
+        "StepEnforcementError",
+        "ToolError",
+        "ToolResolutionError",
+    }
+)
+
 # A value that is one bracket group, maybe followed by punctuation: "[Your report here]."
 _WHOLE_BRACKET = re.compile(r"^\[([^\[\]]*)\][.!,;:]*$")
 # A bracketed instruction inside a longer value ("Dear [Insert name], ..."); not a markdown link.
@@ -266,6 +280,11 @@ def _problem(
     """What is wrong with ``value`` as the content of field ``key``, or ``None``."""
     if any(mark in value for mark in ECHO_MARKUP):
         return "Expected real content, got echoed <tool_response> markup"
+    if value.strip(_EDGE) in _MARKER_NAMES:
+        return (
+            f"Expected your own content, got the name of a correction ({_quote(value.strip())}); "
+            "corrections are instructions to you, not values"
+        )
     marker = _CORRECTION.search(value)
     if marker is not None:
         return (

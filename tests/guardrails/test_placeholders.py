@@ -78,6 +78,8 @@ def _problem(value: str, echoes: EchoCorpus | None = None) -> str | None:
         ("Your complete profile report, in plain text.", "schema's description"),
         ("your complete profile report in plain text", "schema's description"),
         ("<tool_response></tool_response>", "echoed <tool_response> markup"),
+        ("AnswerError", "the name of a correction"),  # the real 0.5B, after an [AnswerError]
+        ("[LoopError].", "the name of a correction"),
         ("/path/to/your/file", "placeholder path"),  # the real 0.5B, for "See /notes/plan.txt"
         ("/path/to/file.txt", "placeholder path"),
         ("C:\\path\\to\\report.docx", "placeholder path"),

@@ -494,7 +494,9 @@ class Guardrails:
                 self._succeeded.add(key)
                 self._failed_with.pop(key, None)
                 self._steps.record(result.call)
-            elif result.error is not None:
+                if result.call.tool not in self.terminal_tools:
+                    self._grounding.add_result(result.call.tool, result.output or "")
+            elif result.error is not None:  # always, once not ok: it narrows the type
                 if not isinstance(result.error, ToolDeclinedError | ToolInterruptedError):
                     self._failed_with[key] = error_detail(result.error)
                 self._grounding.add_result(result.call.tool, str(result.error), failed=True)
@@ -521,8 +523,6 @@ class Guardrails:
                         again_note(call.tool, self.next_step(avoid=call.tool), pending=pending)
                     )
                 messages.append(Message.tool_result(call, output + ("" if ends else note)))
-                if not ends:
-                    self._grounding.add_result(call.tool, result.output or "")
                 self._errors.reset_tool_errors()
                 if terminal is None and ends:
                     terminal = result

@@ -20,12 +20,11 @@ Results with no such words ("ok", "{}") give nothing to check against, and nothi
 
 from __future__ import annotations
 
-import json
 import re
 
-from forge_rt.core import RESPOND_TOOL_NAME
+from forge_rt.guardrails._nudges import ungrounded_answer_nudge
 
-__all__ = ["AnswerGrounding", "ungrounded_answer_nudge"]
+__all__ = ["AnswerGrounding"]
 
 _WORD = re.compile(r"[^\W\d_]{3,}|\d+(?:[.,]\d+)*", re.UNICODE)
 _STOP = frozenset(
@@ -38,7 +37,6 @@ _STOP = frozenset(
         "results tool tools request task answer message respond please thank thanks"
     ).split()
 )
-_QUOTE = 160  # characters of the results shown in the nudge
 # An answer that is only a confirmation or a refusal says what happened to the action it
 # answers ("Turn off the heating" -> "Done."): a voice assistant must not pay an inference
 # for it. A sentence with more in it ("You complete your request.") is checked.
@@ -51,24 +49,6 @@ _CONFIRMATION = re.compile(
 
 def _tokens(text: str) -> set[str]:
     return {t for t in (m.group().lower() for m in _WORD.finditer(text)) if t not in _STOP}
-
-
-def ungrounded_answer_nudge(results: str) -> str:
-    """The tool-channel correction for an answer that uses nothing the tools returned.
-
-    It ends with a call to copy whose message is the results themselves: a small model copies
-    the text it is shown (the real 0.5B answered a prose version of this correction with the
-    correction's own words), so what it is shown to copy is right. The example is JSON, which
-    the echo check leaves to the model (see :func:`~forge_rt.guardrails._placeholders.prose`).
-    """
-    shown = results if len(results) <= _QUOTE else results[:_QUOTE] + "..."
-    example = json.dumps(
-        {"name": RESPOND_TOOL_NAME, "arguments": {"message": shown}}, ensure_ascii=False
-    )
-    return (
-        "[AnswerError] Your answer uses nothing the tools returned. Answer from the results, "
-        f"for example: {example}"
-    )
 
 
 class AnswerGrounding:

@@ -35,6 +35,7 @@ from forge_rt.core import (
 from forge_rt.core._jsonschema import deref
 from forge_rt.errors import RestoredToolError
 from forge_rt.guardrails._rescue_args import SCHEMA_KEYWORDS, repair_args, schema_of
+from forge_rt.guardrails._respond import respond_spec
 
 __all__ = [
     "MAX_TIER",
@@ -56,6 +57,7 @@ __all__ = [
     "resolution_text",
     "retry_nudge",
     "tool_error_text",
+    "ungrounded_answer_nudge",
     "unknown_tool_nudge",
     "withheld_tool_nudge",
 ]
@@ -617,11 +619,27 @@ def error_detail(error: BaseException) -> str:
 
 def tool_error_text(tool: str, error: BaseException) -> str:
     """The tool result fed back when ``tool`` raised ``error`` while executing."""
-    detail = _detail(error) or "(no message)"
-    kind = error.type_name if isinstance(error, RestoredToolError) else type(error).__name__
     return (
-        f"[ToolError] `{tool}` failed: {kind}: {detail}. Check the arguments "
+        f"[ToolError] `{tool}` failed: {error_detail(error)}. Check the arguments "
         "or try a different approach."
+    )
+
+
+_RESULTS_SHOWN = 160  # characters of the turn's results an ungrounded-answer correction quotes
+
+
+def ungrounded_answer_nudge(results: str) -> str:
+    """The tool-channel correction for an answer that uses nothing the tools returned.
+
+    It ends with a call to copy whose message is the results themselves: a small model copies
+    the text it is shown (the real 0.5B answered a prose version of this correction with the
+    correction's own words), so what it is shown to copy is right. The example is JSON, which
+    the echo check leaves to the model (see :func:`~forge_rt.guardrails._placeholders.prose`).
+    """
+    shown = results if len(results) <= _RESULTS_SHOWN else results[:_RESULTS_SHOWN] + "..."
+    return (
+        "[AnswerError] Your answer uses nothing the tools returned. Answer from the results, "
+        f"for example: {example_call(respond_spec(), {'message': shown})}"
     )
 
 

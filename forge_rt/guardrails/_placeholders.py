@@ -37,15 +37,8 @@ __all__ = [
 
 # Chat-template markup a model echoes into argument values instead of real content.
 ECHO_MARKUP = ("<tool_response", "</tool_response>", "<tool_call>", "</tool_call>")
-# The markers our corrections open with, and the phrasing of the insistent ones (ours and
-# other guardrail layers': "Your next response MUST be a tool call" seen from Qwen 0.5B).
-_CORRECTION = re.compile(
-    r"\[(?:ToolError|ArgumentError|StepEnforcementError|PrereqError|LoopError|NotExecuted"
-    r"|ToolResolutionError|AnswerError)\]|\byour next (?:reply|response|call) must\b",
-    re.IGNORECASE,
-)
-
-# The markers' names alone: the real 0.5B answered "AnswerError" after an [AnswerError].
+# The markers our corrections open with (``[LoopError] ...``). A value that is a marker's name
+# alone is an echo too: the real 0.5B answered "AnswerError" after an [AnswerError].
 _MARKER_NAMES = frozenset(
     {
         "AnswerError",
@@ -57,6 +50,12 @@ _MARKER_NAMES = frozenset(
         "ToolError",
         "ToolResolutionError",
     }
+)
+# A marker, or the phrasing of the insistent corrections (ours and other guardrail layers':
+# "Your next response MUST be a tool call" seen from Qwen 0.5B).
+_CORRECTION = re.compile(
+    rf"\[(?:{'|'.join(sorted(_MARKER_NAMES))})\]|\byour next (?:reply|response|call) must\b",
+    re.IGNORECASE,
 )
 
 # A value that is one bracket group, maybe followed by punctuation: "[Your report here]."

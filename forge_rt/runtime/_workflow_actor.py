@@ -233,6 +233,10 @@ class WorkflowActor(Actor):
                     await self._begin_turn(msg.user_text, msg.options)
                 if self._tracer is not None:
                     self._tracer.turn_started(msg.user_text)
+                    # Only a batch cut by a restart is non-empty here: the calls that finished
+                    # before it are recorded in this life, so its trace carries their results.
+                    for result in self._batch:
+                        self._tracer.tool(result, duration_s=0.0, restored=True)
                 outcome = _TurnOk(await self._loop(msg.options, stats))
             except ForgeError as exc:
                 outcome = _TurnFailed(exc)

@@ -285,7 +285,7 @@ def _line(event: TraceEvent, limit: int, slots: bool) -> str | None:
             )
             return escape(
                 f"tool {event.call.tool}({_args(event.call.args)}) -> {_short(result, limit)} "
-                f"[{event.duration_s:.3f} s]"
+                + ("[restored]" if event.restored else f"[{event.duration_s:.3f} s]")
             )
         case Recorded():
             r = event.decision

@@ -172,7 +172,9 @@ class ToolRan(_Event, kw_only=True, tag="tool"):
     """One call's result: ``output``, or the error it raised (type name, kind and message).
 
     ``error_kind``: ``resolution`` (a ToolResolutionError: called wrong), ``interrupted`` (cut
-    off by a cancellation, not run again) or ``error``.
+    off by a cancellation, not run again) or ``error``. ``restored``: the call finished in an
+    earlier life of the actor (before a restart) and its result came back from the session
+    store; this life records it, so its trace says what it recorded.
     """
 
     turn: int
@@ -182,6 +184,7 @@ class ToolRan(_Event, kw_only=True, tag="tool"):
     error_kind: Literal["error", "resolution", "interrupted"] | None = None
     error: str | None = None
     duration_s: float = 0.0
+    restored: bool = False
 
 
 class RecordDecision(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -143,7 +143,8 @@ class Tracer:
             )
         )
 
-    def tool(self, result: ToolResult, *, duration_s: float) -> None:
+    def tool(self, result: ToolResult, *, duration_s: float, restored: bool = False) -> None:
+        """A call's result; ``restored``: it ran before a restart and came back from the store."""
         error = result.error
         self.sink.emit(
             ToolRan(
@@ -156,6 +157,7 @@ class Tracer:
                 error_kind=_error_kind(error),
                 error=str(error) if error is not None else None,
                 duration_s=duration_s,
+                restored=restored,
             )
         )
 

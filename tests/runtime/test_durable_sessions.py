@@ -30,6 +30,7 @@ from forge_rt.errors import ConfigurationError, SessionWorkflowMismatchError
 from forge_rt.runtime import Session
 from forge_rt.store import SessionInfo, SqliteStore, StoredSession
 from forge_rt.testing import ScriptedClient
+from forge_rt.trace import replay
 
 ITEM = {"type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"]}
 
@@ -113,14 +114,17 @@ class DyingStore:
         await self.store.aclose()
 
 
-async def run_until_death(path: Path, shop: Shop, limit: int | None) -> int:
+async def run_until_death(
+    path: Path, shop: Shop, limit: int | None, *, trace: Path | None = None
+) -> int:
     """Run one turn of a session on a store that dies after ``limit`` commits; the commits made."""
     async with SqliteStore(path) as sqlite:
         dying = DyingStore(sqlite, limit)
         async with trio.open_nursery() as nursery:
 
             async def turn() -> None:
-                async with Session.open(ScriptedClient(shop_model), store=dying) as session:
+                client = ScriptedClient(shop_model)
+                async with Session.open(client, store=dying, trace=trace) as session:
                     handle = await session.start(shop.workflow(), name="alice")
                     await handle.send("Buy a lamp.")
                 nursery.cancel_scope.cancel()
@@ -134,9 +138,12 @@ async def run_until_death(path: Path, shop: Shop, limit: int | None) -> int:
         return dying.commits
 
 
-async def restart(path: Path, shop: Shop) -> tuple[str, tuple[Message, ...]]:
+async def restart(
+    path: Path, shop: Shop, *, trace: Path | None = None
+) -> tuple[str, tuple[Message, ...]]:
     """A new process on the same file: finish whatever the store says is unfinished."""
-    async with Session.open(ScriptedClient(shop_model), store=path) as session:
+    client = ScriptedClient(shop_model)
+    async with Session.open(client, store=path, trace=trace) as session:
         handle = await session.start(shop.workflow(), name="alice")
         if handle.stored is None:  # the message was never accepted: the user sends it again
             result = await handle.send("Buy a lamp.")
@@ -166,10 +173,15 @@ async def test_a_turn_survives_dying_after_any_of_its_commits(tmp_path: Path) ->
     for limit in range(total):
         shop = Shop()
         path = tmp_path / f"died-after-{limit}.db"
-        await run_until_death(path, shop, limit)
+        traces = tmp_path / f"traces-{limit}"
+        await run_until_death(path, shop, limit, trace=traces)
         before = list(shop.calls)
-        output, messages = await restart(path, shop)
+        output, messages = await restart(path, shop, trace=traces)
         assert_whole(messages)
+        # Both lives wrote the trace, and it replays as decided whatever the point of death:
+        # a result that finished before it is recorded by the second life, and traced there.
+        report = replay(traces)
+        assert report.differences == [], f"died after commit {limit}"
         # The order is placed exactly once, whenever the process died.
         assert shop.calls.count(("order", "lamp")) == 1, f"died after commit {limit}"
         if output != "done: ordered lamp":

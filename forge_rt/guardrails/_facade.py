@@ -486,6 +486,9 @@ class Guardrails:
         them. Returns the tool-result messages to append and whether the task is done.
         """
         repeated = set()
+        # Calls sent again after failing: their error's hint gets a corrected call even where
+        # it names several values (see hinted_args), since naming them did not help.
+        failed_before = {call_key(r.call) for r in results if call_key(r.call) in self._failed_with}
         for result in results:
             key = call_key(result.call)
             if result.ok:
@@ -535,9 +538,9 @@ class Guardrails:
                 text = interrupted_text(call.tool, result.error)
                 messages.append(Message.tool_result(call, text + note))
             elif isinstance(result.error, ToolResolutionError) and self.options.recovery:
-                text = resolution_text(
-                    call.tool, result.error, corrected=self._hinted_call(call, result.error)
-                )
+                again = call_key(call) in failed_before
+                corrected = self._hinted_call(call, result.error, several=again)
+                text = resolution_text(call.tool, result.error, corrected=corrected)
                 messages.append(Message.tool_result(call, text + self._skipped_step(call) + note))
             else:
                 text = tool_error_text(call.tool, result.error)
@@ -610,12 +613,15 @@ class Guardrails:
             return ""
         return self._told(ignored_args_note(self._specs[call.tool], ignored))
 
-    def _hinted_call(self, call: ToolCall, error: BaseException) -> str | None:
-        """The call with the value ``error``'s message suggests, ready to send, if it has one."""
+    def _hinted_call(
+        self, call: ToolCall, error: BaseException, *, several: bool = False
+    ) -> str | None:
+        """The call with the value ``error``'s message suggests, ready to send, if it has one
+        (``several``: the first of several values it lists, too; see ``hinted_args``)."""
         spec = self._specs.get(call.tool)
         if spec is None:
             return None
-        args = hinted_args(spec, call.args, str(error), tools=self._specs)
+        args = hinted_args(spec, call.args, str(error), tools=self._specs, several=several)
         return example_call(spec, args) if args is not None else None
 
 

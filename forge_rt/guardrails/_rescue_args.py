@@ -428,13 +428,14 @@ _LIST_ITEM = re.compile(r"[`'\"]?([A-Za-z0-9][\w.\-/@:+]*)[`'\"]?")
 _LIST_SEPARATOR = re.compile(r",|\s(?:and|or)\s|\s/\s", re.IGNORECASE)
 
 
-def _list_values(message: str) -> list[str]:
-    """The value of each list in ``message`` that names exactly one."""
+def _list_values(message: str, *, several: bool = False) -> list[str]:
+    """The value of each list in ``message`` that names exactly one; ``several``: each
+    list's values, in order, however many it names."""
     found = []
     for match in _LIST_CUE.finditer(message):
         items = [i.strip() for i in _LIST_SEPARATOR.split(match["items"]) if i.strip()]
-        if len(items) == 1 and (item := _LIST_ITEM.match(items[0])) is not None:
-            found.append(item.group(1))
+        if len(items) == 1 or several:
+            found += [m.group(1) for i in items if (m := _LIST_ITEM.match(i)) is not None]
     return found
 
 
@@ -447,7 +448,12 @@ _NOT_VALUES = frozenset(
 
 
 def hinted_args(
-    spec: ToolSpec, args: Mapping[str, Any], message: str, *, tools: Iterable[str] = ()
+    spec: ToolSpec,
+    args: Mapping[str, Any],
+    message: str,
+    *,
+    tools: Iterable[str] = (),
+    several: bool = False,
 ) -> dict[str, Any] | None:
     """``args`` with the value a tool's error message suggests put in, or ``None``.
 
@@ -455,13 +461,16 @@ def hinted_args(
     the corrected call shows it in place. The value goes into the argument the message names,
     else the string argument it most resembles (``ORD-42`` for ``ORD-0042``). Candidates that
     name a tool (``use list_files``) are not argument values and are skipped; so is a hint that
-    leaves the arguments invalid or unchanged.
+    leaves the arguments invalid or unchanged. ``several``: a list of several valid values
+    ("ids are A-1 and A-2") gives its first one too -- for a call the model already sent once
+    and saw fail, when naming the values in words did not help.
     """
     names = set(tools)
     # Only a value the message offers after a cue ("use X", "did you mean X"): a quoted value
     # without one is usually the model's own wrong value echoed back ("no user 'Grace_Hopper'"),
     # and a corrected call built from it teaches the model garbage.
-    candidates = [m.rstrip(".:,;") for m in [*_CUE.findall(message), *_list_values(message)]]
+    listed = _list_values(message, several=several)
+    candidates = [m.rstrip(".:,;") for m in [*_CUE.findall(message), *listed]]
     schema = schema_of(spec)
     coercer = _Coercer(schema)
     props: Mapping[str, Any] = schema.get("properties") or {}

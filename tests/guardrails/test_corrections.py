@@ -110,6 +110,39 @@ def test_a_resolution_error_with_a_hint_comes_back_with_the_corrected_call() -> 
     }
 
 
+def test_a_call_sent_again_after_failing_gets_the_first_listed_value_as_its_correction() -> None:
+    """ "ids are A-1 and A-2" names no one value, so the first failure shows no call; the same
+    call sent again (the real 0.5B sent get_order_total("12345") until the loop guard ended the
+    run) gets the first listed id as a corrected call."""
+    guard = _guard(ORDER, REPORT)
+    error = ToolResolutionError("no order '12345'; ids are A-1 and A-2")
+    shown = []
+    for n in range(2):
+        call = ToolCall(tool="get_order", args={"order_id": "12345"}, call_id=f"o{n}")
+        action = guard.check([call])
+        assert isinstance(action, Execute)
+        [message] = guard.record([ToolResult(call=action.calls[0], error=error)]).messages
+        shown.append(message.content)
+    assert "Corrected call" not in shown[0]
+    _, corrected = shown[1].split("\nCorrected call: ")
+    assert json.loads(corrected) == {"name": "get_order", "arguments": {"order_id": "A-1"}}
+
+
+def test_a_new_turn_forgets_which_calls_failed() -> None:
+    """A call that failed in an earlier turn is a first failure again in a new one."""
+    guard = _guard(ORDER, REPORT)
+    error = ToolResolutionError("no order '12345'; ids are A-1 and A-2")
+    contents = []
+    for n in range(2):
+        guard.new_turn()
+        call = ToolCall(tool="get_order", args={"order_id": "12345"}, call_id=f"o{n}")
+        action = guard.check([call])
+        assert isinstance(action, Execute)
+        [message] = guard.record([ToolResult(call=action.calls[0], error=error)]).messages
+        contents.append(message.content)
+    assert all("Corrected call" not in c for c in contents)
+
+
 def test_a_resolution_error_without_a_usable_hint_shows_no_call() -> None:
     """A message that names a tool, not a value, gets no invented corrected call."""
     guard = _guard(ORDER, REPORT)

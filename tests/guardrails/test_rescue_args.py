@@ -258,6 +258,23 @@ def test_hinted_args_put_the_suggested_value_in_place(
     assert hinted_args(ORDER, args, message, tools=["get_order", "list_orders"]) == expected
 
 
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("no order 'ORD-42'; ids are ORD-0041 and ORD-0042", "ORD-0041"),
+        ("no order 'ORD-42'; ids are ORD-42 and ORD-0042", "ORD-0042"),  # not the same again
+        ("order_id must be one of A-1, A-2 or A-3", "A-1"),
+        ("no such order", None),
+    ],
+    ids=["first", "not-the-sent-one", "three", "no-list"],
+)
+def test_hinted_args_with_several_take_a_listed_value(message: str, expected: str | None) -> None:
+    """``several``: a list of several valid values gives the first that changes the call."""
+    args = {"order_id": "ORD-42", "region": "eu"}
+    fixed = hinted_args(ORDER, args, message, several=True)
+    assert (fixed["order_id"] if fixed is not None else None) == expected
+
+
 def test_repair_drops_a_key_a_strict_model_forbids() -> None:
     """A model that forbids extra keys rejects them; the call shown leaves them out, unasked."""
 

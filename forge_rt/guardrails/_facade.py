@@ -538,8 +538,8 @@ class Guardrails:
                 text = interrupted_text(call.tool, result.error)
                 messages.append(Message.tool_result(call, text + note))
             elif isinstance(result.error, ToolResolutionError) and self.options.recovery:
-                again = call_key(call) in failed_before
-                corrected = self._hinted_call(call, result.error, several=again)
+                sent_again = call_key(call) in failed_before
+                corrected = self._hinted_call(call, result.error, several=sent_again)
                 text = resolution_text(call.tool, result.error, corrected=corrected)
                 messages.append(Message.tool_result(call, text + self._skipped_step(call) + note))
             else:

@@ -48,6 +48,7 @@ from forge_rt.guardrails._actions import (
     TextAnswer,
     ToolErrors,
 )
+from forge_rt.guardrails._coverage import ListCoverage
 from forge_rt.guardrails._dialects import Dialect
 from forge_rt.guardrails._errors_budget import ErrorTracker
 from forge_rt.guardrails._grounding import AnswerGrounding
@@ -67,6 +68,7 @@ from forge_rt.guardrails._nudges import (
     resolution_text,
     retry_nudge,
     tool_error_text,
+    uncovered_item_nudge,
 )
 from forge_rt.guardrails._options import GuardrailOptions
 from forge_rt.guardrails._placeholders import EchoCorpus
@@ -208,6 +210,7 @@ class Guardrails:
         # loop of a failing call is told why it fails, not only that it repeats.
         self._failed_with: dict[object, str] = {}
         self._grounding = AnswerGrounding()  # this turn's results, for an answer from nowhere
+        self._coverage = ListCoverage()  # this turn's lists and calls, for a fan-out cut short
         self._failing: dict[str, int] = {}  # tool -> failures in a row
         self._last_ok: frozenset[str] = frozenset()  # tools that succeeded in the last batch
         self._pending_before = len(self._tracker.pending(self._steps.required_steps))
@@ -291,8 +294,10 @@ class Guardrails:
         self._errors.restore(retries=used.retries, tool_errors=used.tool_errors)
         self._steps.restore_counts(premature=used.premature, prereq=used.prereq)
 
-    def new_turn(self) -> None:
-        """A new user turn starts: forget what only described the last one.
+    def new_turn(self, request: str | None = None) -> None:
+        """A new user turn starts: forget what only described the last one. ``request`` is the
+        user's message, where known: the items it lists are to be covered before the answer
+        (``GuardrailOptions.cover_lists``).
 
         The loop guard's rows, the retry, tool-error, premature and prerequisite budgets, the
         failure rows and what succeeded are per turn: a chat user who asks the same thing
@@ -309,6 +314,7 @@ class Guardrails:
         self._succeeded.clear()
         self._failed_with.clear()
         self._grounding.reset()
+        self._coverage.reset(request)
         self._failing.clear()
         self._last_ok = frozenset()
         self._pending_before = len(self._tracker.pending(self._steps.required_steps))
@@ -408,11 +414,11 @@ class Guardrails:
             )
             if looping is not None:
                 return _with_refusals(looping, result.calls, refused)
-        ungrounded = self._ungrounded(runnable) if not refused else None
-        if ungrounded is not None:
+        correction = None if refused else self._uncovered(runnable) or self._ungrounded(runnable)
+        if correction is not None:
             return ToolErrors(
                 calls=result.calls,
-                errors=[ungrounded],
+                errors=[correction],
                 collapsed=result.collapsed,
                 text=result.text,
             )
@@ -426,6 +432,29 @@ class Guardrails:
             rescued_dialects=tuple(d for d in result.dialects if d is not Dialect.CONSTRAINED_JSON),
             reasoning=result.reasoning,
             text=result.text,
+        )
+
+    def _uncovered(self, runnable: Sequence[ToolCall]) -> Nudge | None:
+        """The correction for a reply that is only a terminal call while an item the turn
+        listed was never sent to the tool that ran for its sibling, the first time in a turn
+        (see ``GuardrailOptions.cover_lists``)."""
+        if not self.options.cover_lists or len(runnable) != 1:
+            return None
+        call = runnable[0]
+        if call.tool not in self.terminal_tools:
+            return None
+        found = self._coverage.check()
+        if found is None or (spec := self._specs.get(found.call.tool)) is None:
+            return None
+        log.info("guardrails.uncovered_item", tool=found.call.tool, item=found.item)
+        return Nudge(
+            kind=MessageType.RETRY_NUDGE,
+            role=Role.TOOL,
+            content=uncovered_item_nudge(
+                found.source, found.covered, found.item, found.call.tool, spec, found.call.args
+            ),
+            call_id=call.call_id,
+            tool=call.tool,
         )
 
     def _ungrounded(self, runnable: Sequence[ToolCall]) -> Nudge | None:
@@ -491,6 +520,7 @@ class Guardrails:
         failed_before = {call_key(r.call) for r in results if call_key(r.call) in self._failed_with}
         for result in results:
             key = call_key(result.call)
+            self._coverage.add_call(result.call, ok=result.ok)
             if result.ok:
                 if key in self._succeeded:
                     repeated.add(result.call.call_id)
@@ -499,6 +529,7 @@ class Guardrails:
                 self._steps.record(result.call)
                 if result.call.tool not in self.terminal_tools:
                     self._grounding.add_result(result.call.tool, result.output or "")
+                    self._coverage.add_source(result.call.tool, result.output or "")
             elif result.error is not None:  # always, once not ok: it narrows the type
                 if not isinstance(result.error, ToolDeclinedError | ToolInterruptedError):
                     self._failed_with[key] = error_detail(result.error)

@@ -34,6 +34,7 @@ from forge_rt.core import (
 )
 from forge_rt.core._jsonschema import deref
 from forge_rt.errors import RestoredToolError
+from forge_rt.guardrails._coverage import REQUEST
 from forge_rt.guardrails._rescue_args import SCHEMA_KEYWORDS, repair_args, schema_of
 from forge_rt.guardrails._respond import respond_spec
 
@@ -640,6 +641,19 @@ def ungrounded_answer_nudge(results: str) -> str:
     return (
         "[AnswerError] Your answer uses nothing the tools returned. Answer from the results, "
         f"for example: {example_call(respond_spec(), {'message': shown})}"
+    )
+
+
+def uncovered_item_nudge(
+    source: str, covered: str, item: str, tool: str, call: ToolSpec, args: Mapping[str, Any]
+) -> str:
+    """The correction for a terminal call made before a listed fan-out was done: ``source``
+    (``your request`` or a tool's name) listed ``covered`` and ``item``, and ``tool`` ran for
+    ``covered`` only. It shows the call for ``item``, built from the model's own arguments."""
+    where = "Your request names" if source == REQUEST else f"`{source}` returned"
+    return (
+        f"[CoverageError] {where} {covered!r} and {item!r}, but `{tool}` has run for "
+        f"{covered!r} only. Call it for {item!r} before you answer: {example_call(call, args)}"
     )
 
 

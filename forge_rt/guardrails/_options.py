@@ -26,7 +26,10 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     embedded 0.5B it rescued none of the runs that ended in ToolLoopError, and made each of them
     run to max_iterations instead of failing after four replies. ``ground_answers`` sends back,
     once per turn, a ``respond`` answer that shares no word or number with the turn's tool
-    results (see :mod:`forge_rt.guardrails._grounding`).
+    results (see :mod:`forge_rt.guardrails._grounding`). ``cover_lists`` sends back, once per
+    turn, a terminal call made while an item of a listed fan-out ("Oslo or Cairo", a result's
+    "A-1, A-2") was never sent to the tool that ran for its sibling (see
+    :mod:`forge_rt.guardrails._coverage`).
 
     Budgets, each counting rejected replies in a row before the run ends with its typed error:
     ``max_retries`` (no usable call), ``max_tool_errors`` (failing tools), ``max_premature``
@@ -44,6 +47,7 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     loop_repeats: int | None = 3
     exclude_looping: bool = False
     ground_answers: bool = True
+    cover_lists: bool = True
 
     def __post_init__(self) -> None:
         for name in ("max_retries", "max_tool_errors", "max_premature", "max_prereq"):
@@ -66,4 +70,5 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
             recovery=False,
             loop_repeats=None,
             ground_answers=False,
+            cover_lists=False,
         )

@@ -43,6 +43,7 @@ _MARKER_NAMES = frozenset(
     {
         "AnswerError",
         "ArgumentError",
+        "CoverageError",
         "LoopError",
         "NotExecuted",
         "PrereqError",

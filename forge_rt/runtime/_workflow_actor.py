@@ -286,7 +286,7 @@ class WorkflowActor(Actor):
         """Open a turn: the user's message (after the system prompt, on the first turn), committed
         in one piece with the turn marked open before the loop acts on it."""
         self._forget_transients()
-        self._guardrails.new_turn()
+        self._guardrails.new_turn(user_text)
         # max_iterations is each turn's budget: a chat daemon's hundredth message gets as many
         # iterations as its first (the count ran across turns, so a long session's turns began
         # exhausted: "MaxIterationsError: 0 iterations" on the real 0.5B's second turn).

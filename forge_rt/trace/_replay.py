@@ -165,7 +165,7 @@ class _Actor:
                 self._turn = event.turn
                 self._report.turns += 1
                 if event.user_text is not None:
-                    self._guardrails.new_turn()
+                    self._guardrails.new_turn(event.user_text)
             case ReplyReceived():
                 self._iteration = event.iteration
                 action = self._guardrails.check(event.response, constrained=event.constrained)

@@ -1,0 +1,186 @@
+"""An answer given before a listed fan-out is done is sent back once.
+
+Small models stop a fan-out after its first item: asked "Which is warmer right now, Oslo or
+Cairo?", the real Qwen2.5-Coder-0.5B looked up Oslo and answered "Weather in Oslo: 3C, snow";
+given "orders: A-1, A-2" it totalled one order. The answer passes every schema and every
+grounding check (it relays a real result), and the run ends wrong.
+
+:class:`ListCoverage` keeps the turn's *sources* -- the user's message and the successful tool
+results -- and every call made in the turn. When the reply is a terminal call alone, it looks
+for a call whose argument value is one item of an enumeration in a source ("Oslo or Cairo",
+"A-1, A-2", "eggs, milk and flour") and whose sibling items were never sent to that tool in that
+argument. The first time in a turn it refuses the terminal call with the sibling's call, built
+from the model's own arguments, to copy; the next answer is taken as it is (the model may know
+better: a listing it rightly chose one item from).
+
+Only siblings with the same *shape* as the value count (``Oslo`` and ``Cairo`` are both a
+capitalised word, ``A-1`` and ``A-2`` a letter, a dash and a digit), so the words an
+enumeration is embedded in ("Which is warmer right now, Oslo") are never taken for items.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import msgspec
+
+from forge_rt.core import ToolCall
+
+__all__ = ["REQUEST", "ListCoverage", "Uncovered", "enumerations", "shape"]
+
+REQUEST = "your request"  # the source name of the user's message
+
+# An enumeration: items of one to three words, separated by commas, semicolons, "and" or "or"
+# (the Oxford comma too). An item is words of letters, digits and the marks ids are made of.
+_ITEM = r"[\w][\w.\-/@+#']*(?: [\w][\w.\-/@+#']*){0,2}"
+_SEPARATOR = r"(?:\s*[,;]\s*(?:(?:and|or)\s+)?|\s+(?:and|or)\s+)"
+_ENUMERATION = re.compile(rf"{_ITEM}(?:{_SEPARATOR}{_ITEM})+", re.IGNORECASE)
+_SPLIT = re.compile(_SEPARATOR, re.IGNORECASE)
+
+
+def enumerations(text: str) -> list[list[str]]:
+    """The enumerations in ``text``, each as its items in order (``"Oslo or Cairo"`` ->
+    ``["Oslo", "Cairo"]``); a list of one item is none. An item may carry words of the
+    sentence around it ("right now, Oslo" has ``right now`` as an item): :func:`shape` keeps
+    them from counting."""
+    found = []
+    for match in _ENUMERATION.finditer(text):
+        items = [i.strip(" .'") for i in _SPLIT.split(match.group())]
+        items = [i for i in items if i]
+        if len(items) > 1:
+            found.append(items)
+    return found
+
+
+def shape(value: str) -> str:
+    """What kind of token ``value`` looks like: each run of capitals ``A``, of small letters
+    ``a``, of digits ``9``, and every other character itself (``Oslo`` -> ``Aa``, ``A-12`` ->
+    ``A-9``, ``eggs`` -> ``a``). Two items of one list with the same shape are siblings."""
+    out: list[str] = []
+    for char in value:
+        kind = "A" if char.isupper() else "a" if char.isalpha() else "9" if char.isdigit() else char
+        if not out or out[-1] != kind or kind not in "Aa9":
+            out.append(kind)
+    return "".join(out)
+
+
+class Uncovered(msgspec.Struct, frozen=True, kw_only=True):
+    """A listed item no call of the turn covered: ``call`` is the call to make for it (the
+    covered sibling's call with the item in its place)."""
+
+    call: ToolCall
+    item: str
+    covered: str
+    source: str  # REQUEST or the tool whose result listed it
+
+
+class ListCoverage:
+    """This turn's sources and calls, and whether this turn's one refusal is spent."""
+
+    def __init__(self) -> None:
+        self._request = ""  # the user's message, lowered
+        self._sources: list[tuple[str, str]] = []  # (where from, text)
+        self._sent: set[tuple[str, str, str]] = set()  # (tool, argument, value) tried
+        self._calls: list[ToolCall] = []  # the calls that succeeded, in order
+        self._refused = False
+
+    def reset(self, request: str | None = None) -> None:
+        """A new turn, with the user's ``request`` (``None``: not known) as its first source."""
+        self._request = (request or "").lower()
+        self._sources = [(REQUEST, request)] if request else []
+        self._sent = set()
+        self._calls = []
+        self._refused = False
+
+    def add_source(self, where: str, text: str) -> None:
+        """A successful tool result of this turn: the lists it names are to be covered too."""
+        self._sources.append((where, text))
+
+    def add_call(self, call: ToolCall, *, ok: bool) -> None:
+        """A call of this turn ran (``ok``: it succeeded); every value it sent is covered."""
+        for name, value in call.args.items():
+            if _scalar(value):
+                self._sent.add((call.tool, name, _text(value)))
+        if ok:
+            self._calls.append(call)
+
+    def check(self) -> Uncovered | None:
+        """The first listed item no call covered, the first time in a turn (the refusal is
+        then spent), else ``None``."""
+        if self._refused:
+            return None
+        found = next(self._uncovered(), None)
+        if found is not None:
+            self._refused = True
+        return found
+
+    def _uncovered(self) -> Iterator[Uncovered]:
+        lists = [(where, items) for where, text in self._sources for items in enumerations(text)]
+        for call in self._calls:
+            for name, value in call.args.items():
+                if not _scalar(value):
+                    continue
+                sent = _text(value)
+                # A value the user named outside a list is the user's pick from a tool's
+                # listing ("what is in a.txt?" beside list_files' "a.txt, b.txt"), no fan-out.
+                picked = re.search(rf"(?<!\w){re.escape(sent)}(?!\w)", self._request) is not None
+                for where, items in lists:
+                    if where == call.tool or (picked and where != REQUEST):
+                        continue  # a tool's own listing of what it was asked is no request
+                    for item in _siblings(sent, items):
+                        if (call.tool, name, item.lower()) in self._sent:
+                            continue
+                        yield Uncovered(
+                            call=ToolCall(tool=call.tool, args=_with(call.args, name, value, item)),
+                            item=item,
+                            covered=str(value),
+                            source=where,
+                        )
+
+
+def _siblings(sent: str, items: list[str]) -> list[str]:
+    """The items of ``items`` beside ``sent`` (if it is one of them) with its shape.
+
+    An item at either end of an enumeration may carry words of its sentence ("Buy eggs" in
+    "Buy eggs, milk and flour"; "Cairo right now"), so items are matched by their runs of as
+    many words as ``sent`` has: ``eggs`` is the first item, ``Cairo`` the last."""
+    width = len(sent.split())
+    runs = [_runs(item, width) for item in items]
+    mine = next((i for i, r in enumerate(runs) if sent in [x.lower() for x in r]), None)
+    if mine is None:
+        return []
+    kind = shape(next(x for x in runs[mine] if x.lower() == sent))
+    found = []
+    for i, item_runs in enumerate(runs):
+        if i == mine:
+            continue
+        alike = [x for x in item_runs if shape(x) == kind and x.lower() != sent]
+        if alike:
+            # The words next to a separator are the item: the first item's last run, the
+            # others' first ("Is Oslo or Cairo warmer" -> Oslo, Cairo).
+            found.append(alike[-1] if i == 0 else alike[0])
+    return found
+
+
+def _runs(item: str, width: int) -> list[str]:
+    """The runs of ``width`` consecutive words of ``item``."""
+    words = item.split()
+    return [" ".join(words[k : k + width]) for k in range(len(words) - width + 1)]
+
+
+def _with(args: Mapping[str, Any], name: str, was: Any, item: str) -> dict[str, Any]:
+    """``args`` with ``item`` in ``name``, as a number where ``was`` was one."""
+    value: Any = item
+    if isinstance(was, int) and not isinstance(was, bool) and item.isdigit():
+        value = int(item)
+    return {**args, name: value}
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, str | int) and not isinstance(value, bool)
+
+
+def _text(value: Any) -> str:
+    return str(value).strip().lower()

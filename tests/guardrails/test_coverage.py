@@ -1,0 +1,157 @@
+"""A terminal call made before a listed fan-out is done is sent back once per turn, with the
+call for the item left out."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from forge_rt.core import ToolCall, ToolSpec
+from forge_rt.guardrails import Execute, GuardrailOptions, Guardrails, ToolErrors, ToolResult
+from forge_rt.guardrails._coverage import enumerations, shape
+
+
+def _tool(name: str, arg: str, kind: str = "string") -> ToolSpec:
+    return ToolSpec(
+        name=name,
+        parameters={"type": "object", "properties": {arg: {"type": kind}}, "required": [arg]},
+    )
+
+
+WEATHER = _tool("get_weather", "city")
+LIST_ORDERS = _tool("list_orders", "customer")
+ORDER_TOTAL = _tool("get_order_total", "order_id")
+LIST_FILES = ToolSpec(name="list_files", parameters={"type": "object", "properties": {}})
+READ = _tool("read_file", "path")
+
+
+def _guard(*tools: ToolSpec, **options: object) -> Guardrails:
+    return Guardrails(list(tools), respond_tool=True, options=GuardrailOptions(**options))  # type: ignore[arg-type]
+
+
+def _run(guard: Guardrails, tool: str, output: str | None = None, **args: object) -> None:
+    """One call of ``tool`` that runs and returns ``output`` (``None``: it fails)."""
+    action = guard.check([ToolCall(tool=tool, args=dict(args))])
+    assert isinstance(action, Execute), action
+    [call] = action.calls
+    if output is None:
+        guard.record([ToolResult(call=call, error=RuntimeError("no data"))])
+    else:
+        guard.record([ToolResult(call=call, output=output)])
+
+
+def _answer(guard: Guardrails, message: str) -> Execute | ToolErrors:
+    action = guard.check([ToolCall(tool="respond", args={"message": message})])
+    assert isinstance(action, Execute | ToolErrors), action
+    return action
+
+
+def _shown_call(action: ToolErrors) -> dict[str, object]:
+    [nudge] = action.errors
+    assert nudge.content.startswith("[CoverageError]")
+    return json.loads(nudge.content.split("before you answer: ", 1)[1])  # type: ignore[no-any-return]
+
+
+def test_an_answer_about_one_of_two_asked_cities_is_sent_back_once_with_the_other() -> None:
+    """The real 0.5B, asked "Oslo or Cairo?", looked up Oslo and answered with its weather."""
+    guard = _guard(WEATHER)
+    guard.new_turn("Which is warmer right now, Oslo or Cairo?")
+    _run(guard, "get_weather", "Weather in Oslo: 3C, snow", city="Oslo")
+    refused = _answer(guard, "Weather in Oslo: 3C, snow")
+    assert isinstance(refused, ToolErrors)
+    assert _shown_call(refused) == {"name": "get_weather", "arguments": {"city": "Cairo"}}
+    assert "Your request names 'Oslo' and 'Cairo'" in refused.errors[0].content
+    # The turn's one refusal is spent: a model that insists is taken at its word.
+    assert isinstance(_answer(guard, "Weather in Oslo: 3C, snow"), Execute)
+
+
+def test_an_answer_after_every_listed_item_is_looked_up_passes() -> None:
+    guard = _guard(WEATHER)
+    guard.new_turn("Which is warmer right now, Oslo or Cairo?")
+    _run(guard, "get_weather", "Weather in Oslo: 3C, snow", city="Oslo")
+    _run(guard, "get_weather", "Weather in Cairo: 31C, sunny", city="cairo")  # any case
+    assert isinstance(_answer(guard, "Cairo, at 31C."), Execute)
+
+
+def test_a_sibling_that_was_tried_and_failed_counts_as_covered() -> None:
+    guard = _guard(WEATHER)
+    guard.new_turn("Is it raining in Oslo or Cairo?")
+    _run(guard, "get_weather", "Weather in Oslo: 3C, rain", city="Oslo")
+    _run(guard, "get_weather", None, city="Cairo")
+    assert isinstance(_answer(guard, "It rains in Oslo; no data for Cairo."), Execute)
+
+
+def test_ids_a_tool_listed_are_covered_before_the_total() -> None:
+    """list_orders gave "A-1, A-2"; a total of A-1 alone is sent back with A-2's call."""
+    guard = _guard(LIST_ORDERS, ORDER_TOTAL)
+    guard.new_turn("How much has customer Lin spent in total?")
+    _run(guard, "list_orders", "orders: A-1, A-2", customer="Lin")
+    _run(guard, "get_order_total", "A-1 total: 40 EUR", order_id="A-1")
+    refused = _answer(guard, "40 EUR")
+    assert isinstance(refused, ToolErrors)
+    assert _shown_call(refused) == {"name": "get_order_total", "arguments": {"order_id": "A-2"}}
+    assert "`list_orders` returned 'A-1' and 'A-2'" in refused.errors[0].content
+
+
+def test_an_item_the_user_picked_from_a_listing_is_no_fan_out() -> None:
+    """Asked about a.txt, the model reads a.txt from list_files' listing: nothing to cover."""
+    guard = _guard(LIST_FILES, READ)
+    guard.new_turn("What is in a.txt?")
+    _run(guard, "list_files", "a.txt, b.txt, notes.md")
+    _run(guard, "read_file", "hello", path="a.txt")
+    assert isinstance(_answer(guard, "It says hello."), Execute)
+
+
+def test_words_around_an_enumeration_are_not_its_items() -> None:
+    """ "right now, Oslo or Cairo": the words before the list have another shape."""
+    [items] = enumerations("Which is warmer right now, Oslo or Cairo?")
+    assert [i for i in items if shape(i) == shape("Oslo")] == ["Oslo", "Cairo"]
+    assert enumerations("How much has customer Lin spent in total?") == []
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [("Oslo", "Aa"), ("A-12", "A-9"), ("eggs", "a"), ("New York", "Aa Aa")]
+)
+def test_shape_says_what_kind_of_token_a_value_is(value: str, expected: str) -> None:
+    assert shape(value) == expected
+
+
+def test_the_first_item_of_a_list_keeps_only_its_own_words() -> None:
+    """ "Buy eggs, milk and flour": the first item is eggs, not "Buy eggs"."""
+    guard = _guard(_tool("add_item", "item"))
+    guard.new_turn("Buy eggs, milk and flour.")
+    _run(guard, "add_item", "added milk", item="milk")
+    refused = _answer(guard, "Added milk.")
+    assert isinstance(refused, ToolErrors)
+    assert _shown_call(refused) == {"name": "add_item", "arguments": {"item": "eggs"}}
+
+
+def test_a_new_turn_has_its_own_lists_and_refusal() -> None:
+    guard = _guard(WEATHER)
+    guard.new_turn("Which is warmer, Oslo or Cairo?")
+    _run(guard, "get_weather", "Weather in Oslo: 3C", city="Oslo")
+    assert isinstance(_answer(guard, "Oslo: 3C"), ToolErrors)
+    guard.new_turn("And in Rome?")  # the last turn's list is gone with it
+    _run(guard, "get_weather", "Weather in Rome: 20C", city="Rome")
+    assert isinstance(_answer(guard, "Rome: 20C"), Execute)
+
+
+def test_without_the_request_only_tool_listings_are_covered() -> None:
+    """A foreign loop that never says the user's message still gets its tools' lists covered."""
+    guard = _guard(WEATHER, LIST_ORDERS, ORDER_TOTAL)
+    guard.new_turn()
+    _run(guard, "get_weather", "Weather in Oslo: 3C", city="Oslo")
+    _run(guard, "list_orders", "orders: A-1, A-2", customer="Lin")
+    _run(guard, "get_order_total", "A-2 total: 65 EUR", order_id="A-2")
+    refused = _answer(guard, "65 EUR")
+    assert isinstance(refused, ToolErrors)
+    assert _shown_call(refused) == {"name": "get_order_total", "arguments": {"order_id": "A-1"}}
+
+
+def test_cover_lists_off_takes_the_answer() -> None:
+    guard = _guard(WEATHER, cover_lists=False)
+    guard.new_turn("Which is warmer right now, Oslo or Cairo?")
+    _run(guard, "get_weather", "Weather in Oslo: 3C, snow", city="Oslo")
+    assert isinstance(_answer(guard, "Weather in Oslo: 3C, snow"), Execute)
+    assert GuardrailOptions.off().cover_lists is False

@@ -144,30 +144,35 @@ def _siblings(sent: str, items: list[str]) -> list[str]:
     """The items of ``items`` beside ``sent`` (if it is one of them) with its shape.
 
     An item at either end of an enumeration may carry words of its sentence ("Buy eggs" in
-    "Buy eggs, milk and flour"; "Cairo right now"), so items are matched by their runs of as
-    many words as ``sent`` has: ``eggs`` is the first item, ``Cairo`` the last."""
+    "Buy eggs, milk and flour"; "Cairo warmer right" in "Is Oslo or Cairo warmer right now"),
+    so an item is the run of as many words as ``sent`` has that touches a separator: the first
+    item's last words, the last item's first, a middle item whole. "Paris" is no item of
+    "Weather and forecast for Paris" (its last item starts with "forecast")."""
     width = len(sent.split())
-    runs = [_runs(item, width) for item in items]
-    mine = next((i for i, r in enumerate(runs) if sent in [x.lower() for x in r]), None)
-    if mine is None:
+    edges = [_edge(item, width, i, len(items)) for i, item in enumerate(items)]
+    lowered = [e.lower() if e is not None else None for e in edges]
+    if sent not in lowered:
         return []
-    kind = shape(next(x for x in runs[mine] if x.lower() == sent))
-    found = []
-    for i, item_runs in enumerate(runs):
-        if i == mine:
-            continue
-        alike = [x for x in item_runs if shape(x) == kind and x.lower() != sent]
-        if alike:
-            # The words next to a separator are the item: the first item's last run, the
-            # others' first ("Is Oslo or Cairo warmer" -> Oslo, Cairo).
-            found.append(alike[-1] if i == 0 else alike[0])
-    return found
+    mine = lowered.index(sent)
+    kind = shape(edges[mine] or "")
+    return [
+        edge
+        for i, edge in enumerate(edges)
+        if i != mine and edge is not None and edge.lower() != sent and shape(edge) == kind
+    ]
 
 
-def _runs(item: str, width: int) -> list[str]:
-    """The runs of ``width`` consecutive words of ``item``."""
+def _edge(item: str, width: int, index: int, count: int) -> str | None:
+    """The run of ``width`` words of the ``index``-th of ``count`` items that touches its
+    separators, or ``None`` where the item is shorter (or a middle item longer)."""
     words = item.split()
-    return [" ".join(words[k : k + width]) for k in range(len(words) - width + 1)]
+    if len(words) < width:
+        return None
+    if index == 0:
+        return " ".join(words[-width:])
+    if index == count - 1:
+        return " ".join(words[:width])
+    return item if len(words) == width else None
 
 
 def _with(args: Mapping[str, Any], name: str, was: Any, item: str) -> dict[str, Any]:

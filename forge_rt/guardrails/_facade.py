@@ -320,6 +320,31 @@ class Guardrails:
         self._pending_before = len(self._tracker.pending(self._steps.required_steps))
         self._idle = 0
 
+    def observe_history(self, messages: Sequence[Message]) -> None:
+        """Start the turn a history is in the middle of: its last user message is the request,
+        and the calls answered after it are the turn's results so far.
+
+        For a caller that hands over the whole conversation with each request (the proxy), so
+        the checks that look at the whole turn -- answer grounding and list coverage -- see
+        what it did before this request. Only those: the loop guard, the budgets and the
+        steps are not touched.
+        """
+        starts = [i for i, m in enumerate(messages) if m.type is MessageType.USER_INPUT]
+        if not starts:
+            return
+        start = starts[-1]
+        self.new_turn(messages[start].content)
+        calls = {c.call_id: c for m in messages[start:] for c in m.tool_calls or ()}
+        for message in messages[start + 1 :]:
+            call = calls.get(message.tool_call_id or "")
+            if message.type is not MessageType.TOOL_RESULT or call is None:
+                continue
+            self._coverage.add_call(call, ok=True)
+            if call.tool not in self.terminal_tools:
+                self._coverage.add_source(call.tool, message.content)
+                self._grounding.add_result(call.tool, message.content)
+                self._grounding.add_subject(call.args.values())
+
     @property
     def loop_blocked(self) -> tuple[ToolCall, ...]:
         """The calls the loop guard blocked and would end the run on if sent again, for the next
@@ -529,6 +554,7 @@ class Guardrails:
                 self._steps.record(result.call)
                 if result.call.tool not in self.terminal_tools:
                     self._grounding.add_result(result.call.tool, result.output or "")
+                    self._grounding.add_subject(result.call.args.values())
                     self._coverage.add_source(result.call.tool, result.output or "")
             elif result.error is not None:  # always, once not ok: it narrows the type
                 if not isinstance(result.error, ToolDeclinedError | ToolInterruptedError):

@@ -15,12 +15,15 @@ for it.
 What counts as shared is deliberately loose -- any word of three letters or more that is not a
 stop word, or any number, in common -- so an answer that relays a result in its own words
 ("It is 24 degrees and sunny in Rome") passes; only an answer with no link at all is refused.
-Results with no such words ("ok", "{}") give nothing to check against, and nothing is refused.
+Results with no such words ("ok", "{}") give nothing to check against, and nothing is refused;
+nor do results that are only numbers ("-3 C" is rightly answered "Cold."), though their
+numbers count as shared, and so do the words of the calls' own arguments ("Rome is warm.").
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from forge_rt.guardrails._nudges import ungrounded_answer_nudge
 
@@ -67,14 +70,24 @@ class AnswerGrounding:
         found = _tokens(output)
         if failed:
             found |= _tokens(tool.replace("_", " "))
-        if found:
-            self._tokens |= found
+        self._tokens |= found
+        if any(not t[0].isdigit() for t in found):
+            # Only a result with words can tell an answer from nowhere: "-3 C" is rightly
+            # relayed as "Cold.", which shares nothing with it.
             self._results.append(" ".join(output.split()))
+
+    def add_subject(self, values: Iterable[object]) -> None:
+        """The argument values of a call of this turn: an answer that names what was looked
+        up ("Rome is warm." after ``get_weather(city="Rome")`` returned "28 C") is about the
+        task, though the result's own words are too few to share."""
+        for value in values:
+            if isinstance(value, str):
+                self._tokens |= _tokens(value)
 
     def check(self, answer: str) -> str | None:
         """The correction for ``answer`` when it shares nothing with the results and this
         turn has not refused one yet (that refusal is then spent), else ``None``."""
-        if self._refused or not self._tokens or _tokens(answer) & self._tokens:
+        if self._refused or not self._results or _tokens(answer) & self._tokens:
             return None
         if _CONFIRMATION.match(answer.strip()):
             return None  # "Done." after an action is an answer; only prose from nowhere is not

@@ -326,6 +326,7 @@ class InferenceEngine:
     ) -> Outcome:
         request = plan.request
         guard = self._guard(request, kind, withheld)
+        guard.observe_history(request.messages)  # the turn so far, for its whole-turn checks
         mode = {
             "respond": GateMode.RESPOND,
             "prose": GateMode.PROSE,

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from forge_rt.core import ToolCall, ToolSpec
+from forge_rt.core import Message, ToolCall, ToolSpec
 from forge_rt.guardrails import Execute, GuardrailOptions, Guardrails, ToolErrors, ToolResult
 from forge_rt.guardrails._coverage import enumerations, shape
 
@@ -155,3 +155,29 @@ def test_cover_lists_off_takes_the_answer() -> None:
     _run(guard, "get_weather", "Weather in Oslo: 3C, snow", city="Oslo")
     assert isinstance(_answer(guard, "Weather in Oslo: 3C, snow"), Execute)
     assert GuardrailOptions.off().cover_lists is False
+
+
+def test_a_history_starts_the_turn_it_is_in() -> None:
+    """observe_history: the last user message is the request, its answered calls the turn's."""
+
+    oslo = ToolCall(tool="get_weather", args={"city": "Oslo"}, call_id="c1")
+    history = [
+        Message.user("Is Rome or Paris sunnier?"),  # an earlier turn: not this one's request
+        Message.user("Which is warmer right now, Oslo or Cairo?"),
+        Message.assistant_calls([oslo]),
+        Message.tool_result(oslo, "Weather in Oslo: 3C, snow"),
+    ]
+    guard = _guard(WEATHER)
+    guard.observe_history(history)
+    refused = _answer(guard, "Weather in Oslo: 3C, snow")
+    assert isinstance(refused, ToolErrors)
+    assert _shown_call(refused) == {"name": "get_weather", "arguments": {"city": "Cairo"}}
+
+
+def test_a_word_inside_a_longer_item_is_not_listed() -> None:
+    """ "Weather and forecast for Paris?": Paris is no item (the proxy's SDK history had it),
+    so a forecast for Paris covers the request and "Weather" is never taken for a city."""
+    guard = _guard(_tool("get_forecast", "city"))
+    guard.new_turn("Weather and forecast for Paris?")
+    _run(guard, "get_forecast", "rain", city="Paris")
+    assert isinstance(_answer(guard, "Rain."), Execute)

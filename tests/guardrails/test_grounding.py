@@ -143,3 +143,23 @@ def test_an_answer_that_copies_a_result_with_its_note_keeps_the_result() -> None
     action = guard.check(_answer(copied))
     assert isinstance(action, Execute)
     assert action.calls[0].args == {"message": "Weather in Rome: 24C, sunny"}
+
+
+@pytest.mark.parametrize(
+    ("result", "answer"),
+    [("-3 C", "Cold."), ("28 C", "Warm, at 28 degrees.")],
+)
+def test_results_of_numbers_alone_refuse_nothing(result: str, answer: str) -> None:
+    """A result with no words cannot tell an answer from nowhere: "-3 C" is relayed as "Cold."."""
+    grounding = AnswerGrounding()
+    grounding.add_result("get_weather", result)
+    assert grounding.check(answer) is None
+
+
+def test_an_answer_that_names_what_was_looked_up_passes() -> None:
+    """ "Rome is warm." after get_weather(city="Rome") returned only "sunny, 28 C"."""
+    grounding = AnswerGrounding()
+    grounding.add_result("get_weather", "sunny, 28 C")
+    grounding.add_subject(["Rome"])
+    assert grounding.check("Rome is warm.") is None
+    assert grounding.check("You complete your request.") is not None

@@ -211,6 +211,10 @@ class Guardrails:
         self._failed_with: dict[object, str] = {}
         self._grounding = AnswerGrounding()  # this turn's results, for an answer from nowhere
         self._coverage = ListCoverage()  # this turn's lists and calls, for a fan-out cut short
+        # Set when a terminal call was sent back for an uncovered item: until the next batch
+        # runs, the constraint offers no terminal tool (the real 0.5B, told to look up Cairo,
+        # answered again with the correction's own words).
+        self._covering = False
         self._failing: dict[str, int] = {}  # tool -> failures in a row
         self._last_ok: frozenset[str] = frozenset()  # tools that succeeded in the last batch
         self._pending_before = len(self._tracker.pending(self._steps.required_steps))
@@ -315,6 +319,7 @@ class Guardrails:
         self._failed_with.clear()
         self._grounding.reset()
         self._coverage.reset(request)
+        self._covering = False
         self._failing.clear()
         self._last_ok = frozenset()
         self._pending_before = len(self._tracker.pending(self._steps.required_steps))
@@ -363,13 +368,17 @@ class Guardrails:
         call's arguments are known). Then, each only while some tool is left: after
         :data:`STEP_PATIENCE` batches in a row that advanced no required step only the pending
         steps; not ``avoid`` (a tool the loop guard just blocked); not a tool that failed in
-        :data:`FAILURE_STREAK` replies in a row, until some call succeeds. With step
-        enforcement off, every tool but the failing ones.
+        :data:`FAILURE_STREAK` replies in a row, until some call succeeds; no terminal tool
+        right after one was sent back for an item a listed fan-out left out (see
+        ``GuardrailOptions.cover_lists``), until the next batch runs. With step enforcement
+        off, every tool but the failing ones (and, after such a refusal, the terminal ones).
         """
         failing = {t for t, n in self._failing.items() if n >= FAILURE_STREAK}
         if not self.options.steps:
-            kept = tuple(spec for spec in self.tools if spec.name not in failing)
-            return kept or self.tools
+            kept = _kept(list(self.tools), lambda name: name not in failing)
+            if self._covering:
+                kept = _kept(kept, lambda name: name not in self.terminal_tools)
+            return tuple(kept)
         pending = self._tracker.pending(self.required_steps)
         allowed = []
         for spec in self.tools:
@@ -385,6 +394,8 @@ class Guardrails:
         if pending and self._idle >= STEP_PATIENCE:
             allowed = _kept(allowed, lambda name: name in pending)
         allowed = _kept(allowed, lambda name: name not in avoid)
+        if self._covering:
+            allowed = _kept(allowed, lambda name: name not in self.terminal_tools)
         return tuple(_kept(allowed, lambda name: name not in failing))
 
     def check(self, response: Reply, *, constrained: bool = False) -> Action:
@@ -471,6 +482,7 @@ class Guardrails:
         found = self._coverage.check()
         if found is None or (spec := self._specs.get(found.call.tool)) is None:
             return None
+        self._covering = True
         log.info("guardrails.uncovered_item", tool=found.call.tool, item=found.item)
         return Nudge(
             kind=MessageType.RETRY_NUDGE,
@@ -540,6 +552,7 @@ class Guardrails:
         them. Returns the tool-result messages to append and whether the task is done.
         """
         repeated = set()
+        self._covering = False  # a batch ran: the terminal tools are offered again
         # Calls sent again after failing: their error's hint gets a corrected call even where
         # it names several values (see hinted_args), since naming them did not help.
         failed_before = {call_key(r.call) for r in results if call_key(r.call) in self._failed_with}

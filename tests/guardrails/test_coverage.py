@@ -181,3 +181,24 @@ def test_a_word_inside_a_longer_item_is_not_listed() -> None:
     guard.new_turn("Weather and forecast for Paris?")
     _run(guard, "get_forecast", "rain", city="Paris")
     assert isinstance(_answer(guard, "Rain."), Execute)
+
+
+def test_after_a_coverage_refusal_the_constraint_offers_no_terminal_tool() -> None:
+    """The real 0.5B, sent back to look up Cairo, answered again with the correction's words:
+    the next reply may not be an answer, until a batch has run."""
+    guard = _guard(WEATHER)
+    guard.new_turn("Which is warmer right now, Oslo or Cairo?")
+    _run(guard, "get_weather", "Weather in Oslo: 3C, snow", city="Oslo")
+    assert {t.name for t in guard.callable_now()} == {"get_weather", "respond"}
+    assert isinstance(_answer(guard, "Weather in Oslo: 3C, snow"), ToolErrors)
+    assert [t.name for t in guard.callable_now()] == ["get_weather"]
+    _run(guard, "get_weather", "Weather in Cairo: 31C", city="Cairo")
+    assert {t.name for t in guard.callable_now()} == {"get_weather", "respond"}
+
+
+def test_with_steps_off_the_terminal_is_held_back_too() -> None:
+    guard = _guard(WEATHER, steps=False)
+    guard.new_turn("Which is warmer right now, Oslo or Cairo?")
+    _run(guard, "get_weather", "Weather in Oslo: 3C, snow", city="Oslo")
+    assert isinstance(_answer(guard, "Weather in Oslo: 3C, snow"), ToolErrors)
+    assert [t.name for t in guard.callable_now()] == ["get_weather"]

@@ -116,6 +116,11 @@ class ListCoverage:
             self._refused = True
         return found
 
+    def peek(self) -> Uncovered | None:
+        """The first listed item no call covered, whether or not the refusal is spent: the
+        next step to point at after a repeat or a loop."""
+        return next(self._uncovered(), None)
+
     def _uncovered(self) -> Iterator[Uncovered]:
         lists = [(where, items) for where, text in self._sources for items in enumerations(text)]
         for call in self._calls:

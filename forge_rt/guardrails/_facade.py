@@ -529,12 +529,21 @@ class Guardrails:
         return RetryWithNudge(nudge=nudge, raw=result.raw)
 
     def next_step(self, avoid: str | None = None) -> str:
-        """The call that moves the task on, with an example: a pending required step, else a
-        terminal tool. ``avoid`` is the tool the model is stuck on."""
+        """The call that moves the task on, with an example: a pending required step, else the
+        call for an item a listed fan-out left out (``cover_lists``), else a terminal tool.
+        ``avoid`` is the tool the model is stuck on."""
         by_name = {t.name: t for t in self.tools}
         pending = [s for s in self._tracker.pending(self.required_steps) if s != avoid]
         if pending:
             return next_step_text(by_name[pending[0]], finish=False)
+        uncovered = self._coverage.peek() if self.options.cover_lists else None
+        if uncovered is not None and (spec := by_name.get(uncovered.call.tool)) is not None:
+            # A listed fan-out left an item out: that call is next, even for the stuck tool
+            # (the real 0.5B totalled A-1 three times over with A-2 still to do).
+            return (
+                f"Next, call `{spec.name}` for {uncovered.item!r}: "
+                f"{example_call(spec, uncovered.call.args)}"
+            )
         terminal = sorted(self.terminal_tools - {avoid} if avoid else self.terminal_tools)
         if not terminal:
             return ""

@@ -202,3 +202,21 @@ def test_with_steps_off_the_terminal_is_held_back_too() -> None:
     _run(guard, "get_weather", "Weather in Oslo: 3C, snow", city="Oslo")
     assert isinstance(_answer(guard, "Weather in Oslo: 3C, snow"), ToolErrors)
     assert [t.name for t in guard.callable_now()] == ["get_weather"]
+
+
+def test_a_repeated_call_is_pointed_at_the_item_left_out() -> None:
+    """The real 0.5B totalled A-1 again and again: the repeat's note names A-2's call."""
+    guard = _guard(LIST_ORDERS, ORDER_TOTAL)
+    guard.new_turn("How much has customer Lin spent in total?")
+    _run(guard, "list_orders", "orders: A-1, A-2", customer="Lin")
+    _run(guard, "get_order_total", "A-1 total: 40 EUR", order_id="A-1")
+    action = guard.check([ToolCall(tool="get_order_total", args={"order_id": "A-1"})])
+    assert isinstance(action, Execute)
+    [message] = guard.record(
+        [ToolResult(call=action.calls[0], output="A-1 total: 40 EUR")]
+    ).messages
+    note = message.content.split("[Note]", 1)[1]
+    assert note.endswith(
+        "Next, call `get_order_total` for 'A-2': "
+        '{"name": "get_order_total", "arguments": {"order_id": "A-2"}}'
+    ), note

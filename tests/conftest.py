@@ -6,8 +6,14 @@ from collections.abc import Iterator
 
 import pytest
 import structlog
+from hypothesis import HealthCheck, settings
 
 from forge_rt.backends.local import DEFAULT_MODEL, LocalModelServer
+
+# Property tests judge what is generated, never how fast: Hypothesis's default 200 ms deadline
+# per example (and its too-slow health check) failed them on a loaded CI machine.
+settings.register_profile("forge_rt", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("forge_rt")
 
 
 @pytest.fixture(scope="session")

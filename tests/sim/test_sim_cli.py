@@ -57,6 +57,13 @@ async def _sim(*args: str) -> AsyncIterator[_Sim]:
         await process.stdout.aclose()
 
 
+async def _in_flight(http: httpx.AsyncClient) -> float:
+    """The sim's count of inference requests being served, from its /metrics."""
+    text = (await http.get("/metrics")).text
+    [line] = [x for x in text.splitlines() if x.startswith("forge_sim:requests_in_flight ")]
+    return float(line.split()[1])
+
+
 async def test_sim_command_serves_until_interrupted() -> None:
     """It prints the URL, answers on it, and exits 0 on SIGINT."""
     with trio.fail_after(60):
@@ -94,7 +101,11 @@ async def test_sim_command_stops_on_sigint_with_requests_hanging_in_it() -> None
 
             for _ in range(4):
                 nursery.start_soon(hang)
-            await trio.sleep(0.5)  # the requests are in, hanging; no timing is asserted
+            async with httpx.AsyncClient(base_url=sim.url) as probe:
+                # Another process's state: no event to wait on, so its /metrics is polled
+                # (within the test's fail_after) until the four requests are in, hanging.
+                while await _in_flight(probe) < 4:  # noqa: ASYNC110
+                    await trio.sleep(0.01)
             await sim.interrupt()
     assert sim.process.returncode == 0
     assert cut == [True] * 4

@@ -37,6 +37,8 @@ class _SimCollector(Collector):
             "llamacpp:kv_cache_tokens": ("Tokens held in the KV cache.", cached),
             "llamacpp:requests_processing": ("Requests being processed.", busy),
             "llamacpp:requests_deferred": ("Requests waiting for a slot.", stats.waiting),
+            # The sim's own: every inference request being served, a hanging one included.
+            "forge_sim:requests_in_flight": ("Inference requests in flight.", stats.in_flight),
             "vllm:num_requests_running": ("Requests running (vLLM name).", busy),
             "vllm:num_requests_waiting": ("Requests waiting (vLLM name).", stats.waiting),
             "vllm:gpu_cache_usage_perc": ("KV-cache usage (vLLM name).", cached / capacity),

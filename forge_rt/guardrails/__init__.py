@@ -89,6 +89,7 @@ from forge_rt.guardrails._bounds import calls_tokens as calls_tokens
 from forge_rt.guardrails._bounds import instance_tokens as instance_tokens
 from forge_rt.guardrails._constrain import reply_token_budget as reply_token_budget
 from forge_rt.guardrails._repetition import CALL_REPEATS as CALL_REPEATS
+from forge_rt.guardrails._repetition import CYCLE_LINES as CYCLE_LINES
 from forge_rt.guardrails._repetition import LINE_MIN_CHARS as LINE_MIN_CHARS
 from forge_rt.guardrails._repetition import LINE_REPEATS as LINE_REPEATS
 from forge_rt.guardrails._repetition import REPETITION_FINISH_REASON as REPETITION_FINISH_REASON
@@ -173,6 +174,7 @@ __all__: list[str] = [  # noqa: RUF022 -- grouped by owning block (see above), e
     "unknown_tool_nudge",
     # reply bounds block names
     "CALL_REPEATS",
+    "CYCLE_LINES",
     "DEFAULT_MAX_CALLS",
     "DEFAULT_MAX_ITEMS",
     "DEFAULT_MAX_LENGTH",

@@ -122,6 +122,37 @@ def test_a_line_repeated_eight_times_is_found() -> None:
     assert fed < 9 * len(row)
 
 
+def test_lines_inside_a_json_string_are_counted() -> None:
+    """The real 0.5B looped inside a respond message (escaped line breaks, two lines taking
+    turns) for 2,048 tokens: found at the eighth copy of a line, not at the cap."""
+    lines = ["A-1 total: 40 EUR", "A-2 total: 65 EUR"]
+    lines += ["Total of one order: 40 EUR", "Total of one order: 65 EUR"] * 40
+    message = json.dumps({"name": "respond", "arguments": {"message": "\n".join(lines)}})
+    assert "\n" not in message  # the breaks are escaped, as a model writes them in JSON
+    found, fed = stream(RepetitionDetector(), message)
+    assert found is not None and (found.kind, found.count) == ("line", 4)  # 4 blocks of 2
+    assert set(found.text.split(" / ")) == {lines[2], lines[3]}
+    assert fed < len(message) / 4
+
+
+def test_a_line_that_heads_each_record_of_a_value_is_no_loop() -> None:
+    """Ten records in one report, each with "Quarter: Q4": data, not a loop."""
+    records = [f"Quarter: Q4\nYear: {2015 + i}\nSales: ${15 + i},000" for i in range(10)]
+    call = json.dumps({"name": "report", "arguments": {"findings": "\n\n".join(records)}})
+    assert call.count("Quarter: Q4\\n") == 10  # the records' line breaks, escaped in JSON
+    assert stream(RepetitionDetector(), call) == (None, len(call))
+
+
+def test_an_escaped_backslash_before_n_is_no_line_break() -> None:
+    """A Windows path ("C:\\new\\notes.txt") written in three different calls: read as
+    line breaks, its pieces would repeat; they are not."""
+    calls = "\n".join(
+        json.dumps({"name": tool, "arguments": {"path": "C:\\new\\notes.txt"}})
+        for tool in ("read", "stat", "open")
+    )
+    assert stream(RepetitionDetector(line_repeats=3), calls) == (None, len(calls))
+
+
 def test_a_line_repeated_seven_times_is_not_degenerate() -> None:
     """Seven calls written one argument per line share that line without tripping the stop."""
     calls = "".join(

@@ -146,6 +146,13 @@ pending steps are callable. Seen on the real 0.5B: with get_exchange_rate requir
 convert with guessed rates until MaxIterationsError; three batches leave room for the lookups a
 step may need first."""
 
+STALE_PATIENCE = 2
+"""Batches in a row made only of calls that already succeeded in the turn, after which, with no
+required step pending, only the terminal tools are callable: the same lookup again returns the
+same result, so nothing is left to learn but the answer. Seen on the real 0.5B: it alternated
+``order_status`` and ``delivery_date`` for ORD-0042 for 12 iterations in both turns of a chat,
+which the loop guard (the same call in a row) never sees."""
+
 FAILURE_STREAK = 2
 """Replies in a row in which one tool failed (an error, "called wrong", or arguments its schema
 rejects) after which :meth:`Guardrails.callable_now` leaves it out until some call succeeds.
@@ -219,6 +226,7 @@ class Guardrails:
         self._last_ok: frozenset[str] = frozenset()  # tools that succeeded in the last batch
         self._pending_before = len(self._tracker.pending(self._steps.required_steps))
         self._idle = 0  # batches in a row that did not advance a required step
+        self._stale = 0  # batches in a row that only repeated calls that had succeeded
         self._specs = {spec.name: spec for spec in self._validator.tools}
         self._echoes = EchoCorpus()  # what the model was told, to catch it copied back
         self._ignored: dict[str, tuple[str, ...]] = {}  # arguments dropped from the calls to run
@@ -324,6 +332,7 @@ class Guardrails:
         self._last_ok = frozenset()
         self._pending_before = len(self._tracker.pending(self._steps.required_steps))
         self._idle = 0
+        self._stale = 0
 
     def observe_history(self, messages: Sequence[Message]) -> None:
         """Start the turn a history is in the middle of: its last user message is the request,
@@ -367,7 +376,8 @@ class Guardrails:
         not succeeded yet (a prerequisite that must match an argument is checked once the
         call's arguments are known). Then, each only while some tool is left: after
         :data:`STEP_PATIENCE` batches in a row that advanced no required step only the pending
-        steps; not ``avoid`` (a tool the loop guard just blocked); not a tool that failed in
+        steps; with none pending, after :data:`STALE_PATIENCE` batches in a row that only
+        repeated calls that had succeeded, only the terminal tools; not ``avoid`` (a tool the loop guard just blocked); not a tool that failed in
         :data:`FAILURE_STREAK` replies in a row, until some call succeeds; no terminal tool
         right after one was sent back for an item a listed fan-out left out (see
         ``GuardrailOptions.cover_lists``), until the next batch runs. With step enforcement
@@ -393,6 +403,8 @@ class Guardrails:
         # without the tools that keep failing.
         if pending and self._idle >= STEP_PATIENCE:
             allowed = _kept(allowed, lambda name: name in pending)
+        if not pending and self._stale >= STALE_PATIENCE:
+            allowed = _kept(allowed, lambda name: name in self.terminal_tools)
         allowed = _kept(allowed, lambda name: name not in avoid)
         if self._covering:
             allowed = _kept(allowed, lambda name: name not in self.terminal_tools)
@@ -582,6 +594,8 @@ class Guardrails:
                 if not isinstance(result.error, ToolDeclinedError | ToolInterruptedError):
                     self._failed_with[key] = error_detail(result.error)
                 self._grounding.add_result(result.call.tool, str(result.error), failed=True)
+        stale = bool(results) and all(r.call.call_id in repeated for r in results)
+        self._stale = self._stale + 1 if stale else 0
         # The same tool again right after it succeeded, with every required step done: small
         # models chain a tool on its own result (convert 250, then 270, then 291.6...) or wander
         # among lookups instead of answering; its result says what comes next.

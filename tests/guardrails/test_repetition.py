@@ -130,7 +130,8 @@ def test_lines_inside_a_json_string_are_counted() -> None:
     message = json.dumps({"name": "respond", "arguments": {"message": "\n".join(lines)}})
     assert "\n" not in message  # the breaks are escaped, as a model writes them in JSON
     found, fed = stream(RepetitionDetector(), message)
-    assert found is not None and (found.kind, found.count) == ("line", 4)  # 4 blocks of 2
+    assert found is not None
+    assert (found.kind, found.count) == ("line", 4)  # 4 blocks of 2
     assert set(found.text.split(" / ")) == {lines[2], lines[3]}
     assert fed < len(message) / 4
 

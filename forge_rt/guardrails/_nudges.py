@@ -74,6 +74,7 @@ class RetryCause(enum.StrEnum):
     ECHO = "echoed a tool result or a correction instead of calling a tool"
     BROKEN_CALL = "a tool call that could not be parsed"
     TRUNCATED = "cut off at the token limit without a complete tool call"
+    REPEATED = "stopped for repeating itself before its tool call was complete"
 
 
 class Nudge(msgspec.Struct, frozen=True, kw_only=True):
@@ -145,6 +146,10 @@ _CAUSE_HINT = {
     RetryCause.TRUNCATED: (
         "Your reply was cut off at the length limit. Keep it short: send the tool call once, "
         "with no other text."
+    ),
+    RetryCause.REPEATED: (
+        "Your reply was stopped because it kept writing the same lines over and over. Send the "
+        "tool call once, and write each fact in it once."
     ),
 }
 

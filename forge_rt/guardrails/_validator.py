@@ -56,6 +56,11 @@ __all__ = [
     "collapse_calls",
 ]
 
+# A reply stopped before its end, by the finish reason it was stopped with: at the token limit
+# (small models repeat a call until they hit it), or on the stream for repeating itself.
+_CUT_CAUSES = {"length": RetryCause.TRUNCATED, REPETITION_FINISH_REASON: RetryCause.REPEATED}
+
+
 log = quiet_logger(__name__)
 
 Reply = LLMResponse | list[ToolCall] | TextResponse | str
@@ -296,10 +301,8 @@ class ResponseValidator:
         raw, reasoning, native = _unpack(response)
         # A reply cut off at the token limit (small models repeat a call until they hit it), or
         # stopped on the stream for repeating itself.
-        truncated = isinstance(response, LLMResponse) and response.finish_reason in (
-            "length",
-            REPETITION_FINISH_REASON,
-        )
+        finish = response.finish_reason if isinstance(response, LLMResponse) else None
+        cut = _CUT_CAUSES.get(finish or "")
         if native:
             return self._check(
                 native,
@@ -311,17 +314,15 @@ class ResponseValidator:
                 echoes=echoes,
             )
         if self._rescue or constrained:
-            return self._rescued(
-                raw, reasoning, truncated=truncated, echoes=echoes, constrained=constrained
-            )
-        return self._retry(raw, reasoning, truncated=truncated)
+            return self._rescued(raw, reasoning, cut=cut, echoes=echoes, constrained=constrained)
+        return self._retry(raw, reasoning, cut=cut)
 
     def _rescued(
         self,
         raw: str,
         reasoning: str | None,
         *,
-        truncated: bool,
+        cut: RetryCause | None,
         echoes: EchoCorpus | None,
         constrained: bool = False,
     ) -> ValidationResult:
@@ -330,9 +331,7 @@ class ResponseValidator:
         thought = reasoning if reasoning is not None else found.reasoning
         if not calls:
             fragment = found.malformed[0] if found.malformed else None
-            return self._retry(
-                raw, thought, body=found.text, fragment=fragment, truncated=truncated
-            )
+            return self._retry(raw, thought, body=found.text, fragment=fragment, cut=cut)
         return self._check(
             calls,
             raw=raw,
@@ -350,12 +349,13 @@ class ResponseValidator:
         *,
         body: str | None = None,
         fragment: str | None = None,
-        truncated: bool = False,
+        cut: RetryCause | None = None,
     ) -> ValidationResult:
-        """No call in the reply; ``body`` is its text without reasoning blocks."""
+        """No call in the reply; ``body`` is its text without reasoning blocks; ``cut``: why
+        the reply was stopped before its end, if it was (see ``_CUT_CAUSES``)."""
         text = (raw if body is None else body).strip()
-        if truncated and text:
-            cause, fragment = RetryCause.TRUNCATED, None
+        if cut is not None and text:
+            cause, fragment = cut, None
         elif fragment is not None:
             cause = RetryCause.BROKEN_CALL
         else:

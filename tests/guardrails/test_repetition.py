@@ -219,3 +219,22 @@ def test_the_reason_names_what_repeated() -> None:
     """The reason is a sentence naming the kind, the count and the repeated text."""
     found = Repetition(kind="line", text="<function>", count=8)
     assert found.reason == "the reply wrote the same line 8 times: <function>"
+
+
+def test_a_reply_stopped_for_repeating_is_told_so_not_that_it_hit_the_limit() -> None:
+    """The real 0.5B's looping respond message was stopped on the stream; its retry said "cut
+    off at the length limit", which it was not."""
+    from forge_rt.core import LLMResponse, TextResponse
+    from forge_rt.guardrails import REPETITION_FINISH_REASON, Guardrails, RetryWithNudge
+
+    looped = '{"name": "respond", "arguments": {"message": "Total: 40 EUR\\nTotal: 65 EUR\\nTot'
+    guard = Guardrails([], respond_tool=True)
+    texts = {}
+    for finish in (REPETITION_FINISH_REASON, "length"):
+        reply = LLMResponse(result=TextResponse(content=looped), finish_reason=finish)
+        action = guard.check(reply, constrained=True)
+        assert isinstance(action, RetryWithNudge)
+        texts[finish] = action.nudge.content
+    assert "kept writing the same lines" in texts[REPETITION_FINISH_REASON]
+    assert "length limit" not in texts[REPETITION_FINISH_REASON]
+    assert "cut off at the length limit" in texts["length"]

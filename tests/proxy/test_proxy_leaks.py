@@ -18,7 +18,13 @@ from forge_rt.guardrails import (
     retry_nudge,
     unknown_tool_nudge,
 )
-from forge_rt.guardrails._nudges import repeat_note, resolution_text, tool_error_text
+from forge_rt.guardrails._nudges import (
+    repeat_note,
+    resolution_text,
+    tool_error_text,
+    uncovered_item_nudge,
+    ungrounded_answer_nudge,
+)
 from forge_rt.proxy._gate import GateMode, StreamGate
 from forge_rt.proxy._leaks import GUARDRAIL_MARKERS, LeakFilter, cut, find_marker, marked_argument
 from forge_rt.wire import UNANSWERED_CALL_TEXT
@@ -53,6 +59,10 @@ def _corrections() -> dict[str, str]:
         "repeat": repeat_note("get_weather", ""),
         "tool-error": tool_error_text("get_weather", RuntimeError("down")),
         "resolution": resolution_text("get_weather", RuntimeError("use Paris")),
+        "ungrounded": ungrounded_answer_nudge("Weather in Rome: 24C"),
+        "uncovered": uncovered_item_nudge(
+            "your request", "Oslo", "Cairo", "get_weather", WEATHER, {"city": "Cairo"}
+        ),
         "unanswered": UNANSWERED_CALL_TEXT,
         "tool-response": "<tool_response>21 C</tool_response>",
     }

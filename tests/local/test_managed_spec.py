@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 import socket
+from pathlib import Path
 
 import pytest
 
+from forge_rt.backends.local import SERVE_COMMAND
 from forge_rt.backends.local._serve import build_parser
 from forge_rt.backends.managed import (
     BackendKind,
@@ -152,6 +154,25 @@ def test_serve_accepts_every_flag_llama_server_spec_emits() -> None:
         args.alias,
     ) == ("/m/q.gguf", 2048, 3, "127.0.0.1", 8097, 2, 0, "q")
     assert (args.jinja, args.metrics, args.slots, args.props) == (True, True, True, True)
+
+
+def test_the_batch_size_reaches_the_embedded_servers_params() -> None:
+    """--batch-size / --ubatch-size from the spec set llama.cpp's n_batch and n_ubatch."""
+    from forge_rt.backends.local import PREEMPTIBLE_BATCH, LocalModelServer
+    from forge_rt.backends.local._serve import _params
+
+    spec = LocalModelServer.spec(Path("/m/q.gguf"), n_ctx=2048, n_parallel=2, threads=2, port=8098)
+    argv = list(spec.argv)
+    at = argv.index("--batch-size")
+    assert argv[at : at + 4] == ["--batch-size", "128", "--ubatch-size", "128"]
+    assert PREEMPTIBLE_BATCH == 128
+    params = _params(build_parser().parse_args(argv[len(SERVE_COMMAND) :]))
+    assert (params.n_batch, params.n_ubatch) == (128, 128)
+    default = LocalModelServer.spec(
+        Path("/m/q.gguf"), n_ctx=2048, n_parallel=2, threads=2, port=8099, batch_size=None
+    )
+    assert "--batch-size" not in default.argv
+    assert "--batch-size" not in llama_server_spec("m.gguf", port=8096).argv
 
 
 def test_serve_accepts_llama_server_short_flags() -> None:

@@ -23,12 +23,14 @@ from forge_rt.backends.local._models import locate_parts as locate_parts
 from forge_rt.backends.local._models import prepare_model as prepare_model
 from forge_rt.backends.local._models import prepare_model_async as prepare_model_async
 from forge_rt.backends.local._models import resolve_model as resolve_model
+from forge_rt.backends.local._server import PREEMPTIBLE_BATCH as PREEMPTIBLE_BATCH
 from forge_rt.backends.local._server import SERVE_COMMAND as SERVE_COMMAND
 from forge_rt.backends.local._server import LocalModelServer as LocalModelServer
 
 __all__ = [
     "DEFAULT_MODEL",
     "MODELS",
+    "PREEMPTIBLE_BATCH",
     "SERVE_COMMAND",
     "CacheState",
     "LocalModelServer",

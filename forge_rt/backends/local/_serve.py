@@ -49,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-t", "--threads", type=int, default=None, help="generation threads")
     p.add_argument("-tb", "--threads-batch", type=int, default=None, help="prompt threads")
     p.add_argument("-ngl", "--n-gpu-layers", type=int, default=None, help="layers on the GPU")
+    p.add_argument("-b", "--batch-size", type=int, default=None, help="logical batch (tokens)")
+    p.add_argument("-ub", "--ubatch-size", type=int, default=None, help="physical batch (tokens)")
     p.add_argument("-a", "--alias", default=None, help="model name reported by /v1/models")
     p.add_argument("--jinja", action="store_true", help="use the model's Jinja chat template")
     p.add_argument("--metrics", action="store_true", help="serve /metrics")
@@ -75,6 +77,10 @@ def _params(args: argparse.Namespace) -> Any:
         params.cpuparams_batch.n_threads = args.threads_batch
     if args.n_gpu_layers is not None:
         params.n_gpu_layers = args.n_gpu_layers
+    if args.batch_size is not None:
+        params.n_batch = args.batch_size
+    if args.ubatch_size is not None:
+        params.n_ubatch = args.ubatch_size
     if args.alias is not None:
         params.model_alias = {args.alias}
     return params

@@ -117,6 +117,7 @@ def llama_server_spec(
     threads: int | None = None,
     gpu_layers: int | None = None,
     alias: str | None = None,
+    batch_size: int | None = None,
     host: str = "127.0.0.1",
     port: int | None = None,
     executable: str | Sequence[str] = "llama-server",
@@ -127,6 +128,9 @@ def llama_server_spec(
 
     ``executable`` may be a command prefix (``[sys.executable, "-m", "forge_rt.backends.local._serve"]``
     runs the embedded server, which accepts the same flags). ``port=None`` picks a free port now.
+    ``batch_size`` sets ``--batch-size`` and ``--ubatch-size``: the prompt tokens the server
+    processes before it looks at its task queue again, so a cancelled prefill stops within one
+    batch (``None``: the server's default, 2,048).
     """
     port = free_loopback_port(host) if port is None else port
     argv = [
@@ -151,6 +155,8 @@ def llama_server_spec(
         argv += ["--n-gpu-layers", str(gpu_layers)]
     if alias is not None:
         argv += ["--alias", alias]
+    if batch_size is not None:
+        argv += ["--batch-size", str(batch_size), "--ubatch-size", str(batch_size)]
     argv += extra_args
     return BackendSpec(
         kind=BackendKind.LLAMA_SERVER,

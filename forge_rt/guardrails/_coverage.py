@@ -81,7 +81,7 @@ class ListCoverage:
 
     def __init__(self) -> None:
         self._request = ""  # the user's message, lowered
-        self._sources: list[tuple[str, str]] = []  # (where from, text)
+        self._lists: list[tuple[str, list[str]]] = []  # (where from, an enumeration's items)
         self._sent: set[tuple[str, str, str]] = set()  # (tool, argument, value) tried
         self._calls: list[ToolCall] = []  # the calls that succeeded, in order
         self._refused = False
@@ -89,14 +89,17 @@ class ListCoverage:
     def reset(self, request: str | None = None) -> None:
         """A new turn, with the user's ``request`` (``None``: not known) as its first source."""
         self._request = (request or "").lower()
-        self._sources = [(REQUEST, request)] if request else []
+        self._lists = []
+        if request:
+            self.add_source(REQUEST, request)
         self._sent = set()
         self._calls = []
         self._refused = False
 
     def add_source(self, where: str, text: str) -> None:
-        """A successful tool result of this turn: the lists it names are to be covered too."""
-        self._sources.append((where, text))
+        """A source of this turn (the request, a successful tool result): the lists it names
+        are to be covered; read once, here."""
+        self._lists += [(where, items) for items in enumerations(text)]
 
     def add_call(self, call: ToolCall, *, ok: bool) -> None:
         """A call of this turn ran (``ok``: it succeeded); every value it sent is covered."""
@@ -111,7 +114,7 @@ class ListCoverage:
         then spent), else ``None``."""
         if self._refused:
             return None
-        found = next(self._uncovered(), None)
+        found = self.peek()
         if found is not None:
             self._refused = True
         return found
@@ -122,7 +125,6 @@ class ListCoverage:
         return next(self._uncovered(), None)
 
     def _uncovered(self) -> Iterator[Uncovered]:
-        lists = [(where, items) for where, text in self._sources for items in enumerations(text)]
         for call in self._calls:
             for name, value in call.args.items():
                 if not _scalar(value):
@@ -131,7 +133,7 @@ class ListCoverage:
                 # A value the user named outside a list is the user's pick from a tool's
                 # listing ("what is in a.txt?" beside list_files' "a.txt, b.txt"), no fan-out.
                 picked = re.search(rf"(?<!\w){re.escape(sent)}(?!\w)", self._request) is not None
-                for where, items in lists:
+                for where, items in self._lists:
                     if where == call.tool or (picked and where != REQUEST):
                         continue  # a tool's own listing of what it was asked is no request
                     for item in _siblings(sent, items):

@@ -355,9 +355,14 @@ class Guardrails:
                 continue
             self._coverage.add_call(call, ok=True)
             if call.tool not in self.terminal_tools:
-                self._coverage.add_source(call.tool, message.content)
-                self._grounding.add_result(call.tool, message.content)
-                self._grounding.add_subject(call.args.values())
+                self._learn_result(call, message.content)
+
+    def _learn_result(self, call: ToolCall, output: str) -> None:
+        """A non-terminal call of this turn succeeded with ``output``: what answer grounding
+        and list coverage check the answer against."""
+        self._grounding.add_result(call.tool, output)
+        self._grounding.add_subject(call.args.values())
+        self._coverage.add_source(call.tool, output)
 
     @property
     def loop_blocked(self) -> tuple[ToolCall, ...]:
@@ -377,7 +382,8 @@ class Guardrails:
         call's arguments are known). Then, each only while some tool is left: after
         :data:`STEP_PATIENCE` batches in a row that advanced no required step only the pending
         steps; with none pending, after :data:`STALE_PATIENCE` batches in a row that only
-        repeated calls that had succeeded, only the terminal tools; not ``avoid`` (a tool the loop guard just blocked); not a tool that failed in
+        repeated calls that had succeeded, only the terminal tools; not ``avoid`` (a tool the
+        loop guard just blocked); not a tool that failed in
         :data:`FAILURE_STREAK` replies in a row, until some call succeeds; no terminal tool
         right after one was sent back for an item a listed fan-out left out (see
         ``GuardrailOptions.cover_lists``), until the next batch runs. With step enforcement
@@ -576,7 +582,7 @@ class Guardrails:
         self._covering = False  # a batch ran: the terminal tools are offered again
         # Calls sent again after failing: their error's hint gets a corrected call even where
         # it names several values (see hinted_args), since naming them did not help.
-        failed_before = {call_key(r.call) for r in results if call_key(r.call) in self._failed_with}
+        failed_before = {k for r in results if (k := call_key(r.call)) in self._failed_with}
         for result in results:
             key = call_key(result.call)
             self._coverage.add_call(result.call, ok=result.ok)
@@ -587,9 +593,7 @@ class Guardrails:
                 self._failed_with.pop(key, None)
                 self._steps.record(result.call)
                 if result.call.tool not in self.terminal_tools:
-                    self._grounding.add_result(result.call.tool, result.output or "")
-                    self._grounding.add_subject(result.call.args.values())
-                    self._coverage.add_source(result.call.tool, result.output or "")
+                    self._learn_result(result.call, result.output or "")
             elif result.error is not None:  # always, once not ok: it narrows the type
                 if not isinstance(result.error, ToolDeclinedError | ToolInterruptedError):
                     self._failed_with[key] = error_detail(result.error)

@@ -187,10 +187,16 @@ class RepetitionDetector:
             if self._depth == 0:
                 self._end_object("".join(self._span))
 
-    def _end_line(self) -> None:
+    def _take_line(self) -> str | None:
+        """The line just ended, or ``None`` where it has too few letters or digits to count
+        (see :data:`LINE_MIN_CHARS`); the next line starts empty either way."""
         line = "".join(self._line).strip()
         self._line = []
-        if len(_ALNUM.findall(line)) < LINE_MIN_CHARS:
+        return line if len(_ALNUM.findall(line)) >= LINE_MIN_CHARS else None
+
+    def _end_line(self) -> None:
+        line = self._take_line()
+        if line is None:
             return
         self._lines[line] += 1
         count = self._lines[line]
@@ -207,9 +213,8 @@ class RepetitionDetector:
         so a line that recurs is no loop by itself ("Quarter: Q4" heads each of ten records);
         only a block repeated back to back is.
         """
-        line = "".join(self._line).strip()
-        self._line = []
-        if len(_ALNUM.findall(line)) < LINE_MIN_CHARS:
+        line = self._take_line()
+        if line is None:
             return
         recent = self._string_lines
         recent.append(line)

@@ -299,8 +299,7 @@ class ResponseValidator:
         its dialect is recorded as ``constrained_json``.
         """
         raw, reasoning, native = _unpack(response)
-        # A reply cut off at the token limit (small models repeat a call until they hit it), or
-        # stopped on the stream for repeating itself.
+        # Why the reply was stopped before its end, if it was.
         finish = response.finish_reason if isinstance(response, LLMResponse) else None
         cut = _CUT_CAUSES.get(finish or "")
         if native:

@@ -41,9 +41,10 @@ PREEMPTIBLE_BATCH = 128
 llama.cpp handles a cancelled request only between batches, and its default batch is 2,048
 tokens. On the embedded 0.5B on a 2-core CPU (~150 prompt tokens/s), a voice request that
 arrived during a background agent's 2,300-token prefill, with the background call cancelled,
-got its first token after 12.7-13.2 s; with batches of 128 tokens after 1.0-1.1 s (0.10-0.14 s
-on the idle slot). Prefill throughput was within noise of the default (142-148 against 149-153
-tokens/s). ``LocalModelServer.spec(batch_size=None)`` keeps llama.cpp's default."""
+got its first token after 12.9-13.8 s; with batches of 128 tokens after 0.96-1.04 s (0.08-0.11 s
+on the idle slot). Prefill throughput was within noise of the default (140-148 against 138-149
+tokens/s): ``python bench/prefill_preemption_bench.py``. ``LocalModelServer.spec(batch_size=None)``
+keeps llama.cpp's default."""
 
 SERVE_COMMAND: tuple[str, ...] = (sys.executable, "-m", "forge_rt.backends.local._serve")
 """The command prefix that runs the embedded server; it takes llama-server's flags."""

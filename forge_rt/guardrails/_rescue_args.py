@@ -415,6 +415,17 @@ _CUE = re.compile(
     r"\s*:?\s*[`'\"]?(?=([A-Za-z0-9][\w.\-/@:+]*))",
     re.IGNORECASE,
 )
+# A sentence that names the right value: "(Australia's is Canberra)", "the correct region is
+# us", "the nearest match is ORD-0042". The real 0.5B and 1.5B both looped on a call to the
+# same wrong city, 3 runs of 3, when an error named the right one only in this form. A
+# possessive names the value only with its noun left out: "the order's status is gone" says
+# what something is, not what to send.
+_NAMED_CUE = re.compile(
+    r"(?:\b[A-Za-z]\w*'s"
+    r"|\b(?:correct|right|valid|nearest|closest|matching|expected|supported)(?:\s+[a-z]\w*)?)"
+    r"\s+(?:is|would be)\s*:?\s*[`'\"]?(?=([A-Za-z0-9][\w.\-/@:+]*))",
+    re.IGNORECASE,
+)
 # A list of the valid values names them too ("the only id is ORD-7", "must be one of: eu"), but
 # only a list of one names *the* value: with several ("ids are A-1 and A-2") a corrected call
 # built from the first led the real 1.5B to total A-1 alone and stop (2 runs of 3 that were
@@ -470,7 +481,8 @@ def hinted_args(
     # without one is usually the model's own wrong value echoed back ("no user 'Grace_Hopper'"),
     # and a corrected call built from it teaches the model garbage.
     listed = _list_values(message, several=several)
-    candidates = [m.rstrip(".:,;") for m in [*_CUE.findall(message), *listed]]
+    cued = [*_CUE.findall(message), *_NAMED_CUE.findall(message), *listed]
+    candidates = [m.rstrip(".:,;)") for m in cued]
     schema = schema_of(spec)
     coercer = _Coercer(schema)
     props: Mapping[str, Any] = schema.get("properties") or {}

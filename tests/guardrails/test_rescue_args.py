@@ -233,6 +233,13 @@ ORDER = ToolSpec(
         ("region must be one of: us", {"order_id": "ORD-42", "region": "us"}),
         ("unknown region; valid values are `us` or `apac`", None),
         ("the order is gone", None),  # "is" alone names no value
+        (
+            "no data for 'ORD-42'; only archived orders are kept (Lee's is ORD-0042)",
+            {"order_id": "ORD-0042", "region": "eu"},
+        ),
+        ("the correct order is ORD-0042.", {"order_id": "ORD-0042", "region": "eu"}),
+        ("no such order; the nearest match is `ORD-0042`", {"order_id": "ORD-0042", "region": "eu"}),
+        ("the order's status is gone", None),  # named, but not a valid value for any argument
     ],
     ids=[
         "use",
@@ -248,6 +255,10 @@ ORDER = ToolSpec(
         "one-of-one",
         "values-are-several",
         "is-alone",
+        "possessive-is",
+        "correct-is",
+        "nearest-is",
+        "possessive-invalid",
     ],
 )
 def test_hinted_args_put_the_suggested_value_in_place(

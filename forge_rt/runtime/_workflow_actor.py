@@ -509,13 +509,15 @@ class WorkflowActor(Actor):
         ``Guardrails.callable_now``), leaving out for one iteration a tool the loop guard just
         blocked. On the last iteration, with no required step pending, only the terminal tools:
         a run that has done its steps ends with an answer rather than a MaxIterationsError
-        (the real 0.5B kept calling lookups until the budget ran out)."""
+        (the real 0.5B kept calling lookups until the budget ran out) -- even right after a
+        list-coverage refusal, which otherwise leaves the terminal tools out for one batch
+        (the real 1.5B then spent its last iteration on a lookup and ended unanswered)."""
         avoid, self._avoid = self._avoid, frozenset()
         allowed = self._guardrails.callable_now(avoid)
         guardrails = self._guardrails
         last = self._iteration >= self._max_iterations
         if last and not guardrails.tracker.pending(guardrails.required_steps):
-            finishing = tuple(t for t in allowed if t.name in guardrails.terminal_tools)
+            finishing = tuple(t for t in guardrails.tools if t.name in guardrails.terminal_tools)
             allowed = finishing or allowed
         # A blocked tool that must stay callable is offered without the call it blocked.
         return self._narrowed.to(allowed, exclude=guardrails.loop_blocked)

@@ -366,3 +366,23 @@ async def test_the_last_iteration_may_only_finish_once_the_steps_are_done(
     assert {
         o["properties"]["name"]["const"] for o in last.schema["anyOf"] if "properties" in o
     } == {"respond"}
+
+
+async def test_the_last_iteration_offers_the_answer_even_after_a_coverage_refusal(
+    tools: Tools, autojump_clock: Any
+) -> None:
+    """A coverage refusal leaves the terminal tool out of the next batch; on the last
+    iteration it is offered all the same, or the run could only end in MaxIterationsError."""
+    from forge_rt.core import JsonSchemaConstraint
+
+    client = ScriptedClient([weather("Oslo"), respond("3C in Oslo"), respond("3C in Oslo")])
+    result = await WorkflowRunner(client, max_iterations=3).run(
+        tools.workflow(constrain="always"), "Which is warmer right now, Oslo or Cairo?"
+    )
+    assert result.output == "3C in Oslo"
+    assert result.stats.retries == {"invalid_call": 1}  # the coverage refusal
+    last = client.calls[-1].request.constraint
+    assert isinstance(last, JsonSchemaConstraint)
+    assert {
+        o["properties"]["name"]["const"] for o in last.schema["anyOf"] if "properties" in o
+    } == {"respond"}

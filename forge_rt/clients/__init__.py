@@ -20,6 +20,7 @@ from forge_rt.clients._factory import ClientKind as ClientKind
 from forge_rt.clients._factory import make_client as make_client
 from forge_rt.clients._faults import AUTO_RETRY_KINDS as AUTO_RETRY_KINDS
 from forge_rt.clients._http import HTTPClient as HTTPClient
+from forge_rt.clients._llamaserver import Generation as Generation
 from forge_rt.clients._llamaserver import LlamaServerClient as LlamaServerClient
 from forge_rt.clients._llamaserver import LlamaServerProps as LlamaServerProps
 from forge_rt.clients._llamaserver import SlotState as SlotState
@@ -34,6 +35,7 @@ __all__ = [
     "AnthropicClient",
     "CancelSafeTransport",
     "ClientKind",
+    "Generation",
     "HTTPClient",
     "LlamaServerClient",
     "LlamaServerProps",

@@ -93,6 +93,7 @@ class LlamaServerOptions(_Options, frozen=True, kw_only=True, forbid_unknown_fie
 
     model: str | UnsetType | None = UNSET
     mode: Literal["native", "prompt"] | UnsetType = UNSET
+    generation: Literal["chat", "raw"] | UnsetType = UNSET
     cache_prompt: bool | UnsetType = UNSET
     api_key: str | UnsetType | None = UNSET
     reasoning_replay: bool | UnsetType = UNSET

@@ -106,7 +106,7 @@ class HTTPClient:
     """
 
     _framing: ClassVar[Literal["sse", "ndjson"]] = "sse"
-    _inference_path: ClassVar[str]
+    _inference_path: str  # an adapter may choose it per instance (llama-server's raw mode)
     _capabilities: ClassVar[ClientCapabilities]
 
     def __init__(
@@ -205,6 +205,11 @@ class HTTPClient:
 
     def _decoder(self, request: InferenceRequest) -> StreamDecoder:
         raise NotImplementedError
+
+    def _stream_decoder(self, request: InferenceRequest, body: dict[str, Any]) -> StreamDecoder:
+        """The decoder for the stream that ``body`` opens (an adapter that needs to know what
+        it sent overrides this; the rest supply :meth:`_decoder`)."""
+        return self._decoder(request)
 
     def _finalize(self, response: LLMResponse, request: InferenceRequest) -> LLMResponse:
         """Last look at an assembled streamed response (prompt-mode tool parsing)."""
@@ -353,11 +358,15 @@ class HTTPClient:
         start = trio.current_time()
         progress = _Progress()
         with self._deadline_scope() as scope:
-            body = msgspec.json.encode(await self._body(request, stream=True))
+            body = await self._body(request, stream=True)
+            decoder = self._stream_decoder(request, body)
             async with self._open(
-                "POST", self._inference_path, body=body, headers=request.headers
+                "POST",
+                self._inference_path,
+                body=msgspec.json.encode(body),
+                headers=request.headers,
             ) as response:
-                chunks = self._chunks(response, request, start, progress)
+                chunks = self._chunks(response, request, start, progress, decoder)
                 async with aclosing(chunks):
                     yield chunks
         if scope.cancelled_caught:
@@ -371,8 +380,8 @@ class HTTPClient:
         request: InferenceRequest,
         start: float,
         progress: _Progress,
+        decoder: StreamDecoder,
     ) -> AsyncGenerator[StreamChunk, None]:
-        decoder = self._decoder(request)
         url = str(response.url)
 
         def delivered(chunk: StreamChunk) -> StreamChunk:

@@ -12,6 +12,15 @@ Two tool modes. ``native`` sends ``tools`` and reads structured ``tool_calls`` (
 guardrails. ``prompt`` describes the tools in the system prompt and parses calls out of the
 reply with the guardrails' rescue parser -- for chat templates without tool support. Prompt mode
 sends no ``tool_choice`` (there are no wire tools to choose among); the guardrails enforce it.
+
+Two ways to generate. ``chat`` posts to ``/v1/chat/completions``. ``raw`` renders the same chat
+body with the server's own template (``/apply-template``) and generates from that prompt with
+``/completion`` (``cache_prompt``, ``id_slot``, the same sampling and constraint), reading tool
+calls out of the text with the rescue parser. Every reply is then plain text, tool calls
+included, so a call preempted half-way is continued from its exact partial reply -- sent as the
+very token ids it streamed (:class:`~forge_rt.clients._resumable.ResumablePrompts`) -- where
+the chat endpoint's structured tool-call deltas cannot be resumed at all. In raw mode the server
+builds no grammar from ``tool_choice``; forge_rt's own constraint and guardrails enforce it.
 """
 
 from __future__ import annotations
@@ -23,8 +32,10 @@ from typing import Any, Literal
 import httpx
 import msgspec
 
+from forge_rt.clients._http import StreamDecoder
 from forge_rt.clients._openai import OpenAICompatClient
 from forge_rt.clients._prometheus import metric_samples
+from forge_rt.clients._resumable import ResumablePrompts
 from forge_rt.core import (
     ClientCapabilities,
     GrammarConstraint,
@@ -33,9 +44,18 @@ from forge_rt.core import (
     TextResponse,
     Timings,
 )
-from forge_rt.wire import openai_request_to_wire, prompt_mode_messages
+from forge_rt.wire import (
+    CompletionStreamDecoder,
+    completion_body,
+    completion_from_wire,
+    openai_request_to_wire,
+    prompt_mode_messages,
+)
 
-__all__ = ["LlamaServerClient", "LlamaServerProps", "SlotState"]
+__all__ = ["Generation", "LlamaServerClient", "LlamaServerProps", "SlotState"]
+
+Generation = Literal["chat", "raw"]
+"""How :class:`LlamaServerClient` generates: the chat endpoint, or the raw prompt (see above)."""
 
 
 class _GenerationSettings(msgspec.Struct, kw_only=True):
@@ -89,7 +109,9 @@ class LlamaServerClient(OpenAICompatClient):
     """llama-server / llamafile, natively or with prompt-injected tools.
 
     ``cache_prompt`` (default on) lets the server reuse the KV cache of a slot whose prompt
-    shares a prefix; ``request.slot_id`` pins the call to a slot (``id_slot``).
+    shares a prefix; ``request.slot_id`` pins the call to a slot (``id_slot``). ``generation``
+    picks the chat endpoint or raw-prompt generation (see the module docstring); forge_rt's own
+    embedded and managed servers use ``"raw"``, so their preempted calls resume exactly.
     """
 
     _dialect = "llamacpp"
@@ -100,6 +122,7 @@ class LlamaServerClient(OpenAICompatClient):
         *,
         model: str | None = None,
         mode: Literal["native", "prompt"] = "native",
+        generation: Generation = "chat",
         cache_prompt: bool = True,
         api_key: str | None = None,
         reasoning_replay: bool = True,
@@ -112,7 +135,11 @@ class LlamaServerClient(OpenAICompatClient):
     ) -> None:
         if mode not in ("native", "prompt"):
             raise ValueError(f"mode must be 'native' or 'prompt', got {mode!r}")
+        if generation not in ("chat", "raw"):
+            raise ValueError(f"generation must be 'chat' or 'raw', got {generation!r}")
         self._mode = mode
+        self._generation: Generation = generation
+        self._resumable = ResumablePrompts()
         self._cache_prompt = cache_prompt
         self._props: LlamaServerProps | None = None
         super().__init__(
@@ -129,10 +156,16 @@ class LlamaServerClient(OpenAICompatClient):
             recommended_sampling=recommended_sampling,
             transport=transport,
         )
+        if generation == "raw":
+            self._inference_path = "/completion"
 
     @property
     def mode(self) -> Literal["native", "prompt"]:
         return self._mode
+
+    @property
+    def generation(self) -> Generation:
+        return self._generation
 
     @property
     def capabilities(self) -> ClientCapabilities:
@@ -156,6 +189,23 @@ class LlamaServerClient(OpenAICompatClient):
         return PurePosixPath(path).name
 
     async def _body(self, request: InferenceRequest, *, stream: bool) -> dict[str, Any]:
+        if self._generation == "chat":
+            return await self._chat_body(request, stream=stream)
+        # The partial reply goes after the rendered prompt as text, not as a trailing assistant
+        # message: templates differ in whether they continue such a message or close it.
+        whole = msgspec.structs.replace(request, assistant_prefill=None)
+        chat = await self._chat_body(whole, stream=stream)
+        rendered = await self._render(chat)
+        parts = self._resumable.prompt(rendered + (request.assistant_prefill or ""))
+        return completion_body(chat, parts, stream=stream)
+
+    async def _render(self, chat: dict[str, Any]) -> str:
+        """The prompt the server's chat template makes of a chat body."""
+        rendered = await self._call_json("POST", "/apply-template", _TemplateWire, body=chat)
+        return rendered.prompt
+
+    async def _chat_body(self, request: InferenceRequest, *, stream: bool) -> dict[str, Any]:
+        """The ``/v1/chat/completions`` body for ``request``."""
         prompt = self._mode == "prompt" and bool(request.tools)
         body = openai_request_to_wire(
             await self._sampled(request),
@@ -177,7 +227,17 @@ class LlamaServerClient(OpenAICompatClient):
             body["id_slot"] = request.slot_id
         return body
 
+    def _stream_decoder(self, request: InferenceRequest, body: dict[str, Any]) -> StreamDecoder:
+        if self._generation == "chat":
+            return self._decoder(request)
+        decoder = CompletionStreamDecoder(url=self._url(self._inference_path))
+        self._resumable.streaming(body["prompt"], decoder.pieces)
+        return decoder
+
     def _parse(self, body: bytes, request: InferenceRequest, timings: Timings) -> LLMResponse:
+        if self._generation == "raw":
+            raw = completion_from_wire(body, timings=timings, url=self._url(self._inference_path))
+            return self._finalize(raw, request)
         response = super()._parse(body, request, timings)
         prefill = request.assistant_prefill
         if not prefill or not response.raw_text.startswith(prefill):
@@ -189,8 +249,10 @@ class LlamaServerClient(OpenAICompatClient):
         return msgspec.structs.replace(response, raw_text=rest, result=result)
 
     def _finalize(self, response: LLMResponse, request: InferenceRequest) -> LLMResponse:
-        """In prompt mode, read tool calls out of the reply text with the rescue parser."""
-        if self._mode != "prompt" or not request.tools:
+        """In prompt mode and raw generation, read tool calls out of the reply text with the
+        rescue parser -- in raw generation from the partial reply it continued and the new
+        text together, so a call cut by a preemption is read whole."""
+        if (self._mode != "prompt" and self._generation != "raw") or not request.tools:
             return response
         if not isinstance(response.result, TextResponse):
             return response
@@ -198,7 +260,8 @@ class LlamaServerClient(OpenAICompatClient):
         from forge_rt.guardrails import rescue_tool_calls
 
         text = response.result
-        calls = rescue_tool_calls(text.content, request.tools)
+        before = request.assistant_prefill if self._generation == "raw" else None
+        calls = rescue_tool_calls((before or "") + text.content, request.tools)
         if not calls:
             return response
         if text.reasoning is not None:
@@ -240,9 +303,8 @@ class LlamaServerClient(OpenAICompatClient):
         send, rendered by the server's own chat template (``/apply-template``: tools, and the
         prompt-mode tool prompt, included) and tokenized by ``/tokenize`` -- the same count
         the server reports as ``prompt_tokens`` for that request."""
-        body = await self._body(request, stream=False)
-        rendered = await self._call_json("POST", "/apply-template", _TemplateWire, body=body)
-        return len(await self.tokenize(rendered.prompt))
+        rendered = await self._render(await self._chat_body(request, stream=False))
+        return len(await self.tokenize(rendered))
 
     async def health(self) -> str:
         """``/health``'s status (``"ok"``); a loading server answers 503 -> ``BackendError``."""

@@ -70,7 +70,7 @@ async def open_backend(
             LocalModelServer.start(
                 config.model or DEFAULT_MODEL, n_ctx=config.n_ctx * slots, n_parallel=slots
             ) as server,
-            LlamaServerClient(server.url) as client,
+            LlamaServerClient(server.url, generation="raw") as client,
         ):
             yield client, f"embedded {server.model.name} (llama.cpp) at {server.url}, {shape}"
     elif config.backend == "sim":

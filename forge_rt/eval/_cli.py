@@ -359,7 +359,9 @@ async def _run_plan(
                     n_parallel=slots,
                 )
             )
-            client: LLMClient = await stack.enter_async_context(LlamaServerClient(server.url))
+            client: LLMClient = await stack.enter_async_context(
+                LlamaServerClient(server.url, generation="raw")
+            )
         else:
             assert backend.url is not None, "a URL backend has its URL"
             # click.Choice(BACKEND_KINDS) admitted only adapter names.

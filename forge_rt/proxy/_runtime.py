@@ -131,6 +131,7 @@ async def open_backend(config: BackendConfig) -> AsyncIterator[Backend]:
             client = LlamaServerClient(
                 url,
                 model=config.model,
+                generation="raw",  # a server forge_rt started: preempted calls resume exactly
                 read_timeout=config.timeout_s,
                 transport=coalescing_transport(),
             )
@@ -168,7 +169,11 @@ async def open_backend(config: BackendConfig) -> AsyncIterator[Backend]:
             )
             url = server.url
             client = LlamaServerClient(
-                url, model=name, read_timeout=config.timeout_s, transport=coalescing_transport()
+                url,
+                model=name,
+                generation="raw",  # a server forge_rt started: preempted calls resume exactly
+                read_timeout=config.timeout_s,
+                transport=coalescing_transport(),
             )
         stack.push_async_callback(client.aclose)
         shown = redact(url) if url is not None else None  # credentials in a URL are never logged

@@ -22,7 +22,9 @@ write the answer.
 Shared: the SSE codec (:class:`SSEDecoder`, :func:`encode_sse`), the ``<think>`` splitter
 (:class:`ThinkSplitter`, :func:`split_think`), tool-call assembly by index
 (:class:`ToolCallAssembler`), and prompt-injected tool calling for templates without tool
-support (:func:`prompt_mode_messages`, :func:`render_tool_prompt`).
+support (:func:`prompt_mode_messages`, :func:`render_tool_prompt`); llama-server's raw
+``/completion`` (:func:`completion_body`, :class:`CompletionStreamDecoder`), which generates a
+chat request from its rendered prompt so a cut reply resumes from its exact tokens.
 """
 
 from forge_rt.wire._anthropic_reply import (
@@ -55,6 +57,11 @@ from forge_rt.wire._anthropic_stream import AnthropicStreamEncoder as AnthropicS
 from forge_rt.wire._faults import BODY_KEEP_CHARS as BODY_KEEP_CHARS
 from forge_rt.wire._faults import in_band_error as in_band_error
 from forge_rt.wire._faults import malformed_error as malformed_error
+from forge_rt.wire._llama_completion import CompletionPiece as CompletionPiece
+from forge_rt.wire._llama_completion import CompletionStreamDecoder as CompletionStreamDecoder
+from forge_rt.wire._llama_completion import PromptPart as PromptPart
+from forge_rt.wire._llama_completion import completion_body as completion_body
+from forge_rt.wire._llama_completion import completion_from_wire as completion_from_wire
 from forge_rt.wire._ollama import OllamaStreamDecoder as OllamaStreamDecoder
 from forge_rt.wire._ollama import ollama_messages_to_wire as ollama_messages_to_wire
 from forge_rt.wire._ollama import ollama_request_to_wire as ollama_request_to_wire
@@ -90,11 +97,14 @@ __all__ = [
     "AnthropicRequest",
     "AnthropicStreamDecoder",
     "AnthropicStreamEncoder",
+    "CompletionPiece",
+    "CompletionStreamDecoder",
     "OllamaStreamDecoder",
     "OpenAIDialect",
     "OpenAIRequest",
     "OpenAIStreamDecoder",
     "OpenAIStreamEncoder",
+    "PromptPart",
     "SSEDecoder",
     "SSEEvent",
     "ThinkSplitter",
@@ -110,6 +120,8 @@ __all__ = [
     "anthropic_response_from_wire",
     "anthropic_response_to_wire",
     "anthropic_tools_to_wire",
+    "completion_body",
+    "completion_from_wire",
     "encode_sse",
     "in_band_error",
     "malformed_error",

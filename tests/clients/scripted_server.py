@@ -100,36 +100,41 @@ async def _read_request(
 
 
 async def _serve(server: ScriptedServer, stream: trio.SocketStream) -> None:
-    conn = h11.Connection(h11.SERVER)
     async with stream:
-        while True:
-            got = await _read_request(stream, conn)
-            if got is None:
-                return
-            request, body = got
-            server.requests.append(
-                Captured(
-                    method=request.method.decode(),
-                    path=request.target.decode(),
-                    headers={k.decode(): v.decode() for k, v in request.headers},
-                    body=body,
-                )
+        try:
+            await _answer(server, stream, h11.Connection(h11.SERVER))
+        except trio.BrokenResourceError:
+            return  # the client reset the connection: it left a stream before its end
+
+
+async def _answer(server: ScriptedServer, stream: trio.SocketStream, conn: h11.Connection) -> None:
+    """Answer the requests of one connection from the script, until it closes."""
+    while True:
+        got = await _read_request(stream, conn)
+        if got is None:
+            return
+        request, body = got
+        server.requests.append(
+            Captured(
+                method=request.method.decode(),
+                path=request.target.decode(),
+                headers={k.decode(): v.decode() for k, v in request.headers},
+                body=body,
             )
-            reply = server.replies.popleft()
-            if reply.fault == "close_before":
-                return
-            if reply.fault == "hang":
-                await trio.sleep_forever()
-            headers = [("content-type", reply.content_type), ("transfer-encoding", "chunked")]
-            await stream.send_all(
-                conn.send(h11.Response(status_code=reply.status, headers=headers))
-            )
-            for part in reply.parts:
-                await stream.send_all(conn.send(h11.Data(data=part)))
-            if reply.fault == "close_after_parts":
-                return
-            await stream.send_all(conn.send(h11.EndOfMessage()))
-            conn.start_next_cycle()
+        )
+        reply = server.replies.popleft()
+        if reply.fault == "close_before":
+            return
+        if reply.fault == "hang":
+            await trio.sleep_forever()
+        headers = [("content-type", reply.content_type), ("transfer-encoding", "chunked")]
+        await stream.send_all(conn.send(h11.Response(status_code=reply.status, headers=headers)))
+        for part in reply.parts:
+            await stream.send_all(conn.send(h11.Data(data=part)))
+        if reply.fault == "close_after_parts":
+            return
+        await stream.send_all(conn.send(h11.EndOfMessage()))
+        conn.start_next_cycle()
 
 
 @asynccontextmanager

@@ -238,7 +238,10 @@ ORDER = ToolSpec(
             {"order_id": "ORD-0042", "region": "eu"},
         ),
         ("the correct order is ORD-0042.", {"order_id": "ORD-0042", "region": "eu"}),
-        ("no such order; the nearest match is `ORD-0042`", {"order_id": "ORD-0042", "region": "eu"}),
+        (
+            "no such order; the nearest match is `ORD-0042`",
+            {"order_id": "ORD-0042", "region": "eu"},
+        ),
         ("the order's status is gone", None),  # named, but not a valid value for any argument
     ],
     ids=[

@@ -15,7 +15,7 @@ import trio
 
 from actors import ActorSystem
 from forge_rt.backends.local import DEFAULT_MODEL, LocalModelServer
-from forge_rt.clients import LlamaServerClient
+from forge_rt.clients import Generation, LlamaServerClient
 from forge_rt.core import (
     InferenceRequest,
     JsonSchemaConstraint,
@@ -25,7 +25,7 @@ from forge_rt.core import (
     TextDeltaChunk,
     ToolSpec,
 )
-from forge_rt.guardrails import respond_spec, tool_call_schema
+from forge_rt.guardrails import rescue_tool_calls, respond_spec, tool_call_schema
 from forge_rt.runtime import SlotWorker
 
 pytestmark = pytest.mark.slow
@@ -49,7 +49,7 @@ TOOLS = (
 GREEDY = Sampling(temperature=0.0, top_k=1, max_tokens=96, seed=3)
 
 
-def _request(text: str) -> InferenceRequest:
+def _request(text: str, *, constrained: bool = True) -> InferenceRequest:
     return InferenceRequest(
         messages=(
             Message.system("You book tables. Reply with one tool call as JSON."),
@@ -57,7 +57,9 @@ def _request(text: str) -> InferenceRequest:
         ),
         tools=TOOLS,
         sampling=GREEDY,
-        constraint=JsonSchemaConstraint(schema=tool_call_schema(list(TOOLS))),
+        constraint=(
+            JsonSchemaConstraint(schema=tool_call_schema(list(TOOLS))) if constrained else None
+        ),
     )
 
 
@@ -96,16 +98,29 @@ async def test_a_preempted_constrained_call_returns_the_same_text() -> None:
     slot the resume re-prefills prompt and partial reply in large batches, and llama.cpp's
     batch-dependent arithmetic can flip a near-tie at T 0 (seen: "17:30" against "17:00")."""
     async with LocalModelServer.start(DEFAULT_MODEL, n_ctx=8192, n_parallel=2) as server:
-        await _compare_on(server.url)
+        await _compare_on(server.url, generation="chat", constrained=True)
 
 
-async def _compare_on(url: str) -> None:
-    background = _request("Book Chez Marie for four people at half past seven tonight.")
+async def test_a_preempted_native_tool_call_returns_the_same_text_in_raw_generation() -> None:
+    """Unconstrained, the model writes its chat template's own tool-call format; through the
+    chat endpoint those are structured deltas no request can resume (every preemption was a
+    restart), generated from the raw prompt they are text, continued from their own tokens."""
+    async with LocalModelServer.start(DEFAULT_MODEL, n_ctx=8192, n_parallel=2) as server:
+        await _compare_on(server.url, generation="raw", constrained=False)
+
+
+async def _compare_on(url: str, *, generation: Generation, constrained: bool) -> None:
+    background = _request(
+        "Book Chez Marie for four people at half past seven tonight.", constrained=constrained
+    )
     voice = InferenceRequest(
         messages=(Message.user("Say hi."),), sampling=Sampling(temperature=0.0, max_tokens=4)
     )
     with trio.fail_after(900):
-        async with LlamaServerClient(url) as client, ActorSystem.open() as system:
+        async with (
+            LlamaServerClient(url, generation=generation) as client,
+            ActorSystem.open() as system,
+        ):
             slot = await SlotWorker.start(system, client, cache_lines=2)
             chunks: list[str] = []
 
@@ -116,6 +131,9 @@ async def _compare_on(url: str) -> None:
             whole = await slot.infer(background, priority=10, on_chunk=count)
             tokens = len(chunks)  # streamed deltas, the unit a cut is counted in
             assert tokens > 6, whole.raw_text
+            # The chat endpoint returns constrained JSON as text; raw generation reads the call.
+            calls = whole.tool_calls or rescue_tool_calls(whole.raw_text, TOOLS)
+            assert [c.tool for c in calls] == ["book_table"], whole.raw_text
             # One cut in each third of the reply: early (the tool name), middle, late.
             draw, third = random.Random(11), tokens // 3
             cuts = [draw.randrange(max(2, i * third), (i + 1) * third) for i in range(3)]

@@ -110,9 +110,7 @@ async def test_a_preempted_native_tool_call_returns_the_same_text_in_raw_generat
 
 
 async def _compare_on(url: str, *, generation: Generation, constrained: bool) -> None:
-    background = _request(
-        "Book Chez Marie for four people at half past seven tonight.", constrained=constrained
-    )
+    background = _request("Book Chez Marie for 4 people at 19:30 tonight.", constrained=constrained)
     voice = InferenceRequest(
         messages=(Message.user("Say hi."),), sampling=Sampling(temperature=0.0, max_tokens=4)
     )
@@ -128,6 +126,13 @@ async def _compare_on(url: str, *, generation: Generation, constrained: bool) ->
                 if isinstance(chunk, TextDeltaChunk):
                     chunks.append(chunk.text)
 
+            # The reference is the call run on a warm line, as every resumed call is: llama.cpp's
+            # arithmetic depends on the batch shape, so at T 0 the same request decoded after a
+            # cold prefill (batches of 128) and after a cached one (its last token alone) can
+            # differ at a near-tie with no preemption at all (seen: "17:30" cold, "17:00" warm,
+            # for "half past seven"). So the request also names its values outright: a reply
+            # balanced on a near-tie tests llama.cpp's arithmetic, not the continuation.
+            await slot.infer(background, priority=10)
             whole = await slot.infer(background, priority=10, on_chunk=count)
             tokens = len(chunks)  # streamed deltas, the unit a cut is counted in
             assert tokens > 6, whole.raw_text

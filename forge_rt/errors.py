@@ -428,7 +428,8 @@ class InferenceStalledError(BackendFailureError):
 
     Raised by the SlotWorker, which cancels the call (closing its stream) and moves on to the
     next one, so calls behind a stalled one wait at most the stall limit. ``phase`` is
-    ``"first_token"`` (nothing came after the request, prefill included) or ``"between_chunks"``
+    ``"first_token"`` (nothing came after the request, prefill included), ``"prefill"`` (the
+    backend reported progress on the prompt, then stopped moving) or ``"between_chunks"``
     (the stream stopped, or slowed to a trickle, mid-reply) or ``"whole_call"`` (a call fetched
     whole did not finish within its limit); ``waited_s`` the limit that passed;
     ``tokens`` what was streamed before; ``retry_safe`` is True when nothing was streamed, so

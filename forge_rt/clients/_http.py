@@ -14,7 +14,7 @@ retry after a rejected reply) emits the ResetChunk to its own listeners.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import aclosing, asynccontextmanager
 from types import TracebackType
 from typing import Any, ClassVar, Literal, Protocol, Self, TypeVar
@@ -33,10 +33,12 @@ from forge_rt.clients._faults import (
 )
 from forge_rt.clients._sampling import has_sampling_defaults, sampling_defaults
 from forge_rt.core import (
+    BackendChunk,
     ClientCapabilities,
     FinalChunk,
     InferenceRequest,
     LLMResponse,
+    PromptProgressChunk,
     Sampling,
     StreamChunk,
     Timings,
@@ -60,7 +62,7 @@ class StreamDecoder(Protocol):
     @property
     def partial_text(self) -> str: ...
 
-    def feed(self, data: str, *, delivered: bool = False) -> list[StreamChunk]: ...
+    def feed(self, data: str, *, delivered: bool = False) -> Sequence[BackendChunk]: ...
 
     def finish(self, timings: Timings) -> tuple[list[StreamChunk], LLMResponse]: ...
 
@@ -350,7 +352,7 @@ class HTTPClient:
         raise self._deadline_expired(self._inference_path, method="POST", delivered=False)
 
     @asynccontextmanager
-    async def stream(self, request: InferenceRequest) -> AsyncIterator[AsyncIterator[StreamChunk]]:
+    async def stream(self, request: InferenceRequest) -> AsyncIterator[AsyncIterator[BackendChunk]]:
         """One inference, streamed: deltas, then a :class:`FinalChunk` with the whole reply.
 
         Leaving the block early closes the HTTP response (the server stops generating).
@@ -381,11 +383,13 @@ class HTTPClient:
         start: float,
         progress: _Progress,
         decoder: StreamDecoder,
-    ) -> AsyncGenerator[StreamChunk, None]:
+    ) -> AsyncGenerator[BackendChunk, None]:
         url = str(response.url)
 
-        def delivered(chunk: StreamChunk) -> StreamChunk:
-            if not progress.delivered:
+        def delivered(chunk: BackendChunk) -> BackendChunk:
+            # A report on the prompt is no part of the reply: a call that saw only those can
+            # still be retried as if nothing had arrived.
+            if not progress.delivered and not isinstance(chunk, PromptProgressChunk):
                 progress.delivered = True
                 progress.first_token_s = trio.current_time() - start
             return chunk

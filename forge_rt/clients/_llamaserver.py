@@ -217,6 +217,10 @@ class LlamaServerClient(OpenAICompatClient):
             send_tools=not prompt,
         )
         body["cache_prompt"] = self._cache_prompt
+        if stream:
+            # Progress on the prompt as it is prefilled: the slot tells a long prefill, even on
+            # a crowded CPU, from a hung server by these (StallLimits).
+            body["return_progress"] = True
         if isinstance(request.constraint, GrammarConstraint) and "tools" in body:
             # llama-server refuses a grammar beside tools it would parse calls from ("Cannot
             # use custom grammar constraints with tools"); with tool_choice "none" it renders

@@ -5,6 +5,7 @@ guardrails, context and runtime read."""
 
 from forge_rt.core._capabilities import ALL_CAPABILITIES as ALL_CAPABILITIES
 from forge_rt.core._capabilities import Capability as Capability
+from forge_rt.core._inference import BackendChunk as BackendChunk
 from forge_rt.core._inference import ClientCapabilities as ClientCapabilities
 from forge_rt.core._inference import FinalChunk as FinalChunk
 from forge_rt.core._inference import GrammarConstraint as GrammarConstraint
@@ -13,6 +14,7 @@ from forge_rt.core._inference import JsonSchemaConstraint as JsonSchemaConstrain
 from forge_rt.core._inference import LLMClient as LLMClient
 from forge_rt.core._inference import LLMResponse as LLMResponse
 from forge_rt.core._inference import OutputConstraint as OutputConstraint
+from forge_rt.core._inference import PromptProgressChunk as PromptProgressChunk
 from forge_rt.core._inference import ReasoningDeltaChunk as ReasoningDeltaChunk
 from forge_rt.core._inference import ResetChunk as ResetChunk
 from forge_rt.core._inference import Sampling as Sampling
@@ -43,6 +45,7 @@ __all__ = [
     "ALL_CAPABILITIES",
     "RESPOND_TOOL_NAME",
     "ArgumentError",
+    "BackendChunk",
     "Capability",
     "ClientCapabilities",
     "ConstrainMode",
@@ -56,6 +59,7 @@ __all__ = [
     "MessageType",
     "OutputConstraint",
     "Prerequisite",
+    "PromptProgressChunk",
     "ReasoningDeltaChunk",
     "ResetChunk",
     "Role",

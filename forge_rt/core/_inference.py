@@ -178,6 +178,30 @@ class ResetChunk(msgspec.Struct, frozen=True):
 StreamChunk = TextDeltaChunk | ReasoningDeltaChunk | ToolCallDeltaChunk | FinalChunk | ResetChunk
 
 
+class PromptProgressChunk(msgspec.Struct, frozen=True, kw_only=True):
+    """The backend is still reading the prompt: ``processed`` of its ``total`` tokens are in
+    the KV cache, ``cached`` of them reused from an earlier call.
+
+    A backend that reports it (llama-server's ``return_progress``) is alive during a long
+    prefill, so the slot tells a slow backend from a hung one by these instead of by a guess
+    of prefill speed. It is not part of the reply: the slot consumes it and callers never see
+    it, which is why it is not a :data:`StreamChunk`.
+    """
+
+    processed: int
+    total: int
+    cached: int = 0
+
+    @property
+    def remaining(self) -> int:
+        """Prompt tokens still to prefill."""
+        return max(self.total - self.processed, 0)
+
+
+BackendChunk = StreamChunk | PromptProgressChunk
+"""What a client's stream yields: the reply's chunks, and progress reports on the prompt."""
+
+
 class ClientCapabilities(msgspec.Struct, frozen=True, kw_only=True):
     """What a backend can do, so the runtime never silently assumes a feature."""
 
@@ -211,7 +235,7 @@ class LLMClient(Protocol):
 
     def stream(
         self, request: InferenceRequest
-    ) -> AbstractAsyncContextManager[AsyncIterator[StreamChunk]]: ...
+    ) -> AbstractAsyncContextManager[AsyncIterator[BackendChunk]]: ...
 
     async def context_length(self) -> int | None: ...
 

@@ -20,6 +20,7 @@ import msgspec
 import trio
 
 from forge_rt.core import (
+    BackendChunk,
     ClientCapabilities,
     FinalChunk,
     InferenceRequest,
@@ -395,7 +396,7 @@ class ObservedClient:
         return await self._inner.send(request)
 
     @asynccontextmanager
-    async def stream(self, request: InferenceRequest) -> AsyncIterator[AsyncIterator[StreamChunk]]:
+    async def stream(self, request: InferenceRequest) -> AsyncIterator[AsyncIterator[BackendChunk]]:
         agent = self._agent(request)
         if agent is not None:
             self._monitor.on_attempt(agent, constrained=request.constraint is not None)

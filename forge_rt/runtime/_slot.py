@@ -34,6 +34,7 @@ from forge_rt.core import (
     InferenceRequest,
     LLMClient,
     LLMResponse,
+    PromptProgressChunk,
     ReasoningDeltaChunk,
     ResetChunk,
     StreamChunk,
@@ -138,8 +139,12 @@ class StallLimits(msgspec.Struct, frozen=True, kw_only=True):
 
     The first token may take ``first_token_s`` plus one second per ``prefill_floor_tps`` prompt
     tokens (estimated at four characters each, tool schemas included): prefill grows with the
-    prompt, so a fixed limit would either cut long prompts or wait too long on short ones. After
-    that, each next chunk must come within ``between_chunks_s``. ``None`` turns a limit off. The
+    prompt, so a fixed limit would either cut long prompts or wait too long on short ones. A
+    backend that reports its progress on the prompt (llama-server, asked by
+    :class:`~forge_rt.clients.LlamaServerClient`) restarts that wait with each report, for the
+    tokens it says are left (:meth:`prefill_limit`): a prefill slowed by a crowded CPU keeps
+    going as long as it moves, and a server that stops moving is caught. After the first token,
+    each next chunk must come within ``between_chunks_s``. ``None`` turns a limit off. The
     defaults leave a wide margin over
     the embedded Qwen2.5-Coder on the 2-core development CPU (about 160 prompt tokens/s and
     20 generated tokens/s for the 0.5B, a third of that for the 1.5B, idle): a prefill floor eight
@@ -164,6 +169,13 @@ class StallLimits(msgspec.Struct, frozen=True, kw_only=True):
             len(spec.description) + len(str(spec.json_schema())) for spec in request.tools
         )
         return self.first_token_s + size / 4 / self.prefill_floor_tps
+
+    def prefill_limit(self, progress: PromptProgressChunk) -> float:
+        """How long the rest of the prompt may take after a progress report: the first-token
+        base plus the tokens it says are left, at the prefill floor."""
+        if self.first_token_s is None:
+            return math.inf
+        return self.first_token_s + progress.remaining / self.prefill_floor_tps
 
     def whole_call_limit(self, request: InferenceRequest) -> float:
         if self.first_token_s is None or self.between_chunks_s is None:
@@ -321,12 +333,28 @@ class _SlotExecutor(Actor):
         await self._scheduler.send(_AttemptDone(msg.job, outcome, self.context.self_ref))
 
     def _stalled(
-        self, received: int, waited: float, tokens: int, *, whole: bool = False
+        self,
+        received: int,
+        waited: float,
+        tokens: int,
+        *,
+        whole: bool = False,
+        prefill: PromptProgressChunk | None = None,
     ) -> InferenceStalledError:
-        phase = "whole_call" if whole else "first_token" if received == 0 else "between_chunks"
+        if whole:
+            phase = "whole_call"
+        elif received:
+            phase = "between_chunks"
+        else:
+            phase = "first_token" if prefill is None else "prefill"
         _log.warning("slot.stalled", slot=self._name, phase=phase, waited_s=waited, tokens=tokens)
+        message = _stalled_message(self._name, phase, waited, tokens)
+        if prefill is not None and not received:
+            message += (
+                f" (its last report: {prefill.processed} of {prefill.total} prompt tokens read)"
+            )
         return InferenceStalledError(
-            _stalled_message(self._name, phase, waited, tokens),
+            message,
             slot=self._name,
             phase=phase,
             waited_s=waited,
@@ -407,14 +435,22 @@ class _SlotExecutor(Actor):
                 # first-token limit (the response headers wait on prefill too) and moves with
                 # each chunk that arrives.
                 received = 0
+                prefill: PromptProgressChunk | None = None  # the backend's last report on it
                 limit = self._limits.first_token_limit(request)  # the wait being watched now
                 between = self._limits.between_chunks_s
                 watch = trio.CancelScope(deadline=trio.current_time() + limit)
                 with watch:
                     async with self._client.stream(request) as chunks:
                         async for chunk in chunks:
-                            received += 1
                             self._reached.seen = True  # it answered: a later refusal is a restart
+                            if isinstance(chunk, PromptProgressChunk):
+                                # Still reading the prompt: the wait restarts, for what is left
+                                # of it. Only the slot reads these; the caller never sees them.
+                                prefill = chunk
+                                limit = self._limits.prefill_limit(chunk)
+                                watch.deadline = trio.current_time() + limit
+                                continue
+                            received += 1
                             limit = math.inf if between is None else between
                             watch.deadline = trio.current_time() + limit
                             if isinstance(chunk, FinalChunk):
@@ -436,7 +472,9 @@ class _SlotExecutor(Actor):
                                     job.first_token_at = trio.current_time()
                             job.send.send_nowait(chunk)
                 if watch.cancelled_caught:
-                    return _Failed(self._stalled(received, limit, job.decoded + tokens))
+                    return _Failed(
+                        self._stalled(received, limit, job.decoded + tokens, prefill=prefill)
+                    )
         except trio.BrokenResourceError:
             job.abandoned = True  # the caller closed its end: nobody wants the rest
             return _Abandoned()
@@ -459,6 +497,7 @@ class _SlotExecutor(Actor):
 def _stalled_message(slot: str, phase: str, waited: float, tokens: int) -> str:
     what = {
         "first_token": "no first token",
+        "prefill": "no progress on the prompt",
         "between_chunks": "no next chunk",
         "whole_call": "no reply to a call fetched whole",
     }[phase]

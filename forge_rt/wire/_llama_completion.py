@@ -19,10 +19,10 @@ from typing import Any
 
 import msgspec
 
-from forge_rt.core import LLMResponse, StreamChunk, Timings, Usage
+from forge_rt.core import BackendChunk, LLMResponse, StreamChunk, Timings, Usage
 from forge_rt.errors import BackendError
 from forge_rt.wire._faults import in_band_error, malformed_error, stream_decode_error
-from forge_rt.wire._openai_reply import LlamaTimings
+from forge_rt.wire._openai_reply import LlamaPromptProgress, LlamaTimings
 from forge_rt.wire._reply import NO_TIMINGS, ReplyAssembler, reply_result
 
 __all__ = [
@@ -50,6 +50,7 @@ _SAME_NAME = (
     "grammar",
     "cache_prompt",
     "id_slot",
+    "return_progress",
 )
 
 
@@ -90,6 +91,7 @@ class _CompletionWire(msgspec.Struct, kw_only=True):
     tokens_predicted: int | None = None
     tokens_evaluated: int | None = None
     timings: LlamaTimings | None = None
+    prompt_progress: LlamaPromptProgress | None = None
     model: str | None = None
     error: _ErrorWire | None = None
 
@@ -157,7 +159,7 @@ class CompletionStreamDecoder:
         """The raw text received so far (for error context)."""
         return self._reply.raw_text
 
-    def feed(self, data: str, *, delivered: bool = False) -> list[StreamChunk]:
+    def feed(self, data: str, *, delivered: bool = False) -> list[BackendChunk]:
         """One event's data; raises :class:`StreamError` if it is not a completion event."""
         try:
             wire = _decoder.decode(data)
@@ -171,7 +173,12 @@ class CompletionStreamDecoder:
             self.pieces.append(CompletionPiece(wire.content, self._tokens_of(wire)))
         if wire.stop:
             self._final = wire
-        return self._reply.text(wire.content) if wire.content else []
+        out: list[BackendChunk] = []
+        if wire.prompt_progress is not None:
+            out.append(wire.prompt_progress.chunk())
+        if wire.content:
+            out.extend(self._reply.text(wire.content))
+        return out
 
     def _tokens_of(self, wire: _CompletionWire) -> tuple[int, ...] | None:
         """The event's token ids, or None when the counter says it wrote more than it lists."""

@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from forge_rt.core import LLMResponse, TextResponse, Timings, Usage
+from forge_rt.core import LLMResponse, PromptProgressChunk, TextResponse, Timings, Usage
 from forge_rt.errors import BackendError
 from forge_rt.wire._faults import in_band_error, malformed_error
 from forge_rt.wire._openai_request import call_to_wire
@@ -22,6 +22,7 @@ from forge_rt.wire._reply import NO_TIMINGS, RawCall, reply_result, result_reaso
 
 __all__ = [
     "CompletionWire",
+    "LlamaPromptProgress",
     "LlamaTimings",
     "UsageWire",
     "completion_decoder",
@@ -87,6 +88,18 @@ class LlamaTimings(msgspec.Struct, kw_only=True):
     predicted_n: int | None = None
 
 
+class LlamaPromptProgress(msgspec.Struct, kw_only=True):
+    """llama-server's ``prompt_progress`` (asked for with ``return_progress``): sent once when
+    the server starts on the prompt and again after each batch it prefills."""
+
+    total: int
+    cache: int = 0
+    processed: int = 0
+
+    def chunk(self) -> PromptProgressChunk:
+        return PromptProgressChunk(processed=self.processed, total=self.total, cached=self.cache)
+
+
 class _ErrorWire(msgspec.Struct, kw_only=True):
     message: str = ""
     type: str | None = None
@@ -101,6 +114,7 @@ class CompletionWire(msgspec.Struct, kw_only=True):
     choices: list[_Choice] = msgspec.field(default_factory=list)
     usage: UsageWire | None = None
     timings: LlamaTimings | None = None
+    prompt_progress: LlamaPromptProgress | None = None
     error: _ErrorWire | str | None = None
 
 

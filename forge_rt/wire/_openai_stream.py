@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 
 from forge_rt.core import (
+    BackendChunk,
     FinalChunk,
     LLMResponse,
     ReasoningDeltaChunk,
@@ -62,7 +63,7 @@ class OpenAIStreamDecoder:
         """The raw text received so far (for error context)."""
         return self._reply.raw_text
 
-    def feed(self, data: str, *, delivered: bool = False) -> list[StreamChunk]:
+    def feed(self, data: str, *, delivered: bool = False) -> list[BackendChunk]:
         """One event's data; raises :class:`StreamError` if it is not a chunk.
 
         ``delivered`` (whether the caller already got output) decides ``retry_safe`` on an
@@ -84,7 +85,9 @@ class OpenAIStreamDecoder:
             self._usage = wire.usage
         if wire.timings is not None:
             self._timings = wire.timings
-        out: list[StreamChunk] = []
+        out: list[BackendChunk] = []
+        if wire.prompt_progress is not None:
+            out.append(wire.prompt_progress.chunk())
         for choice in wire.choices:
             if choice.index != 0:
                 continue

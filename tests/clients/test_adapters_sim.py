@@ -18,12 +18,13 @@ from clients_support import WEATHER
 from forge_rt.backends.sim import Fault, SimBackend, SimConfig, SimReply, SimToolCall
 from forge_rt.clients import HTTPClient, make_client
 from forge_rt.core import (
+    BackendChunk,
     FinalChunk,
     InferenceRequest,
     LLMResponse,
     Message,
+    PromptProgressChunk,
     ReasoningDeltaChunk,
-    StreamChunk,
     TextDeltaChunk,
     TextResponse,
     ToolCallDeltaChunk,
@@ -53,7 +54,7 @@ async def sim_and_client(
         yield sim, client
 
 
-async def collect(client: HTTPClient, request: InferenceRequest) -> list[StreamChunk]:
+async def collect(client: HTTPClient, request: InferenceRequest) -> list[BackendChunk]:
     """Every chunk of one streamed call."""
     async with client.stream(request) as chunks:
         return [chunk async for chunk in chunks]
@@ -169,10 +170,35 @@ async def test_leaving_a_stream_early_closes_the_connection(kind: str) -> None:
         ):
             async with client.stream(REQUEST) as chunks:
                 async for chunk in chunks:
+                    if isinstance(chunk, PromptProgressChunk):
+                        continue  # llama-server's reports on the prompt come first
                     assert isinstance(chunk, TextDeltaChunk)
                     break
             await sim.wait_until(lambda s: s.disconnects == 1)
             assert sim.stats.completed == 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_only_llama_server_reports_progress_on_the_prompt_and_before_the_reply(
+    kind: str,
+) -> None:
+    """The llama-server adapter asks for ``return_progress``: the reports come before any
+    reply chunk and end with the whole prompt read. No other API has them."""
+    config = {"prefill_tps": 100.0, "prefill_batch": 8}
+    with trio.fail_after(30):
+        async with sim_and_client(kind, [SimReply(text="done")], config) as (_, client):
+            chunks = await collect(client, REQUEST)
+    reports = [c for c in chunks if isinstance(c, PromptProgressChunk)]
+    if kind != "llamaserver":
+        assert reports == []
+        return
+    assert len(reports) >= 3  # one as prefill starts, one after each batch of 8
+    first_reply = next(i for i, c in enumerate(chunks) if not isinstance(c, PromptProgressChunk))
+    assert all(isinstance(c, PromptProgressChunk) for c in chunks[:first_reply])
+    assert [r.processed for r in reports] == sorted(r.processed for r in reports)
+    assert reports[0].processed == 0
+    assert reports[-1].processed == reports[-1].total
+    assert reports[-1].remaining == 0
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -247,7 +273,7 @@ async def test_a_second_reset_before_the_first_byte_is_raised_as_retry_safe(
 @pytest.mark.parametrize("kind", KINDS)
 async def test_a_reset_mid_stream_after_output_is_not_retry_safe(kind: str) -> None:
     """Output was delivered, then the connection died: RESET_MID_STREAM, not safe to resend."""
-    seen: list[StreamChunk] = []
+    seen: list[BackendChunk] = []
     with trio.fail_after(10):
         async with (
             sim_and_client(kind, [SimReply(text=LONG_TEXT)]) as (_, client),
@@ -256,8 +282,9 @@ async def test_a_reset_mid_stream_after_output_is_not_retry_safe(kind: str) -> N
             with pytest.raises(BackendError) as info:  # noqa: PT012 -- the error ends the loop
                 async for chunk in chunks:
                     seen.append(chunk)
-    assert seen
-    assert all(isinstance(c, TextDeltaChunk) for c in seen)
+    reply = [c for c in seen if not isinstance(c, PromptProgressChunk)]
+    assert reply
+    assert all(isinstance(c, TextDeltaChunk) for c in reply)
     assert (info.value.kind, info.value.retry_safe) == (FaultKind.RESET_MID_STREAM, False)
 
 

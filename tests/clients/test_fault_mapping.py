@@ -35,7 +35,7 @@ from forge_rt.clients._factory import (
     OpenAIOptions,
     VLLMOptions,
 )
-from forge_rt.core import InferenceRequest, Message, StreamChunk, TextDeltaChunk
+from forge_rt.core import BackendChunk, InferenceRequest, Message, StreamChunk, TextDeltaChunk
 from forge_rt.errors import BackendError, ClientOptionError, ContextOverflowError, FaultKind
 
 KINDS = ["openai", "llamaserver", "vllm", "ollama", "anthropic"]
@@ -83,7 +83,7 @@ def with_fault(fault: Fault) -> InferenceRequest:
 
 
 async def stream_into(
-    seen: list[StreamChunk], client: HTTPClient, request: InferenceRequest
+    seen: list[BackendChunk], client: HTTPClient, request: InferenceRequest
 ) -> None:
     """Read one streamed call to its end, appending each chunk to ``seen`` as it arrives (so
     ``seen`` holds what was delivered when the stream fails)."""
@@ -177,10 +177,12 @@ async def test_a_drip_that_outlasts_the_deadline_on_send_is_deadline_and_retry_s
 async def test_a_stream_past_its_deadline_after_output_is_deadline_and_not_retry_safe(
     kind: str, autojump_clock: trio.abc.Clock
 ) -> None:
-    """A stream cut by the deadline after deltas reached the caller is DEADLINE, not safe."""
+    """A stream cut by the deadline after deltas reached the caller is DEADLINE, not safe.
+
+    (The deadline leaves time for llama-server's reports on the prompt, dripped first.)"""
     config = SimConfig(script={"*": [SimReply(text=TEXT * 20)]}, slow_drip_interval_s=0.01)
-    seen: list[StreamChunk] = []
-    async with sim_and_client(kind, config, read_timeout=5.0, deadline=10.0) as (_, client):
+    seen: list[BackendChunk] = []
+    async with sim_and_client(kind, config, read_timeout=5.0, deadline=20.0) as (_, client):
         with pytest.raises(BackendError) as info:
             await stream_into(seen, client, with_fault(Fault.SLOW_DRIP))
     assert any(isinstance(c, TextDeltaChunk) for c in seen)

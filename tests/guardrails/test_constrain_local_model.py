@@ -99,7 +99,7 @@ async def _complete(base_url: str, prompt: str, constraint: dict[str, Any]) -> t
         "max_tokens": 400,
         **constraint,
     }
-    async with httpx.AsyncClient(base_url=base_url, timeout=httpx.Timeout(120.0)) as client:
+    async with httpx.AsyncClient(base_url=base_url, timeout=httpx.Timeout(300.0)) as client:
         response = await client.post("/v1/chat/completions", json=body)
     response.raise_for_status()
     choice = response.json()["choices"][0]

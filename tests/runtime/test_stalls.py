@@ -1,11 +1,14 @@
 """A hung or trickling backend: the SlotWorker gives up on the call in time and moves on.
 
 On the sim over HTTP in virtual time (its faults wait on trio's clock): ``HANG`` answers
-nothing, ``SLOW_DRIP`` writes the reply one byte at a time.
+nothing, ``SLOW_DRIP`` writes the reply one byte at a time, ``STALL_IN_PREFILL`` starts on the
+prompt and stops. ``prefill_tps`` with ``return_progress`` streams llama-server's reports on the
+prompt, batch by batch.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 
 import pytest
@@ -14,8 +17,8 @@ import trio.testing
 
 from actors import ActorSystem
 from forge_rt.backends.sim import Fault, SimBackend, SimConfig
-from forge_rt.clients import LlamaServerClient
-from forge_rt.core import InferenceRequest, Message, Sampling, TextResponse
+from forge_rt.clients import LlamaServerClient, OpenAICompatClient
+from forge_rt.core import InferenceRequest, Message, PromptProgressChunk, Sampling, TextResponse
 from forge_rt.errors import BackendFailureError, InferenceDeadlineError, InferenceStalledError
 from forge_rt.runtime import SlotWorker, StallLimits
 
@@ -78,7 +81,8 @@ async def test_a_trickling_reply_is_a_stall_between_chunks(
     async with SimBackend.serve(config) as sim, LlamaServerClient(sim.url) as client:
         sim.inject(Fault.SLOW_DRIP)
         slot = await SlotWorker.start(system, client, stall=limits)
-        with trio.fail_after(600), pytest.raises(InferenceStalledError) as info:
+        # Virtual time: the reports on the prompt drip too, a few hundred bytes before the reply.
+        with trio.fail_after(3600), pytest.raises(InferenceStalledError) as info:
             await slot.infer(_request("first"))
     assert info.value.phase == "between_chunks"
 
@@ -277,3 +281,79 @@ async def test_a_backend_that_keeps_cutting_fails_the_call_once_the_window_is_sp
     assert info.value.kind is FaultKind.RESET_MID_STREAM
     assert stats.backend_cuts >= 2
     assert stats.failed == 1
+
+
+# A prompt of 2,000 one-character tokens: the first-token limit, which estimates four characters
+# a token, allows 5 + 2,000 / 4 / 20 = 30 s; the sim, at the prefill floor of 20 tokens/s,
+# needs 100 s. Only the backend's own reports on the prompt tell that it is still moving.
+PREFILL_FLOOR = StallLimits(first_token_s=5.0, prefill_floor_tps=20.0, between_chunks_s=5.0)
+LONG_PROMPT = "x" * 2000
+
+
+def _slow_prefill(**overrides: object) -> SimConfig:
+    return SimConfig(
+        script={"*": ["read it all"]}, prefill_tps=20.0, tokens_per_char=1.0, **overrides
+    )
+
+
+async def test_a_long_prefill_that_reports_its_progress_is_not_a_stall(
+    system: ActorSystem, autojump_clock: trio.testing.MockClock
+) -> None:
+    """llama-server reports the prompt batch by batch (``return_progress``): each report
+    restarts the wait for the tokens it says are left, so a prefill far longer than the
+    first-token limit finishes -- and the caller sees only the reply."""
+    request = _request(LONG_PROMPT)
+    assert PREFILL_FLOOR.first_token_limit(request) < 31.0
+    seen: list[object] = []
+
+    async def sink(chunk: object) -> None:
+        seen.append(chunk)
+
+    async with SimBackend.serve(_slow_prefill()) as sim, LlamaServerClient(sim.url) as client:
+        slot = await SlotWorker.start(system, client, stall=PREFILL_FLOOR)
+        start = trio.current_time()
+        with trio.fail_after(600):
+            response = await slot.infer(request, on_chunk=sink)
+        took = trio.current_time() - start
+    assert isinstance(response.result, TextResponse)
+    assert response.result.content == "read it all"
+    assert took >= 100.0  # the whole prefill was waited for
+    assert seen
+    assert not any(isinstance(c, PromptProgressChunk) for c in seen)
+
+
+async def test_without_progress_reports_the_same_prefill_is_cut_at_the_first_token_limit(
+    system: ActorSystem, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The contrast: a client that asks for no reports (the plain OpenAI adapter) waits on
+    the estimate alone, and the same prefill is taken for a hung backend."""
+    async with SimBackend.serve(_slow_prefill()) as sim, OpenAICompatClient(sim.url) as client:
+        slot = await SlotWorker.start(system, client, stall=PREFILL_FLOOR)
+        with trio.fail_after(600), pytest.raises(InferenceStalledError) as info:
+            await slot.infer(_request(LONG_PROMPT))
+    assert info.value.phase == "first_token"
+
+
+async def test_a_prefill_that_stops_moving_is_a_stall_and_the_call_behind_it_runs(
+    system: ActorSystem, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A server that started on the prompt and then stopped is caught by the prefill limit for
+    what its last report left -- and says how far it got."""
+    config = SimConfig(script={"*": ["behind"]}, tokens_per_char=1.0)
+    async with SimBackend.serve(config) as sim, LlamaServerClient(sim.url) as client:
+        sim.inject(Fault.STALL_IN_PREFILL)
+        slot = await SlotWorker.start(system, client, stall=PREFILL_FLOOR)
+        start = trio.current_time()
+        with trio.fail_after(600):
+            with pytest.raises(InferenceStalledError) as info:
+                await slot.infer(_request(LONG_PROMPT))
+            failed_after = trio.current_time() - start
+            behind = await slot.infer(_request("second"))
+    error = info.value
+    assert (error.phase, error.tokens, error.retry_safe) == ("prefill", 0, True)
+    assert "no progress on the prompt" in str(error)
+    assert re.search(r"0 of 20\d\d prompt tokens read", str(error))
+    # The limit for what was left at the last report: 5 s + ~2,000 tokens at 20/s.
+    assert 100.0 <= failed_after < 110.0
+    assert isinstance(behind.result, TextResponse)
+    assert behind.result.content == "behind"

@@ -205,6 +205,9 @@ class _Encoder:
         self._index = -1
         self._open: UnitKind | None = None
 
+    def progress(self, *, total: int, cached: int, processed: int) -> list[bytes]:
+        return []  # the Anthropic API reports nothing while it reads the prompt
+
     def open(self) -> list[bytes]:
         gen = self._gen
         message: dict[str, Any] = {

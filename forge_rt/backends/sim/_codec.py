@@ -65,7 +65,10 @@ def build_view(
 
 
 class StreamEncoder(Protocol):
-    """Stream events for one generation, in order: ``open``, ``delta`` per token, ``close``."""
+    """Stream events for one generation, in order: ``progress`` reports while the prompt is
+    prefilled (where the API has them), ``open``, ``delta`` per token, ``close``."""
+
+    def progress(self, *, total: int, cached: int, processed: int) -> list[bytes]: ...
 
     def open(self) -> list[bytes]: ...
 

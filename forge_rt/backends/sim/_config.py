@@ -41,7 +41,9 @@ class Fault(enum.StrEnum):
     away. ``SLOW_DRIP``: the whole response is written one byte per send, ``slow_drip_interval_s``
     apart. ``TRUNCATED_JSON``: a non-stream body is cut mid-JSON (with a matching
     ``content-length``, so the HTTP framing is valid); a stream ends cleanly after a cut ``data:``
-    line, without its final chunk or ``[DONE]``.
+    line, without its final chunk or ``[DONE]``. ``STALL_IN_PREFILL``: the request takes its
+    slot and starts on the prompt (a stream that asked for ``return_progress`` gets the first
+    progress report), then nothing more comes -- llama.cpp stuck mid-prefill.
     """
 
     HTTP_500 = "http_500"
@@ -52,6 +54,7 @@ class Fault(enum.StrEnum):
     HANG = "hang"
     SLOW_DRIP = "slow_drip"
     TRUNCATED_JSON = "truncated_json"
+    STALL_IN_PREFILL = "stall_in_prefill"
 
 
 class Dialect(enum.StrEnum):
@@ -189,8 +192,10 @@ class SimConfig(BaseModel):
 
     Time: ``prefill_tps`` and ``decode_tps`` are tokens per second (``None`` or ``inf`` means
     instant, the default, so tests are fast); ``first_token_latency_s`` is added once per
-    request after prefill. ``slow_drip_interval_s`` is the gap between bytes of a ``slow_drip``
-    fault.
+    request after prefill. A stream that asks for ``return_progress`` (llama-server's field)
+    gets a ``prompt_progress`` report when prefill starts and after each ``prefill_batch`` tokens,
+    as llama-server sends them. ``slow_drip_interval_s`` is the gap between bytes of a
+    ``slow_drip`` fault.
 
     Model: with ``script`` set, replies come from it (see :class:`SimReply`; a plain string is a
     text reply); otherwise ``oracle`` says what a perfect model would do and ``rates`` how often
@@ -215,6 +220,7 @@ class SimConfig(BaseModel):
     prefill_tps: float | None = Field(default=None, gt=0)
     decode_tps: float | None = Field(default=None, gt=0)
     first_token_latency_s: float = Field(default=0.0, ge=0)
+    prefill_batch: int = Field(default=128, gt=0)
     seed: int = 0
     script: dict[str, list[SimReply]] | None = None
     rates: FailureRates = FailureRates()

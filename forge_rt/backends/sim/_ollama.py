@@ -166,6 +166,9 @@ class _Encoder:
         tail = b',"message":' + _encode(body) + b',"done":false}\n'
         return self._head + _encode(_now()) + tail
 
+    def progress(self, *, total: int, cached: int, processed: int) -> list[bytes]:
+        return []  # Ollama reports nothing while it reads the prompt
+
     def open(self) -> list[bytes]:
         return []
 

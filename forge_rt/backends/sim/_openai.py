@@ -89,6 +89,7 @@ class _Request(msgspec.Struct):
     grammar: str | None = None
     id_slot: int | None = None
     priority: int | None = None
+    return_progress: bool = False
 
 
 def _text(content: str | list[_Part] | None) -> str:
@@ -172,6 +173,7 @@ class OpenAICodec:
             and request.stream_options.include_usage,
             slot_id=request.id_slot,
             priority=request.priority,
+            return_progress=request.return_progress,
         )
 
     def authorised(self, headers: Mapping[str, str], api_key: str) -> bool:
@@ -226,6 +228,18 @@ class _Encoder:
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
         choice = {"index": 0, "delta": delta, "finish_reason": finish}
         return self._prefix + _encode([choice]) + b"}\n\n"
+
+    def progress(self, *, total: int, cached: int, processed: int) -> list[bytes]:
+        """llama-server's report on the prompt: an empty assistant delta beside it."""
+        choice = {
+            "index": 0,
+            "delta": {"role": "assistant", "content": None},
+            "finish_reason": None,
+        }
+        report = {"total": total, "cache": cached, "processed": processed, "time_ms": 0}
+        return [
+            self._prefix + _encode([choice]) + b',"prompt_progress":' + _encode(report) + b"}\n\n"
+        ]
 
     def open(self) -> list[bytes]:
         return [self._chunk({"role": "assistant", "content": None})]

@@ -627,10 +627,14 @@ class SimBackend:
         slot = await self._pool.acquire(prompt, view.slot_id)
         holding = True
         try:
-            await self._prefill(slot, prompt, gen)
             encoder = codec.encoder(gen, view) if view.stream else None
+            report = (ex, encoder) if encoder is not None and view.return_progress else None
+            if report is not None:
+                ex.begin_stream(codec.stream_content_type)  # the reports go out during prefill
+            await self._prefill(slot, prompt, gen, report, stall=fault is Fault.STALL_IN_PREFILL)
             if encoder is not None:
-                ex.begin_stream(codec.stream_content_type)
+                if report is None:
+                    ex.begin_stream(codec.stream_content_type)
                 for event in encoder.open():
                     await ex.event(event)
             self._notify()
@@ -667,8 +671,21 @@ class SimBackend:
                     self.stats.disconnects += 1
                 self._pool.release(slot)
 
-    async def _prefill(self, slot: Slot, prompt: list[str], gen: Generation) -> None:
-        """Pay for the part of ``prompt`` the slot's cache does not hold, then cache it all."""
+    async def _prefill(
+        self,
+        slot: Slot,
+        prompt: list[str],
+        gen: Generation,
+        report: tuple[Exchange, StreamEncoder] | None,
+        *,
+        stall: bool,
+    ) -> None:
+        """Pay for the part of ``prompt`` the slot's cache does not hold, then cache it all.
+
+        With ``report`` (the exchange and its encoder), a progress event goes out as prefill
+        starts and after each ``prefill_batch`` tokens, the time paid batch by batch, as
+        llama-server does; ``stall`` stops it for good after the first report.
+        """
         config = self._config
         # Like llama-server, a fully cached prompt still evaluates its last token.
         common = min(common_prefix(slot.cache, prompt), len(prompt) - 1)
@@ -678,11 +695,32 @@ class SimBackend:
         del slot.cache[common:]  # cancelled mid-prefill, the slot keeps only the shared prefix
         slot.stats.cache_tokens = common
         started = trio.current_time()
-        delay = config.first_token_latency_s
-        if config.prefill_tps is not None:
-            delay += (len(prompt) - common) / config.prefill_tps
-        if delay:
-            await trio.sleep(delay)
+        tps = config.prefill_tps
+        if report is None:
+            if stall:
+                await trio.sleep_forever()
+            delay = config.first_token_latency_s
+            if tps is not None:
+                delay += (len(prompt) - common) / tps
+            if delay:
+                await trio.sleep(delay)
+        else:
+            ex, encoder = report
+            total = len(prompt)
+            for event in encoder.progress(total=total, cached=common, processed=common):
+                await ex.event(event)
+            if stall:
+                await trio.sleep_forever()
+            if config.first_token_latency_s:
+                await trio.sleep(config.first_token_latency_s)
+            processed = common
+            while processed < total:
+                batch = min(config.prefill_batch, total - processed)
+                if tps is not None:
+                    await trio.sleep(batch / tps)
+                processed += batch
+                for event in encoder.progress(total=total, cached=common, processed=processed):
+                    await ex.event(event)
         slot.cache = prompt
         slot.stats.cache_tokens = len(prompt)
         gen.prompt_ms = (trio.current_time() - started) * 1000

@@ -52,7 +52,8 @@ class RequestView(msgspec.Struct, frozen=True, kw_only=True):
     ``required``, ``none`` or a tool name. ``schema`` is the JSON schema the output is
     constrained to, if any; ``constraint`` names the request field that carried the constraint.
     ``include_usage`` asks for a usage event at the end of a stream (OpenAI ``stream_options``);
-    ``num_ctx`` is the context size an Ollama request asked the server to load.
+    ``num_ctx`` is the context size an Ollama request asked the server to load;
+    ``return_progress`` asks for llama-server's reports on the prompt while it is prefilled.
     """
 
     api: Api
@@ -67,6 +68,7 @@ class RequestView(msgspec.Struct, frozen=True, kw_only=True):
     max_tokens: int | None = None
     stream: bool = False
     include_usage: bool = False
+    return_progress: bool = False
     slot_id: int | None = None
     priority: int | None = None
     num_ctx: int | None = None

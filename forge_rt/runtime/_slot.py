@@ -341,18 +341,20 @@ class _SlotExecutor(Actor):
         whole: bool = False,
         prefill: PromptProgressChunk | None = None,
     ) -> InferenceStalledError:
+        last_report = ""
         if whole:
             phase = "whole_call"
         elif received:
             phase = "between_chunks"
+        elif prefill is None:
+            phase = "first_token"
         else:
-            phase = "first_token" if prefill is None else "prefill"
-        _log.warning("slot.stalled", slot=self._name, phase=phase, waited_s=waited, tokens=tokens)
-        message = _stalled_message(self._name, phase, waited, tokens)
-        if prefill is not None and not received:
-            message += (
+            phase = "prefill"
+            last_report = (
                 f" (its last report: {prefill.processed} of {prefill.total} prompt tokens read)"
             )
+        _log.warning("slot.stalled", slot=self._name, phase=phase, waited_s=waited, tokens=tokens)
+        message = _stalled_message(self._name, phase, waited, tokens) + last_report
         return InferenceStalledError(
             message,
             slot=self._name,

@@ -225,21 +225,17 @@ class _Encoder:
             + b',"choices":'
         )
 
-    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None, tail: bytes = b"") -> bytes:
+        """One ``chat.completion.chunk`` event; ``tail`` is more of the object after its
+        ``choices`` (``,"timings":...``), as llama-server writes it."""
         choice = {"index": 0, "delta": delta, "finish_reason": finish}
-        return self._prefix + _encode([choice]) + b"}\n\n"
+        return self._prefix + _encode([choice]) + tail + b"}\n\n"
 
     def progress(self, *, total: int, cached: int, processed: int) -> list[bytes]:
         """llama-server's report on the prompt: an empty assistant delta beside it."""
-        choice = {
-            "index": 0,
-            "delta": {"role": "assistant", "content": None},
-            "finish_reason": None,
-        }
         report = {"total": total, "cache": cached, "processed": processed, "time_ms": 0}
-        return [
-            self._prefix + _encode([choice]) + b',"prompt_progress":' + _encode(report) + b"}\n\n"
-        ]
+        tail = b',"prompt_progress":' + _encode(report)
+        return [self._chunk({"role": "assistant", "content": None}, tail=tail)]
 
     def open(self) -> list[bytes]:
         return [self._chunk({"role": "assistant", "content": None})]
@@ -265,14 +261,8 @@ class _Encoder:
 
     def _final(self) -> bytes:
         gen = self._gen
-        choice = {"index": 0, "delta": {}, "finish_reason": gen.finish_reason}
-        return (
-            self._prefix
-            + _encode([choice])
-            + b',"timings":'
-            + _encode(gen.timings_llama())
-            + b"}\n\n"
-        )
+        timings = b',"timings":' + _encode(gen.timings_llama())
+        return self._chunk({}, gen.finish_reason, tail=timings)
 
     def close(self) -> list[bytes]:
         events = [self._final()]

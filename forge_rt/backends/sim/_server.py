@@ -61,6 +61,17 @@ def _error(status: int, message: str, kind: str = "invalid_request_error") -> by
     return _encode({"error": {"code": status, "message": message, "type": kind}})
 
 
+async def _send_progress(
+    report: tuple[Exchange, StreamEncoder] | None, *, total: int, cached: int, processed: int
+) -> None:
+    """Send a prompt-progress report on ``report``'s exchange; nothing when none was asked."""
+    if report is None:
+        return
+    ex, encoder = report
+    for event in encoder.progress(total=total, cached=cached, processed=processed):
+        await ex.event(event)
+
+
 class _ScriptError(Exception):
     """The script has no reply for a request: a bug in the test, reported as HTTP 500."""
 
@@ -695,32 +706,23 @@ class SimBackend:
         del slot.cache[common:]  # cancelled mid-prefill, the slot keeps only the shared prefix
         slot.stats.cache_tokens = common
         started = trio.current_time()
-        tps = config.prefill_tps
-        if report is None:
-            if stall:
-                await trio.sleep_forever()
-            delay = config.first_token_latency_s
-            if tps is not None:
-                delay += (len(prompt) - common) / tps
+        total = len(prompt)
+        # Reporting, the prompt is read batch by batch, a report after each; else in one go.
+        step = config.prefill_batch if report is not None else total
+        await _send_progress(report, total=total, cached=common, processed=common)
+        if stall:
+            await trio.sleep_forever()
+        delay = config.first_token_latency_s
+        processed = common
+        while processed < total:
+            batch = min(step, total - processed)
+            if config.prefill_tps is not None:
+                delay += batch / config.prefill_tps
             if delay:
                 await trio.sleep(delay)
-        else:
-            ex, encoder = report
-            total = len(prompt)
-            for event in encoder.progress(total=total, cached=common, processed=common):
-                await ex.event(event)
-            if stall:
-                await trio.sleep_forever()
-            if config.first_token_latency_s:
-                await trio.sleep(config.first_token_latency_s)
-            processed = common
-            while processed < total:
-                batch = min(config.prefill_batch, total - processed)
-                if tps is not None:
-                    await trio.sleep(batch / tps)
-                processed += batch
-                for event in encoder.progress(total=total, cached=common, processed=processed):
-                    await ex.event(event)
+            delay = 0.0
+            processed += batch
+            await _send_progress(report, total=total, cached=common, processed=processed)
         slot.cache = prompt
         slot.stats.cache_tokens = len(prompt)
         gen.prompt_ms = (trio.current_time() - started) * 1000

@@ -48,6 +48,7 @@ from forge_rt.guardrails._actions import (
     TextAnswer,
     ToolErrors,
 )
+from forge_rt.guardrails._chains import LookupChains
 from forge_rt.guardrails._coverage import ListCoverage
 from forge_rt.guardrails._dialects import Dialect
 from forge_rt.guardrails._errors_budget import ErrorTracker
@@ -67,6 +68,7 @@ from forge_rt.guardrails._nudges import (
     repeat_note,
     resolution_text,
     retry_nudge,
+    superseded_answer_nudge,
     tool_error_text,
     uncovered_item_nudge,
 )
@@ -217,6 +219,7 @@ class Guardrails:
         # loop of a failing call is told why it fails, not only that it repeats.
         self._failed_with: dict[object, str] = {}
         self._grounding = AnswerGrounding()  # this turn's results, for an answer from nowhere
+        self._chains = LookupChains()  # which result fed which call, for an answer mid-chain
         self._coverage = ListCoverage()  # this turn's lists and calls, for a fan-out cut short
         # Set when a terminal call was sent back for an uncovered item: until the next batch
         # runs, the constraint offers no terminal tool (the real 0.5B, told to look up Cairo,
@@ -326,6 +329,7 @@ class Guardrails:
         self._succeeded.clear()
         self._failed_with.clear()
         self._grounding.reset()
+        self._chains.new_turn(request or "")
         self._coverage.reset(request)
         self._covering = False
         self._failing.clear()
@@ -347,6 +351,8 @@ class Guardrails:
         if not starts:
             return
         start = starts[-1]
+        for earlier in starts[:-1]:
+            self._chains.remember_request(messages[earlier].content)
         self.new_turn(messages[start].content)
         calls = {c.call_id: c for m in messages[start:] for c in m.tool_calls or ()}
         for message in messages[start + 1 :]:
@@ -362,6 +368,7 @@ class Guardrails:
         and list coverage check the answer against."""
         self._grounding.add_result(call.tool, output)
         self._grounding.add_subject(call.args.values())
+        self._chains.add_result(call.tool, call.args, output)
         self._coverage.add_source(call.tool, output)
 
     @property
@@ -468,7 +475,13 @@ class Guardrails:
             )
             if looping is not None:
                 return _with_refusals(looping, result.calls, refused)
-        correction = None if refused else self._uncovered(runnable) or self._ungrounded(runnable)
+        correction = (
+            None
+            if refused
+            else self._uncovered(runnable)
+            or self._ungrounded(runnable)
+            or self._superseded(runnable)
+        )
         if correction is not None:
             return ToolErrors(
                 calls=result.calls,
@@ -528,6 +541,28 @@ class Guardrails:
             kind=MessageType.RETRY_NUDGE,
             role=Role.TOOL,
             content=nudge,
+            call_id=call.call_id,
+            tool=call.tool,
+        )
+
+    def _superseded(self, runnable: Sequence[ToolCall]) -> Nudge | None:
+        """The correction for a reply that is only a terminal call whose text leaves out what
+        the ends of the turn's lookup chains found, the first time in a turn (part of
+        ``GuardrailOptions.ground_answers``; see :mod:`forge_rt.guardrails._chains`)."""
+        if not self.options.ground_answers or len(runnable) != 1:
+            return None
+        call = runnable[0]
+        spec = self._specs.get(call.tool)
+        if call.tool not in self.terminal_tools or spec is None:
+            return None
+        ends = self._chains.check(call.args)
+        if ends is None:
+            return None
+        log.info("guardrails.superseded_answer", tool=call.tool, chain_ends=ends.tools)
+        return Nudge(
+            kind=MessageType.RETRY_NUDGE,
+            role=Role.TOOL,
+            content=superseded_answer_nudge(ends.tools, ends.results, spec, call.args, ends.field),
             call_id=call.call_id,
             tool=call.tool,
         )

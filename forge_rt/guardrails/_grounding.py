@@ -27,7 +27,7 @@ from collections.abc import Iterable
 
 from forge_rt.guardrails._nudges import ungrounded_answer_nudge
 
-__all__ = ["AnswerGrounding"]
+__all__ = ["AnswerGrounding", "content_tokens", "is_confirmation"]
 
 _WORD = re.compile(r"[^\W\d_]{3,}|\d+(?:[.,]\d+)*", re.UNICODE)
 _STOP = frozenset(
@@ -50,8 +50,15 @@ _CONFIRMATION = re.compile(
 )
 
 
-def _tokens(text: str) -> set[str]:
+def content_tokens(text: str) -> set[str]:
+    """The words of three letters or more (less stop words) and the numbers of ``text``,
+    lowercased: what two texts must share to be about the same thing."""
     return {t for t in (m.group().lower() for m in _WORD.finditer(text)) if t not in _STOP}
+
+
+def is_confirmation(answer: str) -> bool:
+    """Whether ``answer`` only confirms or refuses ("Done.", "OK", "Cannot.")."""
+    return _CONFIRMATION.match(answer.strip()) is not None
 
 
 class AnswerGrounding:
@@ -67,9 +74,9 @@ class AnswerGrounding:
         one's own error message (an answer that explains a failure is about the task too).
         A failed call's tool name counts as well: "I could not confirm the order" answers
         for an ``order`` call that was interrupted."""
-        found = _tokens(output)
+        found = content_tokens(output)
         if failed:
-            found |= _tokens(tool.replace("_", " "))
+            found |= content_tokens(tool.replace("_", " "))
         self._tokens |= found
         if any(not t[0].isdigit() for t in found):
             # Only a result with words can tell an answer from nowhere: "-3 C" is rightly
@@ -82,14 +89,14 @@ class AnswerGrounding:
         task, though the result's own words are too few to share."""
         for value in values:
             if isinstance(value, str):
-                self._tokens |= _tokens(value)
+                self._tokens |= content_tokens(value)
 
     def check(self, answer: str) -> str | None:
         """The correction for ``answer`` when it shares nothing with the results and this
         turn has not refused one yet (that refusal is then spent), else ``None``."""
-        if self._refused or not self._results or _tokens(answer) & self._tokens:
+        if self._refused or not self._results or content_tokens(answer) & self._tokens:
             return None
-        if _CONFIRMATION.match(answer.strip()):
+        if is_confirmation(answer):
             return None  # "Done." after an action is an answer; only prose from nowhere is not
         self._refused = True
         return ungrounded_answer_nudge(" | ".join(self._results[-3:]))

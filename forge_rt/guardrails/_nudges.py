@@ -57,6 +57,7 @@ __all__ = [
     "prerequisite_nudge",
     "resolution_text",
     "retry_nudge",
+    "superseded_answer_nudge",
     "tool_error_text",
     "ungrounded_answer_nudge",
     "unknown_tool_nudge",
@@ -646,6 +647,26 @@ def ungrounded_answer_nudge(results: str) -> str:
     return (
         "[AnswerError] Your answer uses nothing the tools returned. Answer from the results, "
         f"for example: {example_call(respond_spec(), {'message': shown})}"
+    )
+
+
+def superseded_answer_nudge(
+    tools: Sequence[str],
+    results: Sequence[str],
+    spec: ToolSpec,
+    args: Mapping[str, Any],
+    field: str,
+) -> str:
+    """The correction for an answer that leaves out what the ends of the turn's lookup chains
+    found (see :mod:`forge_rt.guardrails._chains`): ``tools`` returned ``results`` last, and
+    the call to copy is the model's own (``spec``, ``args``) with those results as its text
+    ``field``. The results are shown only inside the call: text quoted in the correction's
+    own words would read as an echo of it when copied."""
+    joined = " | ".join(results)
+    shown = joined if len(joined) <= _RESULTS_SHOWN else joined[:_RESULTS_SHOWN] + "..."
+    return (
+        f"[AnswerError] Your answer leaves out what {_names(tools)} found at the end of your "
+        f"lookups. Answer with it, for example: {example_call(spec, {**args, field: shown})}"
     )
 
 

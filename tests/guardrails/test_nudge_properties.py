@@ -28,6 +28,7 @@ from forge_rt.guardrails._nudges import (
     next_step_text,
     repeat_note,
     resolution_text,
+    superseded_answer_nudge,
     tool_error_text,
 )
 
@@ -147,6 +148,7 @@ def test_every_nudge_builder_says_something(
         repeat_note(spec.name, ""),
         next_step_text(spec, finish=tier % 2 == 0),
         ignored_args_note(spec, names),
+        superseded_answer_nudge(names, [message], spec, args, names[0]),
     ]
     for text in texts:
         _says_something(text)

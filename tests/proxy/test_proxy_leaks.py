@@ -21,6 +21,7 @@ from forge_rt.guardrails import (
 from forge_rt.guardrails._nudges import (
     repeat_note,
     resolution_text,
+    superseded_answer_nudge,
     tool_error_text,
     uncovered_item_nudge,
     ungrounded_answer_nudge,
@@ -60,6 +61,13 @@ def _corrections() -> dict[str, str]:
         "tool-error": tool_error_text("get_weather", RuntimeError("down")),
         "resolution": resolution_text("get_weather", RuntimeError("use Paris")),
         "ungrounded": ungrounded_answer_nudge("Weather in Rome: 24C"),
+        "superseded": superseded_answer_nudge(
+            ["get_weather"],
+            ["Weather in Rome: 24C"],
+            respond_spec(),
+            {"message": "x y z"},
+            "message",
+        ),
         "uncovered": uncovered_item_nudge(
             "your request", "Oslo", "Cairo", "get_weather", WEATHER, {"city": "Cairo"}
         ),

@@ -1,0 +1,141 @@
+"""An answer that leaves out what the end of a chain of lookups found is sent back once.
+
+Multi-hop tasks chain their lookups: a value one tool returned (``dept_id=D-12``) is the
+argument of the next call (``get_department(dept_id="D-12")``), whose result feeds the one
+after. A small model that has walked the whole chain often answers from a link in the middle:
+the real Qwen2.5-Coder-0.5B found Sarah Chen's department, its manager's id and the manager
+("E-301 is Priya Natarajan"), wandered on, and answered "D-12 Research, manager_id=E-301"; it
+found Grace Hopper's user id, then her email, and answered "Grace Hopper, user_id=u-7f3a9".
+Answer grounding (:mod:`forge_rt.guardrails._grounding`) passes both -- they come from a
+result -- but from one the chain had already moved past.
+
+:class:`LookupChains` keeps the turn's distinct successful results in order. A call *follows*
+a result when one of its argument values (two characters or more, found in none of the
+conversation's requests) is a whole word of it. A result that a later call followed, finding
+something not seen before, is a link; a result its call reached by following one, and that no
+call followed on, is an *end*. A result's *new* words are those no request, no argument of its
+call and no earlier result of the turn had.
+
+A terminal call with prose in it (a string argument of three words or more) is refused, once
+per turn, when its words include none of any end's new words; the correction shows the call
+again with the ends' results as its text. It passes when it names something an end found; when
+it holds a number found nowhere in the turn while an end found a number (a sum or a conversion
+worked out from it); when it has no prose (``place_order(sku="SKU-9")``, "Done."); and when no
+call of the turn followed a result (one lookup, or a fan-out over the request's own items),
+which grounding alone checks. As with grounding, a model that insists may be right: the next
+answer is taken as it is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from forge_rt.guardrails._grounding import content_tokens
+
+__all__ = ["ChainEnds", "LookupChains"]
+
+_MIN_VALUE_CHARS = 2  # a shorter value ("1", "a") is in too many results to link them
+_PROSE_WORDS = 3  # a string argument of this many words is an answer's text, not an identifier
+
+
+@dataclass(slots=True)
+class _Result:
+    tool: str
+    text: str  # the output, whitespace collapsed
+    new: frozenset[str]  # its words that nothing before it in the turn had
+    reached: bool  # its call followed an earlier result
+    followed: bool = False  # a later call followed it and found something new
+
+
+@dataclass(frozen=True, slots=True)
+class ChainEnds:
+    """What an answer left out: the tools at the ends of the turn's chains, their results,
+    and the answer's argument that is its text (the one the correction rewrites)."""
+
+    tools: tuple[str, ...]
+    results: tuple[str, ...]
+    field: str
+
+
+def _values(args: Mapping[str, object]) -> list[str]:
+    """A call's argument values that can link it to a result: strings and integers."""
+    return [str(v) for v in args.values() if isinstance(v, str | int) and not isinstance(v, bool)]
+
+
+class LookupChains:
+    """The turn's results and which followed which; whether this turn's refusal is spent."""
+
+    def __init__(self) -> None:
+        self._requests: list[str] = []  # every request of the conversation, lowercased
+        self._request_words: set[str] = set()
+        self._results: list[_Result] = []
+        self._seen: set[str] = set()  # the words of the turn's results and arguments so far
+        self._refused = False
+
+    def new_turn(self, request: str) -> None:
+        """A new turn, asked by ``request``: its results, and its one refusal, start over.
+        The requests are kept for the whole conversation: a value the user gave in an
+        earlier turn ("ORD-0042") links no two lookups of a later one."""
+        self.remember_request(request)
+        self._results = []
+        self._seen = set()
+        self._refused = False
+
+    def remember_request(self, request: str) -> None:
+        """An earlier request of the conversation, seen in a history handed over whole (the
+        proxy): its values link no two lookups, as in :meth:`new_turn`."""
+        self._requests.append(request.lower())
+        self._request_words |= content_tokens(request)
+
+    def add_result(self, tool: str, args: Mapping[str, object], output: str) -> None:
+        """A non-terminal call of this turn, ``tool(**args)``, succeeded with ``output``.
+        An output the turn has already seen adds nothing, and follows nothing on."""
+        text = " ".join(output.split())
+        if any(r.text == text for r in self._results):
+            return
+        values = [
+            v.lower()
+            for v in _values(args)
+            if len(v.strip()) >= _MIN_VALUE_CHARS
+            and not any(v.lower() in request for request in self._requests)
+        ]
+        followed = [r for r in self._results if any(_has_word(r.text.lower(), v) for v in values)]
+        for result in followed:
+            result.followed = True
+        words = content_tokens(text)
+        arg_words = set().union(*(content_tokens(v) for v in _values(args)))
+        new = words - self._request_words - arg_words - self._seen
+        self._seen |= words | arg_words
+        self._results.append(
+            _Result(tool=tool, text=text, new=frozenset(new), reached=bool(followed))
+        )
+
+    def check(self, args: Mapping[str, object]) -> ChainEnds | None:
+        """What a terminal call with ``args`` left out, when it is refused (this turn's
+        refusal is then spent), else ``None``."""
+        if self._refused:
+            return None
+        texts = {k: v for k, v in args.items() if isinstance(v, str)}
+        prose = [k for k, v in texts.items() if len(v.split()) >= _PROSE_WORDS]
+        ends = [r for r in self._results if r.reached and not r.followed and r.new]
+        if not prose or not ends:
+            return None
+        words = set().union(*(content_tokens(v) for v in texts.values()))
+        if any(words & r.new for r in ends):
+            return None
+        worked_out = {w for w in words if w[0].isdigit()} - self._seen - self._request_words
+        if worked_out and any(w[0].isdigit() for r in ends for w in r.new):
+            return None
+        self._refused = True
+        return ChainEnds(
+            tools=tuple(dict.fromkeys(r.tool for r in ends)),
+            results=tuple(r.text for r in ends),
+            field=max(prose, key=lambda k: len(texts[k])),
+        )
+
+
+def _has_word(text: str, value: str) -> bool:
+    """Whether ``value`` is in ``text`` with no letter, digit or underscore touching it."""
+    return re.search(rf"(?<!\w){re.escape(value)}(?!\w)", text) is not None

@@ -64,6 +64,7 @@ from forge_rt.guardrails._nudges import (
     held_back,
     ignored_args_note,
     interrupted_text,
+    markup_answer_nudge,
     next_step_text,
     repeat_note,
     resolution_text,
@@ -73,7 +74,7 @@ from forge_rt.guardrails._nudges import (
     uncovered_item_nudge,
 )
 from forge_rt.guardrails._options import GuardrailOptions
-from forge_rt.guardrails._placeholders import EchoCorpus
+from forge_rt.guardrails._placeholders import ECHO_MARKUP, EchoCorpus
 from forge_rt.guardrails._rescue_args import hinted_args
 from forge_rt.guardrails._respond import respond_spec
 from forge_rt.guardrails._steps import StepEnforcer
@@ -452,7 +453,7 @@ class Guardrails:
             self._count_failures(e.tool for e in result.errors if e.tool)
             return ToolErrors(
                 calls=result.calls,
-                errors=result.errors,
+                errors=[self._markup_answer(e, result.calls) or e for e in result.errors],
                 held_back=held_back(result.calls, result.errors, kind=MessageType.RETRY_NUDGE),
                 collapsed=result.collapsed,
                 text=result.text,
@@ -544,6 +545,20 @@ class Guardrails:
             call_id=call.call_id,
             tool=call.tool,
         )
+
+    def _markup_answer(self, error: Nudge, calls: Sequence[ToolCall]) -> Nudge | None:
+        """A correction that shows the results to relay, in place of ``error``, when it refuses
+        a synthetic ``respond`` whose message holds tool-result markup and the turn has
+        results to answer from (see :func:`markup_answer_nudge`)."""
+        call = next((c for c in calls if c.call_id == error.call_id), None)
+        results = self._grounding.recent
+        if call is None or results is None or not self.is_synthetic_respond(call):
+            return None
+        message = call.args.get("message")
+        if not isinstance(message, str) or not any(m in message for m in ECHO_MARKUP):
+            return None
+        log.info("guardrails.markup_answer", tool=call.tool)
+        return msgspec.structs.replace(error, content=markup_answer_nudge(results))
 
     def _superseded(self, runnable: Sequence[ToolCall]) -> Nudge | None:
         """The correction for a reply that is only a terminal call whose text leaves out what

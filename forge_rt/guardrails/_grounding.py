@@ -101,6 +101,12 @@ class AnswerGrounding:
         self._refused = True
         return ungrounded_answer_nudge(" | ".join(self._results[-3:]))
 
+    @property
+    def recent(self) -> str | None:
+        """The turn's last three results with words, joined, for a correction to answer
+        from; ``None`` before any."""
+        return " | ".join(self._results[-3:]) if self._results else None
+
     def reset(self) -> None:
         """A new turn: its results, and its one refusal, start over."""
         self._tokens = set()

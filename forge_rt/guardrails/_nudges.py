@@ -53,6 +53,7 @@ __all__ = [
     "ignored_args_note",
     "interrupted_text",
     "loop_nudge",
+    "markup_answer_nudge",
     "premature_terminal_nudge",
     "prerequisite_nudge",
     "resolution_text",
@@ -647,6 +648,21 @@ def ungrounded_answer_nudge(results: str) -> str:
     return (
         "[AnswerError] Your answer uses nothing the tools returned. Answer from the results, "
         f"for example: {example_call(respond_spec(), {'message': shown})}"
+    )
+
+
+def markup_answer_nudge(results: str) -> str:
+    """The correction for a ``respond`` whose message is the chat template's tool-result
+    markup instead of an answer: the real 0.5B wrote ``"<tool_response>"`` as its answer, was
+    told to send a real value, and called the same lookup again, then wrote the markup again,
+    until the loop guard ended the run. What it meant was to relay the result, so the
+    correction shows the call that does, with the turn's ``results`` (shown only inside the
+    call, and without the markup, which it would copy)."""
+    shown = results if len(results) <= _RESULTS_SHOWN else results[:_RESULTS_SHOWN] + "..."
+    return (
+        "[ArgumentError] `respond` was not run: its `message` is the chat's tool-result markup, "
+        "not an answer. Write the answer itself, from the results, for example: "
+        f"{example_call(respond_spec(), {'message': shown})}"
     )
 
 

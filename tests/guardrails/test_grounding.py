@@ -163,3 +163,27 @@ def test_an_answer_that_names_what_was_looked_up_passes() -> None:
     grounding.add_subject(["Rome"])
     assert grounding.check("Rome is warm.") is None
     assert grounding.check("You complete your request.") is not None
+
+
+def test_an_answer_of_tool_result_markup_is_shown_the_results_to_relay() -> None:
+    """The real 0.5B answered "<tool_response>", was told to send a real value, and looked the
+    weather up again, four times, until the loop guard ended the run: the correction shows the
+    answer that relays the results, and never the markup it would copy."""
+    guard = _guard()
+    _ran_weather(guard)
+    refused = guard.check(_answer("<tool_response>"))
+    assert isinstance(refused, ToolErrors)
+    (nudge,) = refused.errors
+    assert nudge.content.startswith("[ArgumentError] `respond` was not run")
+    assert "<tool_" not in nudge.content
+    example = json.loads(nudge.content.split("for example: ", 1)[1])
+    assert example == {"name": "respond", "arguments": {"message": "Weather in Rome: 24C, sunny"}}
+    assert nudge.call_id == refused.calls[0].call_id
+    assert isinstance(guard.check(_answer("Weather in Rome: 24C, sunny")), Execute)
+
+
+def test_markup_before_any_result_gets_the_plain_correction() -> None:
+    guard = _guard()
+    refused = guard.check(_answer("<tool_response>"))
+    assert isinstance(refused, ToolErrors)
+    assert "got echoed <tool_response> markup" in refused.errors[0].content

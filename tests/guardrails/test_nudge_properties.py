@@ -25,6 +25,7 @@ from forge_rt.guardrails import (
 )
 from forge_rt.guardrails._nudges import (
     ignored_args_note,
+    markup_answer_nudge,
     next_step_text,
     repeat_note,
     resolution_text,
@@ -149,6 +150,7 @@ def test_every_nudge_builder_says_something(
         next_step_text(spec, finish=tier % 2 == 0),
         ignored_args_note(spec, names),
         superseded_answer_nudge(names, [message], spec, args, names[0]),
+        markup_answer_nudge(message),
     ]
     for text in texts:
         _says_something(text)

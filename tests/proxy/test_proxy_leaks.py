@@ -19,6 +19,7 @@ from forge_rt.guardrails import (
     unknown_tool_nudge,
 )
 from forge_rt.guardrails._nudges import (
+    markup_answer_nudge,
     repeat_note,
     resolution_text,
     superseded_answer_nudge,
@@ -61,6 +62,7 @@ def _corrections() -> dict[str, str]:
         "tool-error": tool_error_text("get_weather", RuntimeError("down")),
         "resolution": resolution_text("get_weather", RuntimeError("use Paris")),
         "ungrounded": ungrounded_answer_nudge("Weather in Rome: 24C"),
+        "markup-answer": markup_answer_nudge("Weather in Rome: 24C"),
         "superseded": superseded_answer_nudge(
             ["get_weather"],
             ["Weather in Rome: 24C"],

@@ -19,6 +19,7 @@ from forge_rt.guardrails._dialects import TEXT_CALL_MARKERS as TEXT_CALL_MARKERS
 from forge_rt.guardrails._dialects import Dialect as Dialect
 from forge_rt.guardrails._dialects import render_call as render_call
 from forge_rt.guardrails._exclude import EXCLUDED_PREFIX_CHARS as EXCLUDED_PREFIX_CHARS
+from forge_rt.guardrails._exclude import StartsWith as StartsWith
 from forge_rt.guardrails._gbnf import Gbnf as Gbnf
 from forge_rt.guardrails._rescue import RescueResult as RescueResult
 from forge_rt.guardrails._rescue import rescue as rescue
@@ -122,6 +123,7 @@ __all__: list[str] = [  # noqa: RUF022 -- grouped by owning block (see above), e
     "Gbnf",
     "NarrowedConstraint",
     "RescueResult",
+    "StartsWith",
     "choose_constraint",
     "coerce_args",
     "continuation_constraint",

@@ -14,6 +14,10 @@ argument:
 - an optional property the blocked calls all had is left out;
 - an optional property they did not all have is present, with a value none of them gave it.
 
+A blocked string may also be given by its start (:class:`StartsWith`): every string that
+begins with it is excluded, whatever follows -- after an answer of tool-result markup, a
+synthetic ``respond`` may not start with ``<`` (``Guardrails.excluded_calls``).
+
 A property whose values cannot be excluded (a number, an object, a list, a union) offers no
 variant of its own; a tool none of whose arguments can differ (no parameters at all) offers
 none, and the caller leaves it out (see :class:`~forge_rt.guardrails.NarrowedConstraint`).
@@ -39,7 +43,7 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["EXCLUDED_PREFIX_CHARS", "Excluded", "argument_variants", "render_json"]
+__all__ = ["EXCLUDED_PREFIX_CHARS", "Excluded", "StartsWith", "argument_variants", "render_json"]
 
 EXCLUDED_PREFIX_CHARS = 40
 """How many leading characters of a blocked string the exclusion compares.
@@ -54,6 +58,14 @@ _INTEGER_DIGITS = 16  # the grammars' bound on an integer's digits (see _bounds.
 # The characters a JSON string holds unescaped: not a quote, a backslash or a control character.
 _UNSAFE = frozenset({'"', "\\", *(chr(c) for c in range(0x20))})
 _DIGITS = "0123456789"
+
+
+class StartsWith(msgspec.Struct, frozen=True):
+    """A blocked string argument given by how it starts: every string beginning with ``text``
+    is excluded, whatever follows (``StartsWith("<")`` after an answer of tool-result markup).
+    It stands in a blocked call's arguments where a value would."""
+
+    text: str
 
 
 class Excluded(msgspec.Struct, frozen=True):
@@ -90,7 +102,7 @@ class Excluded(msgspec.Struct, frozen=True):
 
     def _strings(self) -> _Node:
         low, high = _lengths(self.schema)
-        tree = _string_tree(_strings(self.values), low, high)
+        tree = _string_tree(self.values, low, high)
         if tree is None:  # argument_variants builds no Excluded that leaves nothing
             raise ValueError(f"no string of {self.schema} is left once {self.values} are excluded")
         return tree
@@ -180,9 +192,10 @@ def _exclusion(schema: Any, values: tuple[Any, ...]) -> Any:
         return Excluded(schema, ints) if ints else schema
     if kind == "string" and "pattern" not in schema and "format" not in schema:
         low, high = _lengths(schema)
-        if _string_tree(_strings(values), low, high) is None:
+        strings = tuple(v for v in values if isinstance(v, str | StartsWith))
+        if _string_tree(strings, low, high) is None:
             return None
-        return Excluded(schema, tuple(v for v in values if isinstance(v, str)))
+        return Excluded(schema, strings)
     return None
 
 
@@ -202,13 +215,18 @@ def _lengths(schema: Mapping[str, Any]) -> tuple[int, int]:
     return int(low), int(high)
 
 
-def _strings(values: tuple[Any, ...]) -> list[str]:
-    """The blocked strings a safe-character string could equal, cut to the compared prefix."""
-    out = []
+def _strings(values: tuple[Any, ...]) -> tuple[list[str], list[str]]:
+    """The blocked strings a safe-character string could equal, cut to the compared prefix,
+    and the blocked starts (:class:`StartsWith`), likewise."""
+    whole: list[str] = []
+    starts: list[str] = []
     for value in values:
-        if isinstance(value, str) and not _UNSAFE.intersection(value):
-            out.append(value[:EXCLUDED_PREFIX_CHARS])
-    return out
+        text = value.text if isinstance(value, StartsWith) else value
+        if isinstance(text, str) and not _UNSAFE.intersection(text):
+            (starts if isinstance(value, StartsWith) else whole).append(
+                text[:EXCLUDED_PREFIX_CHARS]
+            )
+    return whole, starts
 
 
 # --- integers ------------------------------------------------------------------------------
@@ -263,10 +281,12 @@ def _digit_alphabet(depth: int) -> _Alphabet:
 # --- strings -------------------------------------------------------------------------------
 
 
-def _string_tree(values: list[str], low: int, high: int) -> _Node | None:
+def _string_tree(values: tuple[Any, ...], low: int, high: int) -> _Node | None:
     """The safe-character strings of ``low`` to ``high`` characters that do not start with
-    ``EXCLUDED_PREFIX_CHARS`` characters of a blocked value and are none of the shorter ones."""
-    return _Trie(values).absent(low=low, high=high, alphabet=_safe_alphabet)
+    ``EXCLUDED_PREFIX_CHARS`` characters of a blocked value or with a blocked start, and are
+    none of the shorter blocked values."""
+    whole, starts = _strings(values)
+    return _Trie(whole, starts=starts).absent(low=low, high=high, alphabet=_safe_alphabet)
 
 
 def _safe_alphabet(depth: int) -> _Alphabet:
@@ -321,15 +341,21 @@ _Node = _Chars | _Seq | _Alt | _Opt | _Rep
 class _Trie:
     """The excluded texts as a prefix tree; :meth:`absent` is the language without them."""
 
-    def __init__(self, texts: Sequence[str], *, cut: int = EXCLUDED_PREFIX_CHARS) -> None:
+    def __init__(
+        self,
+        texts: Sequence[str],
+        *,
+        starts: Sequence[str] = (),
+        cut: int = EXCLUDED_PREFIX_CHARS,
+    ) -> None:
         self.children: dict[str, _Trie] = {}
         self.end = False  # an excluded text ends here
         self.dead = False  # an excluded prefix ends here: nothing may follow
-        for text in texts:
+        for text, start in [*((t, False) for t in texts), *((t, True) for t in starts)]:
             node = self
             for c in text:
                 node = node.children.setdefault(c, _Trie(()))
-            if len(text) >= cut:
+            if start or len(text) >= cut:
                 node.dead = True
             node.end = True
 

@@ -52,6 +52,7 @@ from forge_rt.guardrails._chains import LookupChains
 from forge_rt.guardrails._coverage import ListCoverage
 from forge_rt.guardrails._dialects import Dialect
 from forge_rt.guardrails._errors_budget import ErrorTracker
+from forge_rt.guardrails._exclude import StartsWith
 from forge_rt.guardrails._grounding import AnswerGrounding
 from forge_rt.guardrails._loop_guard import LoopGuard
 from forge_rt.guardrails._nudges import (
@@ -234,6 +235,7 @@ class Guardrails:
         self._specs = {spec.name: spec for spec in self._validator.tools}
         self._echoes = EchoCorpus()  # what the model was told, to catch it copied back
         self._ignored: dict[str, tuple[str, ...]] = {}  # arguments dropped from the calls to run
+        self._markup_answered = False  # this turn's answer was tool-result markup
 
     @classmethod
     def from_workflow(
@@ -330,6 +332,7 @@ class Guardrails:
         self._succeeded.clear()
         self._failed_with.clear()
         self._grounding.reset()
+        self._markup_answered = False
         self._chains.new_turn(request or "")
         self._coverage.reset(request)
         self._covering = False
@@ -380,6 +383,22 @@ class Guardrails:
         if self._loop is None or not self.options.exclude_looping:
             return ()
         return self._loop.blocked
+
+    @property
+    def excluded_calls(self) -> tuple[ToolCall, ...]:
+        """The calls the next constraint is to exclude (``NarrowedConstraint.to(...,
+        exclude=...)``): those in :attr:`loop_blocked`, and, once an answer of this turn was
+        the chat's tool-result markup, a synthetic ``respond`` whose message starts with
+        ``<``. The real 0.5B wrote ``"<tool_response>"`` as its answer again after each
+        correction; under the constraint its next answer has to be something else (and, as
+        with every exclusion, a string of safe characters: no quote, backslash or line
+        break)."""
+        if not self._markup_answered or not self._synthetic_respond:
+            return self.loop_blocked
+        markup = ToolCall(
+            tool=RESPOND_TOOL_NAME, args={"message": StartsWith("<")}, call_id="markup"
+        )
+        return (*self.loop_blocked, markup)
 
     def callable_now(self, avoid: frozenset[str] = frozenset()) -> tuple[ToolSpec, ...]:
         """The tools a reply may call right now, for constraining the next one.
@@ -551,13 +570,16 @@ class Guardrails:
         a synthetic ``respond`` whose message holds tool-result markup and the turn has
         results to answer from (see :func:`markup_answer_nudge`)."""
         call = next((c for c in calls if c.call_id == error.call_id), None)
-        results = self._grounding.recent
-        if call is None or results is None or not self.is_synthetic_respond(call):
+        if call is None or not self.is_synthetic_respond(call):
             return None
         message = call.args.get("message")
         if not isinstance(message, str) or not any(m in message for m in ECHO_MARKUP):
             return None
-        log.info("guardrails.markup_answer", tool=call.tool)
+        self._markup_answered = True  # the next constraints write no answer that starts so
+        results = self._grounding.recent
+        log.info("guardrails.markup_answer", tool=call.tool, results=results is not None)
+        if results is None:
+            return None
         return msgspec.structs.replace(error, content=markup_answer_nudge(results))
 
     def _superseded(self, runnable: Sequence[ToolCall]) -> Nudge | None:

@@ -356,7 +356,7 @@ class InferenceEngine:
             nonlocal base, avoided, excluded
             gate.new_attempt()
             allowed = [t for t in guard.tools if t.name not in review.avoid]
-            blocked = (*review.blocked, *guard.loop_blocked)
+            blocked = (*review.blocked, *guard.excluded_calls)
             changed = review.avoid != avoided or blocked != excluded
             if changed and base.constraint is not None and request.constraint is None:
                 # A tool the loop guard warned about is left out of the constraint (the prompt

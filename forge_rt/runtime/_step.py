@@ -342,7 +342,9 @@ class GuardedStep:
                 _log.info("step.escalation_unavailable", reason=str(exc))
             self._escalation = NarrowedConstraint(constraint, tools, parallel=self._parallel)
         guardrails = self.guardrails
-        return self._escalation.to(guardrails.callable_now(avoid), exclude=guardrails.loop_blocked)
+        return self._escalation.to(
+            guardrails.callable_now(avoid), exclude=guardrails.excluded_calls
+        )
 
 
 def _budgeted(request: InferenceRequest) -> InferenceRequest:

@@ -520,7 +520,7 @@ class WorkflowActor(Actor):
             finishing = tuple(t for t in guardrails.tools if t.name in guardrails.terminal_tools)
             allowed = finishing or allowed
         # A blocked tool that must stay callable is offered without the call it blocked.
-        return self._narrowed.to(allowed, exclude=guardrails.loop_blocked)
+        return self._narrowed.to(allowed, exclude=guardrails.excluded_calls)
 
     async def _execute(
         self,

@@ -21,15 +21,21 @@ from forge_rt.core import (
     GrammarConstraint,
     InferenceRequest,
     JsonSchemaConstraint,
+    LLMResponse,
     Message,
     ToolCall,
     ToolSpec,
 )
 from forge_rt.guardrails import (
     EXCLUDED_PREFIX_CHARS,
+    Execute,
     Gbnf,
+    Guardrails,
     LoopGuard,
     NarrowedConstraint,
+    StartsWith,
+    ToolErrors,
+    ToolResult,
     reply_token_budget,
     tool_call_grammar,
     tool_call_schema,
@@ -258,3 +264,53 @@ def test_the_loop_guard_names_the_calls_at_its_limit() -> None:
     assert guard.blocked == (SYDNEY,)
     assert guard.observe([canberra]) is None
     assert guard.blocked == ()
+
+
+@CONSTRAINTS
+def test_a_blocked_start_excludes_every_string_that_begins_so(
+    build: Callable[..., Accepts],
+) -> None:
+    """StartsWith("<") (after an answer of tool-result markup): no string beginning with "<",
+    however it goes on; every other safe-character string, the empty one and a "<" later in
+    the text included."""
+    accepts = build([POPULATION], [ToolCall(tool="get_population", args={"city": StartsWith("<")})])
+    for city in ["<", "<tool_response>", "<tool_response> Sydney", "<b>"]:
+        assert not accepts(_call("get_population", city=city)), city
+    for city in ["Sydney", "", "a<b", " <", "Weather in Rome: 24C, sunny"]:
+        assert accepts(_call("get_population", city=city)), city
+
+
+@CONSTRAINTS
+def test_the_synthetic_respond_excludes_markup_once_an_answer_was_markup(
+    build: Callable[..., Accepts],
+) -> None:
+    """Guardrails.excluded_calls: after a respond of "<tool_response>" the constraint built
+    from it writes no answer starting with "<" for the rest of the turn."""
+    guard = Guardrails([POPULATION], respond_tool=True)
+    assert guard.excluded_calls == ()
+    ran = guard.check(LLMResponse(result=[ToolCall(tool="get_population", args={"city": "Rome"})]))
+    assert isinstance(ran, Execute)
+    guard.record([ToolResult(call=ran.calls[0], output="Rome: 2.8 million")])
+    markup = LLMResponse(result=[ToolCall(tool="respond", args={"message": "<tool_response>"})])
+    assert isinstance(guard.check(markup), ToolErrors)
+    assert len(guard.excluded_calls) == 1
+    accepts = build(list(guard.tools), list(guard.excluded_calls))
+    assert not accepts(_call("respond", message="<tool_response>"))
+    assert accepts(_call("respond", message="Rome has 2.8 million people."))
+    assert accepts(_call("get_population", city="<Rome>"))  # other tools untouched
+    guard.new_turn()
+    assert guard.excluded_calls == ()
+
+
+def test_a_users_own_respond_tool_is_never_narrowed_for_markup() -> None:
+    own = ToolSpec(
+        name="respond",
+        parameters={
+            "type": "object",
+            "properties": {"message": {"type": "string"}},
+            "required": ["message"],
+        },
+    )
+    guard = Guardrails([POPULATION, own], terminal_tools=["respond"], respond_tool=True)
+    guard.check(LLMResponse(result=[ToolCall(tool="respond", args={"message": "<tool_response>"})]))
+    assert guard.excluded_calls == ()

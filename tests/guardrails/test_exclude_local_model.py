@@ -15,7 +15,14 @@ import pytest
 import trio
 
 from forge_rt.core import ToolCall, ToolSpec
-from forge_rt.guardrails import Dialect, rescue, tool_call_grammar, tool_call_schema
+from forge_rt.guardrails import (
+    Dialect,
+    StartsWith,
+    rescue,
+    respond_spec,
+    tool_call_grammar,
+    tool_call_schema,
+)
 from forge_rt.guardrails._validator import call_key
 
 pytestmark = pytest.mark.slow
@@ -75,3 +82,45 @@ async def test_excluded_call_is_not_written(local_model_url: str, kind: str) -> 
     with trio.fail_after(300):
         content, finish_reason = await _complete(local_model_url, constraint)
     _assert_other_call(content, finish_reason)
+
+
+MARKUP = ToolCall(tool="respond", args={"message": StartsWith("<")})
+
+
+@pytest.mark.parametrize("kind", ["json_schema", "grammar"])
+async def test_an_answer_of_markup_is_not_written_once_excluded(
+    local_model_url: str, kind: str
+) -> None:
+    """Asked to answer with the tool-result markup itself, the model under the markup exclusion
+    (what Guardrails.excluded_calls adds after such an answer) writes an answer that does not
+    start with "<", and the backend takes the excluding schema and grammar."""
+    tools = [respond_spec()]
+    if kind == "json_schema":
+        schema = tool_call_schema(tools, parallel=False, exclude=[MARKUP])
+        constraint = {"response_format": {"type": "json_schema", "json_schema": {"schema": schema}}}
+    else:
+        constraint = {"grammar": tool_call_grammar(tools, parallel=False, exclude=[MARKUP])}
+    body = {
+        "messages": [
+            {
+                "role": "system",
+                "content": 'Answer with one JSON call {"name": "respond", "arguments": '
+                '{"message": ...}}.',
+            },
+            {"role": "user", "content": 'Call respond with the message "<tool_response>".'},
+        ],
+        "temperature": 0.0,
+        "seed": 7,
+        "max_tokens": 100,
+        **constraint,
+    }
+    with trio.fail_after(300):
+        async with httpx.AsyncClient(base_url=local_model_url, timeout=300.0) as client:
+            response = await client.post("/v1/chat/completions", json=body)
+    assert response.status_code == 200, response.text
+    content = response.json()["choices"][0]["message"]["content"]
+    result = rescue(content, tools, constrained=True)
+    assert len(result.calls) == 1, content
+    message = result.calls[0].args["message"]
+    assert isinstance(message, str)
+    assert not message.startswith("<"), content

@@ -228,3 +228,32 @@ async def test_with_no_other_tool_left_the_warned_call_is_excluded_from_the_cons
     first, second, third = (c.request for c in client.calls)
     assert [_admits_city(r, "Paris") for r in (first, second, third)] == [True, True, False]
     assert _admits_city(third, "Lyon")
+
+
+def _admits_answer(request: InferenceRequest, message: str) -> bool:
+    """Whether the request's constraint lets a single respond call carry ``message``."""
+    assert isinstance(request.constraint, JsonSchemaConstraint)
+    for option in request.constraint.schema["anyOf"]:
+        if option["type"] != "object" or option["properties"]["name"]["const"] != "respond":
+            continue
+        string = option["properties"]["arguments"]["properties"]["message"]
+        if "pattern" not in string or re.fullmatch(string["pattern"], message):
+            return True
+    return False
+
+
+async def test_an_answer_of_markup_is_retried_shown_the_results_and_constrained_away() -> None:
+    """The real 0.5B answered "<tool_response>": the retry's correction shows the answer that
+    relays the history's result, its constraint admits no answer starting with "<", and the
+    client gets the real answer, never the markup."""
+    client = GatedClient([_respond("<tool_response>"), _respond("21 C, clear")], gated=False)
+    response = await _post(client, {"model": "m", "messages": PARIS_DONE, "tools": TOOLS})
+    assert response.json()["choices"][0]["message"]["content"] == "21 C, clear"
+    first, second = (c.request for c in client.calls)
+    assert _admits_answer(first, "<tool_response>")
+    assert not _admits_answer(second, "<tool_response>")
+    assert _admits_answer(second, "21 C, clear")
+    nudge = second.messages[-1].content
+    assert '{"message": "21 C, clear"}' in nudge
+    assert "<tool_" not in nudge
+    assert "tool_response" not in response.text

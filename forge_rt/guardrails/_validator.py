@@ -74,6 +74,18 @@ _NUDGE_ECHO = re.compile(
 _CALL_LIKE = re.compile(r"[{\[]\s*\"?(name|tool|function|arguments)\"?\s*:", re.IGNORECASE)
 
 
+# Where a string value copies on into a [Note] forge_rt appends to a tool result: the note opens
+# on a new line, written as JSON's escape or as a raw line break.
+_COPIED_NOTE = re.compile(r"(?:\\n|\n)\[Note\] ")
+
+
+def _before_copied_note(raw: str) -> str | None:
+    """``raw`` cut where a string value goes on into a copied ``[Note]``, the string closed
+    there (the brackets left open are the lenient reader's to close); ``None`` without one."""
+    found = _COPIED_NOTE.search(raw)
+    return None if found is None or found.start() == 0 else raw[: found.start()] + '"'
+
+
 class ValidationResult(msgspec.Struct, frozen=True, kw_only=True):
     """What one reply amounts to.
 
@@ -327,6 +339,14 @@ class ResponseValidator:
     ) -> ValidationResult:
         found = rescue(raw, self.tools, constrained=constrained)
         calls = [*found.calls, *found.unknown_calls]
+        if not calls and cut is not None and (kept := _before_copied_note(raw)) is not None:
+            # Stopped while copying a result on into the note we appended to it: the result
+            # copied before the note is the value (the real 0.5B, relaying "Canberra: 467,000
+            # people", went on into the note's lines until the repetition stop, five times).
+            salvaged = rescue(kept, self.tools, constrained=constrained)
+            if salvaged.calls:
+                log.info("guardrails.salvaged_before_note", chars=len(raw) - len(kept))
+                found, calls = salvaged, list(salvaged.calls)
         thought = reasoning if reasoning is not None else found.reasoning
         if not calls:
             fragment = found.malformed[0] if found.malformed else None

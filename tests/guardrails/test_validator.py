@@ -334,3 +334,31 @@ def test_an_answer_opened_with_tool_response_markup_keeps_the_answer(
     )
     assert result.errors == []
     assert [c.args for c in result.calls] == [{"findings": "Rome is 24C and sunny."}]
+
+
+@pytest.mark.parametrize("finish", ["repetition", "length"])
+@pytest.mark.parametrize("newline", ["\\n", "\n"])
+def test_a_reply_cut_while_copying_a_note_keeps_the_result_it_copied(
+    finish: str, newline: str
+) -> None:
+    """The real 0.5B relayed "Canberra: 467,000 people" and went on into the [Note] appended to
+    that result until the repetition stop: the value is what it copied before the note."""
+    note = "[Note] You already called `get_population` with these arguments; the result is the same"
+    text = '{"name": "report", "arguments": {"findings": "Canberra: 467,000 people' + (
+        (newline + note) * 4
+    )
+    response = LLMResponse(result=TextResponse(content=text), raw_text=text, finish_reason=finish)
+    result = ResponseValidator(TOOLS, rescue=True).validate(response)
+    assert not result.needs_retry
+    assert [(c.tool, c.args) for c in result.calls] == [
+        ("report", {"findings": "Canberra: 467,000 people"})
+    ]
+
+
+def test_a_reply_cut_without_a_note_is_still_retried_as_cut() -> None:
+    text = '{"name": "report", "arguments": {"findings": "Q4 was'
+    response = LLMResponse(
+        result=TextResponse(content=text), raw_text=text, finish_reason="repetition"
+    )
+    result = ResponseValidator(TOOLS, rescue=True).validate(response)
+    assert (result.needs_retry, result.cause) == (True, RetryCause.REPEATED)

@@ -235,8 +235,9 @@ _EDGE_MARKUP = re.compile(
 
 
 # The notes forge_rt appends to a tool result ("\n[Note] You already called ..."): a model that
-# relays the result copies them along; the result before them is the answer.
-_NOTE_TAIL = re.compile(r"\s*\n\[Note\] .*\Z", re.S)
+# relays the result copies them along, on a new line or the same one (the real 0.5B wrote
+# "Weather in Rome: 24C, sunny [Note] You already called ..."); the result before is the answer.
+_NOTE_TAIL = re.compile(r"\s*\[Note\] .*\Z", re.S)
 
 
 def strip_echo_markup(value: Any) -> Any:

@@ -74,9 +74,9 @@ _NUDGE_ECHO = re.compile(
 _CALL_LIKE = re.compile(r"[{\[]\s*\"?(name|tool|function|arguments)\"?\s*:", re.IGNORECASE)
 
 
-# Where a string value copies on into a [Note] forge_rt appends to a tool result: the note opens
-# on a new line, written as JSON's escape or as a raw line break.
-_COPIED_NOTE = re.compile(r"(?:\\n|\n)\[Note\] ")
+# Where a string value copies on into a [Note] forge_rt appends to a tool result: after a line
+# break (JSON's escape or a raw one) or a space, or straight after the result.
+_COPIED_NOTE = re.compile(r"(?:\\n|\s)*\[Note\] ")
 
 
 def _before_copied_note(raw: str) -> str | None:

@@ -131,13 +131,15 @@ def test_the_switch_turns_it_off_and_bare_has_it_off() -> None:
     assert GuardrailOptions.off().ground_answers is False
 
 
-def test_an_answer_that_copies_a_result_with_its_note_keeps_the_result() -> None:
-    """The real 0.5B relayed a result with the [Note] forge_rt had appended to it; the note is
-    cut off and the result is the answer (before, the whole value was refused as an echo)."""
+@pytest.mark.parametrize("gap", ["\n", " ", ""])
+def test_an_answer_that_copies_a_result_with_its_note_keeps_the_result(gap: str) -> None:
+    """The real 0.5B relayed a result with the [Note] forge_rt had appended to it, on a new
+    line or on the same one; the note is cut off and the result is the answer (before, the
+    whole value was refused as an echo)."""
     guard = _guard()
     _ran_weather(guard)
     copied = (
-        "Weather in Rome: 24C, sunny\n[Note] You already called `get_weather` with these "
+        f"Weather in Rome: 24C, sunny{gap}[Note] You already called `get_weather` with these "
         "arguments; the result is the same as before."
     )
     action = guard.check(_answer(copied))

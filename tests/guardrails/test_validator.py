@@ -337,7 +337,7 @@ def test_an_answer_opened_with_tool_response_markup_keeps_the_answer(
 
 
 @pytest.mark.parametrize("finish", ["repetition", "length"])
-@pytest.mark.parametrize("newline", ["\\n", "\n"])
+@pytest.mark.parametrize("newline", ["\\n", "\n", " "])
 def test_a_reply_cut_while_copying_a_note_keeps_the_result_it_copied(
     finish: str, newline: str
 ) -> None:

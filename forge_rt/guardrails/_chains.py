@@ -29,15 +29,19 @@ answer is taken as it is.
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from forge_rt.guardrails._grounding import content_tokens
 
-__all__ = ["ChainEnds", "LookupChains"]
+__all__ = ["REQUESTS_KEPT", "ChainEnds", "LookupChains"]
 
 _MIN_VALUE_CHARS = 2  # a shorter value ("1", "a") is in too many results to link them
 _PROSE_WORDS = 3  # a string argument of this many words is an answer's text, not an identifier
+# The requests whose values are the user's: the last few turns' (a chat daemon's session runs
+# for weeks; what the user said fifty turns ago no longer names this turn's lookups).
+REQUESTS_KEPT = 16
 
 
 @dataclass(slots=True)
@@ -68,7 +72,7 @@ class LookupChains:
     """The turn's results and which followed which; whether this turn's refusal is spent."""
 
     def __init__(self) -> None:
-        self._requests: list[str] = []  # every request of the conversation, lowercased
+        self._requests: deque[str] = deque(maxlen=REQUESTS_KEPT)  # lowercased
         self._request_words: set[str] = set()
         self._results: list[_Result] = []
         self._seen: set[str] = set()  # the words of the turn's results and arguments so far
@@ -76,8 +80,8 @@ class LookupChains:
 
     def new_turn(self, request: str) -> None:
         """A new turn, asked by ``request``: its results, and its one refusal, start over.
-        The requests are kept for the whole conversation: a value the user gave in an
-        earlier turn ("ORD-0042") links no two lookups of a later one."""
+        The last :data:`REQUESTS_KEPT` requests are kept: a value the user gave in an earlier
+        turn ("ORD-0042") links no two lookups of a later one."""
         self.remember_request(request)
         self._results = []
         self._seen = set()
@@ -87,7 +91,7 @@ class LookupChains:
         """An earlier request of the conversation, seen in a history handed over whole (the
         proxy): its values link no two lookups, as in :meth:`new_turn`."""
         self._requests.append(request.lower())
-        self._request_words |= content_tokens(request)
+        self._request_words = set().union(*(content_tokens(r) for r in self._requests))
 
     def add_result(self, tool: str, args: Mapping[str, object], output: str) -> None:
         """A non-terminal call of this turn, ``tool(**args)``, succeeded with ``output``.

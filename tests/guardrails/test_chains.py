@@ -9,7 +9,7 @@ import pytest
 
 from forge_rt.core import LLMResponse, Message, ToolCall, ToolSpec
 from forge_rt.guardrails import Execute, GuardrailOptions, Guardrails, ToolErrors, ToolResult
-from forge_rt.guardrails._chains import LookupChains
+from forge_rt.guardrails._chains import REQUESTS_KEPT, LookupChains
 
 
 def _tool(name: str, *params: str) -> ToolSpec:
@@ -250,3 +250,15 @@ def test_each_turn_gets_its_own_refusal() -> None:
     assert isinstance(_answer(guard, message="Priya Natarajan runs it."), Execute)
     _hop_all_the_way(guard)
     assert isinstance(_answer(guard, message="D-12 Research, manager_id=E-301"), ToolErrors)
+
+
+def test_only_the_last_requests_are_the_users_values() -> None:
+    """A session of weeks keeps REQUESTS_KEPT requests, not every one: a value the user gave
+    long ago links two lookups of today's turn again."""
+    chains = LookupChains()
+    chains.new_turn("Where is ORD-0042?")
+    for _ in range(REQUESTS_KEPT):
+        chains.new_turn("And now?")
+    chains.add_result("order_status", {"order_id": "ORD-1"}, "ORD-1: shipped, see ORD-0042")
+    chains.add_result("order_status", {"order_id": "ORD-0042"}, "ORD-0042: arrives on Friday")
+    assert chains.check({"message": "ORD-1 has shipped already."}) is not None

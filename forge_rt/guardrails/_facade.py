@@ -75,7 +75,7 @@ from forge_rt.guardrails._nudges import (
     uncovered_item_nudge,
 )
 from forge_rt.guardrails._options import GuardrailOptions
-from forge_rt.guardrails._placeholders import ECHO_MARKUP, EchoCorpus
+from forge_rt.guardrails._placeholders import EchoCorpus, has_echo_markup
 from forge_rt.guardrails._rescue_args import hinted_args
 from forge_rt.guardrails._respond import respond_spec
 from forge_rt.guardrails._steps import StepEnforcer
@@ -573,7 +573,7 @@ class Guardrails:
         if call is None or not self.is_synthetic_respond(call):
             return None
         message = call.args.get("message")
-        if not isinstance(message, str) or not any(m in message for m in ECHO_MARKUP):
+        if not isinstance(message, str) or not has_echo_markup(message):
             return None
         self._markup_answered = True  # the next constraints write no answer that starts so
         results = self._grounding.recent

@@ -94,12 +94,13 @@ class AnswerGrounding:
     def check(self, answer: str) -> str | None:
         """The correction for ``answer`` when it shares nothing with the results and this
         turn has not refused one yet (that refusal is then spent), else ``None``."""
-        if self._refused or not self._results or content_tokens(answer) & self._tokens:
+        results = self.recent
+        if self._refused or results is None or content_tokens(answer) & self._tokens:
             return None
         if is_confirmation(answer):
             return None  # "Done." after an action is an answer; only prose from nowhere is not
         self._refused = True
-        return ungrounded_answer_nudge(" | ".join(self._results[-3:]))
+        return ungrounded_answer_nudge(results)
 
     @property
     def recent(self) -> str | None:

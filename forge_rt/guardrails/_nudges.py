@@ -636,6 +636,11 @@ def tool_error_text(tool: str, error: BaseException) -> str:
 _RESULTS_SHOWN = 160  # characters of the turn's results an ungrounded-answer correction quotes
 
 
+def _shown_results(results: str) -> str:
+    """``results`` as a correction quotes them: the first :data:`_RESULTS_SHOWN` characters."""
+    return results if len(results) <= _RESULTS_SHOWN else results[:_RESULTS_SHOWN] + "..."
+
+
 def ungrounded_answer_nudge(results: str) -> str:
     """The tool-channel correction for an answer that uses nothing the tools returned.
 
@@ -644,10 +649,9 @@ def ungrounded_answer_nudge(results: str) -> str:
     correction's own words), so what it is shown to copy is right. The example is JSON, which
     the echo check leaves to the model (see :func:`~forge_rt.guardrails._placeholders.prose`).
     """
-    shown = results if len(results) <= _RESULTS_SHOWN else results[:_RESULTS_SHOWN] + "..."
     return (
         "[AnswerError] Your answer uses nothing the tools returned. Answer from the results, "
-        f"for example: {example_call(respond_spec(), {'message': shown})}"
+        f"for example: {example_call(respond_spec(), {'message': _shown_results(results)})}"
     )
 
 
@@ -658,11 +662,10 @@ def markup_answer_nudge(results: str) -> str:
     until the loop guard ended the run. What it meant was to relay the result, so the
     correction shows the call that does, with the turn's ``results`` (shown only inside the
     call, and without the markup, which it would copy)."""
-    shown = results if len(results) <= _RESULTS_SHOWN else results[:_RESULTS_SHOWN] + "..."
     return (
         "[ArgumentError] `respond` was not run: its `message` is the chat's tool-result markup, "
         "not an answer. Write the answer itself, from the results, for example: "
-        f"{example_call(respond_spec(), {'message': shown})}"
+        f"{example_call(respond_spec(), {'message': _shown_results(results)})}"
     )
 
 
@@ -678,8 +681,7 @@ def superseded_answer_nudge(
     the call to copy is the model's own (``spec``, ``args``) with those results as its text
     ``field``. The results are shown only inside the call: text quoted in the correction's
     own words would read as an echo of it when copied."""
-    joined = " | ".join(results)
-    shown = joined if len(joined) <= _RESULTS_SHOWN else joined[:_RESULTS_SHOWN] + "..."
+    shown = _shown_results(" | ".join(results))
     return (
         f"[AnswerError] Your answer leaves out what {_names(tools)} found at the end of your "
         f"lookups. Answer with it, for example: {example_call(spec, {**args, field: shown})}"

@@ -29,6 +29,8 @@ from forge_rt.core import ArgumentError
 __all__ = [
     "ECHO_MARKUP",
     "EchoCorpus",
+    "before_copied_note",
+    "has_echo_markup",
     "normalise",
     "placeholder_errors",
     "prose",
@@ -238,6 +240,21 @@ _EDGE_MARKUP = re.compile(
 # relays the result copies them along, on a new line or the same one (the real 0.5B wrote
 # "Weather in Rome: 24C, sunny [Note] You already called ..."); the result before is the answer.
 _NOTE_TAIL = re.compile(r"\s*\[Note\] .*\Z", re.S)
+# The same place in a reply's raw JSON text, where the line break is also JSON's escape.
+_NOTE_IN_JSON = re.compile(r"(?:\\n|\s)*\[Note\] ")
+
+
+def has_echo_markup(value: str) -> bool:
+    """Whether ``value`` holds the chat template's tool-result or tool-call markup."""
+    return any(mark in value for mark in ECHO_MARKUP)
+
+
+def before_copied_note(raw: str) -> str | None:
+    """A reply's raw JSON text cut where a string value goes on into a copied ``[Note]``, the
+    string closed there (the brackets left open are the lenient reader's to close); ``None``
+    without one."""
+    found = _NOTE_IN_JSON.search(raw)
+    return None if found is None or found.start() == 0 else raw[: found.start()] + '"'
 
 
 def strip_echo_markup(value: Any) -> Any:
@@ -279,7 +296,7 @@ def _problem(
     echoes: EchoCorpus | None,
 ) -> str | None:
     """What is wrong with ``value`` as the content of field ``key``, or ``None``."""
-    if any(mark in value for mark in ECHO_MARKUP):
+    if has_echo_markup(value):
         return "Expected real content, got echoed <tool_response> markup"
     if value.strip(_EDGE) in _MARKER_NAMES:
         return (

@@ -38,8 +38,9 @@ from forge_rt.guardrails._nudges import (
     withheld_tool_nudge,
 )
 from forge_rt.guardrails._placeholders import (
-    ECHO_MARKUP,
     EchoCorpus,
+    before_copied_note,
+    has_echo_markup,
     normalise,
     placeholder_errors,
     strip_echo_markup,
@@ -72,18 +73,6 @@ _NUDGE_ECHO = re.compile(
     re.IGNORECASE,
 )
 _CALL_LIKE = re.compile(r"[{\[]\s*\"?(name|tool|function|arguments)\"?\s*:", re.IGNORECASE)
-
-
-# Where a string value copies on into a [Note] forge_rt appends to a tool result: after a line
-# break (JSON's escape or a raw one) or a space, or straight after the result.
-_COPIED_NOTE = re.compile(r"(?:\\n|\s)*\[Note\] ")
-
-
-def _before_copied_note(raw: str) -> str | None:
-    """``raw`` cut where a string value goes on into a copied ``[Note]``, the string closed
-    there (the brackets left open are the lenient reader's to close); ``None`` without one."""
-    found = _COPIED_NOTE.search(raw)
-    return None if found is None or found.start() == 0 else raw[: found.start()] + '"'
 
 
 class ValidationResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -339,7 +328,7 @@ class ResponseValidator:
     ) -> ValidationResult:
         found = rescue(raw, self.tools, constrained=constrained)
         calls = [*found.calls, *found.unknown_calls]
-        if not calls and cut is not None and (kept := _before_copied_note(raw)) is not None:
+        if not calls and cut is not None and (kept := before_copied_note(raw)) is not None:
             # Stopped while copying a result on into the note we appended to it: the result
             # copied before the note is the value (the real 0.5B, relaying "Canberra: 467,000
             # people", went on into the note's lines until the repetition stop, five times).
@@ -498,7 +487,7 @@ def _retry_cause(raw: str) -> RetryCause:
     text = raw.strip()
     if not text:
         return RetryCause.EMPTY
-    if any(mark in text for mark in ECHO_MARKUP) or _NUDGE_ECHO.search(text):
+    if has_echo_markup(text) or _NUDGE_ECHO.search(text):
         return RetryCause.ECHO
     if _CALL_LIKE.search(text):
         return RetryCause.BROKEN_CALL

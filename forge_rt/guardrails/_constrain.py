@@ -580,6 +580,13 @@ def _can_differ(spec: ToolSpec, blocked: Sequence[ToolCall]) -> bool:
     return not mine or bool(argument_variants(_arguments_schema(spec), mine))
 
 
+def can_exclude(spec: ToolSpec, call: ToolCall) -> bool:
+    """Whether a constraint can leave out ``call`` and still offer ``spec`` with other
+    arguments (:class:`~forge_rt.guardrails._refused.RefusedCalls` excludes only such calls).
+    Raises :class:`~forge_rt.errors.ToolSchemaError` for a schema no constraint is built from."""
+    return _can_differ(spec, [call])
+
+
 # --- the token budget ----------------------------------------------------------------------
 
 

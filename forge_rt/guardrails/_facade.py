@@ -76,6 +76,7 @@ from forge_rt.guardrails._nudges import (
 )
 from forge_rt.guardrails._options import GuardrailOptions
 from forge_rt.guardrails._placeholders import EchoCorpus, has_echo_markup
+from forge_rt.guardrails._refused import RefusedCalls
 from forge_rt.guardrails._rescue_args import hinted_args
 from forge_rt.guardrails._respond import respond_spec
 from forge_rt.guardrails._steps import StepEnforcer
@@ -236,6 +237,7 @@ class Guardrails:
         self._echoes = EchoCorpus()  # what the model was told, to catch it copied back
         self._ignored: dict[str, tuple[str, ...]] = {}  # arguments dropped from the calls to run
         self._markup_answered = False  # this turn's answer was tool-result markup
+        self._refused = RefusedCalls(self._specs)  # calls that would be refused again
 
     @classmethod
     def from_workflow(
@@ -333,6 +335,7 @@ class Guardrails:
         self._failed_with.clear()
         self._grounding.reset()
         self._markup_answered = False
+        self._refused.new_turn()
         self._chains.new_turn(request or "")
         self._coverage.reset(request)
         self._covering = False
@@ -387,18 +390,22 @@ class Guardrails:
     @property
     def excluded_calls(self) -> tuple[ToolCall, ...]:
         """The calls the next constraint is to exclude (``NarrowedConstraint.to(...,
-        exclude=...)``): those in :attr:`loop_blocked`, and, once an answer of this turn was
-        the chat's tool-result markup, a synthetic ``respond`` whose message starts with
-        ``<``. The real 0.5B wrote ``"<tool_response>"`` as its answer again after each
-        correction; under the constraint its next answer has to be something else (and, as
-        with every exclusion, a string of safe characters: no quote, backslash or line
-        break)."""
-        if not self._markup_answered or not self._synthetic_respond:
-            return self.loop_blocked
-        markup = ToolCall(
-            tool=RESPOND_TOOL_NAME, args={"message": StartsWith("<")}, call_id="markup"
-        )
-        return (*self.loop_blocked, markup)
+        exclude=...)``): those in :attr:`loop_blocked`; with ``exclude_refused``, the calls of
+        this turn that would be refused again (see :mod:`forge_rt.guardrails._refused`); and,
+        once an answer of this turn was the chat's tool-result markup, a synthetic ``respond``
+        whose message starts with ``<``. The real 0.5B wrote ``"<tool_response>"`` as its
+        answer again after each correction; under the constraint its next answer has to be
+        something else (and, as with every exclusion of a string, one of safe characters: no
+        quote, backslash or line break)."""
+        calls = {call_key(c): c for c in self.loop_blocked}
+        if self.options.exclude_refused:
+            calls.update((call_key(c), c) for c in self._refused.calls)
+        if self._markup_answered and self._synthetic_respond:
+            markup = ToolCall(
+                tool=RESPOND_TOOL_NAME, args={"message": StartsWith("<")}, call_id="markup"
+            )
+            calls[call_key(markup)] = markup
+        return tuple(calls.values())
 
     def callable_now(self, avoid: frozenset[str] = frozenset()) -> tuple[ToolSpec, ...]:
         """The tools a reply may call right now, for constraining the next one.
@@ -468,6 +475,10 @@ class Guardrails:
         if result.needs_retry:
             return self._retry(result)
         if result.errors:
+            invalid = {e.call_id for e in result.errors}
+            for call in result.calls:
+                if call.call_id in invalid:
+                    self._refused.refused(call)
             self._errors.record_retry(_last_raw(result), _summary(result.errors))
             self._count_failures(e.tool for e in result.errors if e.tool)
             return ToolErrors(
@@ -663,12 +674,15 @@ class Guardrails:
                     repeated.add(result.call.call_id)
                 self._succeeded.add(key)
                 self._failed_with.pop(key, None)
+                self._refused.succeeded()
                 self._steps.record(result.call)
                 if result.call.tool not in self.terminal_tools:
                     self._learn_result(result.call, result.output or "")
             elif result.error is not None:  # always, once not ok: it narrows the type
                 if not isinstance(result.error, ToolDeclinedError | ToolInterruptedError):
                     self._failed_with[key] = error_detail(result.error)
+                if isinstance(result.error, ToolResolutionError):
+                    self._refused.unresolved(result.call)
                 self._grounding.add_result(result.call.tool, str(result.error), failed=True)
         stale = bool(results) and all(r.call.call_id in repeated for r in results)
         self._stale = self._stale + 1 if stale else 0

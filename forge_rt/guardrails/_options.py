@@ -24,7 +24,10 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     ``exclude_looping`` keeps a call the loop guard blocked out of the next constraint where the
     tool itself must stay callable (docs/loop-exclusion.md). Off by default, as measured: on the
     embedded 0.5B it rescued none of the runs that ended in ToolLoopError, and made each of them
-    run to max_iterations instead of failing after four replies. ``ground_answers`` sends back,
+    run to max_iterations instead of failing after four replies. ``exclude_refused`` keeps a
+    call that would be refused again out of the turn's later constraints: one the validator
+    refused, and one whose tool refused its arguments, until a call succeeds (see
+    :mod:`forge_rt.guardrails._refused`). ``ground_answers`` sends back,
     once per turn, a ``respond`` answer that shares no word or number with the turn's tool
     results (see :mod:`forge_rt.guardrails._grounding`). ``cover_lists`` sends back, once per
     turn, a terminal call made while an item of a listed fan-out ("Oslo or Cairo", a result's
@@ -46,6 +49,7 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     max_prereq: int = 3
     loop_repeats: int | None = 3
     exclude_looping: bool = False
+    exclude_refused: bool = True
     ground_answers: bool = True
     cover_lists: bool = True
 

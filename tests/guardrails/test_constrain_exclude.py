@@ -293,7 +293,8 @@ def test_the_synthetic_respond_excludes_markup_once_an_answer_was_markup(
     guard.record([ToolResult(call=ran.calls[0], output="Rome: 2.8 million")])
     markup = LLMResponse(result=[ToolCall(tool="respond", args={"message": "<tool_response>"})])
     assert isinstance(guard.check(markup), ToolErrors)
-    assert len(guard.excluded_calls) == 1
+    starts = [c for c in guard.excluded_calls if c.args == {"message": StartsWith("<")}]
+    assert len(starts) == 1  # beside the refused call itself (exclude_refused)
     accepts = build(list(guard.tools), list(guard.excluded_calls))
     assert not accepts(_call("respond", message="<tool_response>"))
     assert accepts(_call("respond", message="Rome has 2.8 million people."))
@@ -313,4 +314,4 @@ def test_a_users_own_respond_tool_is_never_narrowed_for_markup() -> None:
     )
     guard = Guardrails([POPULATION, own], terminal_tools=["respond"], respond_tool=True)
     guard.check(LLMResponse(result=[ToolCall(tool="respond", args={"message": "<tool_response>"})]))
-    assert guard.excluded_calls == ()
+    assert all(not isinstance(c.args.get("message"), StartsWith) for c in guard.excluded_calls)

@@ -1,0 +1,70 @@
+"""Guardrails.excluded_calls with ``exclude_refused`` (the default): which refused calls stay
+out of the next constraint, and for how long."""
+
+from __future__ import annotations
+
+from forge_rt.core import LLMResponse, ToolCall, ToolSpec
+from forge_rt.errors import ToolResolutionError
+from forge_rt.guardrails import Execute, GuardrailOptions, Guardrails, ToolErrors, ToolResult
+
+READ = ToolSpec(
+    name="read_file",
+    parameters={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+)
+ADD = ToolSpec(
+    name="add",
+    parameters={
+        "type": "object",
+        "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+        "required": ["a", "b"],
+    },
+)
+
+
+def _reply(tool: str, **args: object) -> LLMResponse:
+    return LLMResponse(result=[ToolCall(tool=tool, args=dict(args))])
+
+
+def _ran(guard: Guardrails, tool: str, output: str | None = None, **args: object) -> ToolCall:
+    action = guard.check(_reply(tool, **args))
+    assert isinstance(action, Execute), action
+    call = action.calls[0]
+    if output is None:
+        guard.record([ToolResult(call=call, error=ToolResolutionError(f"no such {args}"))])
+    else:
+        guard.record([ToolResult(call=call, output=output)])
+    return call
+
+
+def test_a_validator_refusal_is_excluded_for_the_rest_of_the_turn() -> None:
+    guard = Guardrails([READ], respond_tool=True)
+    assert isinstance(guard.check(_reply("read_file", path="/path/to/your/file")), ToolErrors)
+    assert [c.args for c in guard.excluded_calls] == [{"path": "/path/to/your/file"}]
+    _ran(guard, "read_file", "v2 ships in March", path="/notes/plan.txt")
+    assert [c.args for c in guard.excluded_calls] == [{"path": "/path/to/your/file"}]
+    guard.new_turn()
+    assert guard.excluded_calls == ()
+
+
+def test_a_resolution_failure_is_excluded_until_a_call_succeeds() -> None:
+    guard = Guardrails([READ], respond_tool=True)
+    _ran(guard, "read_file", None, path="/notes/plan.md")
+    assert [c.args for c in guard.excluded_calls] == [{"path": "/notes/plan.md"}]
+    _ran(guard, "read_file", None, path="/notes/plan")
+    assert len(guard.excluded_calls) == 2
+    _ran(guard, "read_file", "v2 ships in March", path="/notes/plan.txt")
+    assert guard.excluded_calls == ()  # the success may have changed what resolves
+
+
+def test_a_call_a_constraint_cannot_tell_apart_is_not_excluded() -> None:
+    """Numbers are not excludable: excluding add(a=1.5, b=2) would take ``add`` away."""
+    guard = Guardrails([ADD], respond_tool=True)
+    _ran(guard, "add", None, a=1.5, b=2.5)
+    assert guard.excluded_calls == ()
+
+
+def test_off_nothing_refused_is_excluded() -> None:
+    guard = Guardrails([READ], respond_tool=True, options=GuardrailOptions(exclude_refused=False))
+    assert isinstance(guard.check(_reply("read_file", path="/path/to/your/file")), ToolErrors)
+    _ran(guard, "read_file", None, path="/notes/plan.md")
+    assert guard.excluded_calls == ()

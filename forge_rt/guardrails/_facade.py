@@ -70,6 +70,7 @@ from forge_rt.guardrails._nudges import (
     repeat_note,
     resolution_text,
     retry_nudge,
+    shown_note,
     superseded_answer_nudge,
     tool_error_text,
     uncovered_item_nudge,
@@ -649,6 +650,11 @@ class Guardrails:
         if not terminal:
             return ""
         choice = RESPOND_TOOL_NAME if RESPOND_TOOL_NAME in terminal else terminal[0]
+        before = self._steps.first_unmet(choice) if self.options.steps else None
+        if before is not None and before != avoid and before in by_name:
+            # The terminal cannot run yet: name what it waits for (the real 1.5B, told to
+            # finish with `deploy`, re-ran `run_tests` until the iterations ran out).
+            return next_step_text(by_name[before], finish=False)
         return next_step_text(by_name[choice], finish=True)
 
     def record(self, results: Sequence[ToolResult]) -> RecordOutcome:
@@ -676,7 +682,7 @@ class Guardrails:
                 self._failed_with.pop(key, None)
                 self._refused.succeeded()
                 self._steps.record(result.call)
-                if result.call.tool not in self.terminal_tools:
+                if result.call.tool not in self.terminal_tools and not self._told_user(result.call):
                     self._learn_result(result.call, result.output or "")
             elif result.error is not None:  # always, once not ok: it narrows the type
                 if not isinstance(result.error, ToolDeclinedError | ToolInterruptedError):
@@ -700,7 +706,13 @@ class Guardrails:
             if result.error is None:
                 output = result.output or ""
                 ends = call.tool in self.terminal_tools
-                if call.call_id in repeated and not ends:
+                if self._told_user(call):
+                    # Its own words came back as a "result": the 0.5B and 1.5B read "The app
+                    # has been released." as done, and wrote it again, or re-ran a lookup.
+                    output += self._told(
+                        shown_note(sorted(self.terminal_tools), self.next_step(avoid=call.tool))
+                    )
+                elif call.call_id in repeated and not ends:
                     # The same call already succeeded: say so, and point at the next step.
                     output += self._told(repeat_note(call.tool, self.next_step(avoid=call.tool)))
                 elif call.tool in again and not ends:
@@ -766,6 +778,11 @@ class Guardrails:
         """One more reply in which each of ``tools`` failed (counted once per reply)."""
         for tool in set(tools):
             self._failing[tool] = self._failing.get(tool, 0) + 1
+
+    def _told_user(self, call: ToolCall) -> bool:
+        """Whether ``call`` is a synthetic ``respond`` in a workflow it does not end: a message
+        shown to the user mid-task, not a result to learn from."""
+        return self.is_synthetic_respond(call) and call.tool not in self.terminal_tools
 
     def _skipped_step(self, call: ToolCall) -> str:
         """For a failed call made while an earlier required step is still pending: point at

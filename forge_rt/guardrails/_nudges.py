@@ -58,6 +58,7 @@ __all__ = [
     "prerequisite_nudge",
     "resolution_text",
     "retry_nudge",
+    "shown_note",
     "superseded_answer_nudge",
     "tool_error_text",
     "ungrounded_answer_nudge",
@@ -543,6 +544,15 @@ def repeat_note(tool: str, next_step: str) -> str:
     return (
         f"\n[Note] You already called `{tool}` with these arguments; the result is the same as "
         f"before. {next_step}"
+    )
+
+
+def shown_note(terminal: Sequence[str], next_step: str) -> str:
+    """Appended to a ``respond`` message in a workflow that ``respond`` does not end: the
+    message reached the user, the task is still open (see ``Guardrails.record``)."""
+    return (
+        f"\n[Note] This message was shown to the user, but the task is not finished: it ends "
+        f"with {_names(terminal)}. {next_step}"
     )
 
 

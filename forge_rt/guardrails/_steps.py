@@ -119,6 +119,28 @@ class StepEnforcer:
             if not self.tracker.satisfies(p, call.args)
         ]
 
+    def first_unmet(self, tool: str) -> str | None:
+        """The tool to call before ``tool`` can run: its first prerequisite that never
+        succeeded, followed down to one whose own prerequisites all have (``deploy`` needs
+        ``build``, which needs ``run_tests``: with only ``run_tests`` done, ``build``).
+        ``None`` when nothing ``tool`` needs is missing. A prerequisite with ``match_arg``
+        counts as met once its tool succeeded with any value: the refusal of the call itself
+        names the value."""
+        found: str | None = None
+        seen: set[str] = set()
+        current = tool
+        while current not in seen:
+            seen.add(current)
+            missing = [
+                p.tool
+                for p in self.prerequisites.get(current, ())
+                if not self.tracker.is_done(p.tool)
+            ]
+            if not missing:
+                break
+            found = current = missing[0]
+        return found
+
     def check(
         self, calls: Sequence[ToolCall], *, text: str = ""
     ) -> StepBlocked | list[Refusal] | None:

@@ -97,3 +97,45 @@ def test_after_three_batches_without_progress_only_the_pending_steps_are_callabl
     assert names() == ["get_time"]
     _run(guard, ToolCall(tool="get_time", args={"city": "Oslo"}), "14:05")
     assert names() == ["get_weather", "get_time", "get_news", "respond"]
+
+
+TARGET = {"type": "object", "properties": {"target": {"type": "string"}}, "required": ["target"]}
+
+
+def _release() -> Guardrails:
+    """prereq_chain in small: ``deploy`` ends the task and needs ``build``, which needs
+    ``run_tests``; ``respond`` is offered beside, and does not end it."""
+    tools = [
+        ToolSpec(name="run_tests", parameters=TARGET),
+        ToolSpec(name="build", parameters=TARGET),
+        ToolSpec(name="deploy", parameters=TARGET),
+    ]
+    return Guardrails(
+        tools,
+        terminal_tools=["deploy"],
+        prerequisites={"build": ["run_tests"], "deploy": ["build"]},
+        respond_tool=True,
+    )
+
+
+def test_next_step_names_what_the_terminal_waits_for() -> None:
+    """With no required step pending, the next step is the terminal's first unmet prerequisite,
+    followed down its chain; the terminal itself once they have succeeded."""
+    guard = _release()
+    assert guard.next_step().startswith("Next, call `run_tests`")
+    _run(guard, ToolCall(tool="run_tests", args={"target": "app"}), "42 tests passed")
+    assert guard.next_step().startswith("Next, call `build`")
+    assert guard.next_step(avoid="build").startswith("Now finish with `deploy`")
+    _run(guard, ToolCall(tool="build", args={"target": "app"}), "app-1.4.2.tar")
+    assert guard.next_step().startswith("Now finish with `deploy`")
+
+
+def test_a_respond_that_does_not_end_the_task_says_so() -> None:
+    """A mid-task message to the user comes back with a note that the task is still open and
+    what to call next (its own words alone read as "done" to small models)."""
+    guard = _release()
+    out = _run(guard, ToolCall(tool="respond", args={"message": "The app is released."}), "")
+    assert "[Note] This message was shown to the user, but the task is not finished" in out
+    assert "it ends with `deploy`" in out
+    assert "Next, call `run_tests`" in out
+    assert guard.next_step().startswith("Next, call `run_tests`")

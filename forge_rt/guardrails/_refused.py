@@ -14,8 +14,11 @@ Two kinds of call fail the same way every time they are sent:
 
 :class:`RefusedCalls` remembers both for the constraint to exclude (``Guardrails.excluded_calls``
 → ``NarrowedConstraint.to(..., exclude=...)``): the tool stays callable, with arguments that
-differ from the refused call in at least one. A validator refusal stays excluded for the rest
-of the turn. A resolution failure stays excluded until a call succeeds: a successful call may
+differ from the refused call in at least one. A refused free-text string is excluded with
+every string that starts with it (:class:`~forge_rt.guardrails.StartsWith`): barred from
+``quote="EUR"`` alone, the real 0.5B wrote ``"EUR}}"`` and then ``"EUR}}}}"``, the same call
+with the string's closing brackets pulled inside it. A validator refusal stays excluded for the
+rest of the turn. A resolution failure stays excluded until a call succeeds: a successful call may
 have changed what the tool can resolve (an order created, a file opened). A call whose
 arguments cannot be told apart by a constraint (numbers only, no parameters) is never
 excluded: that would leave the tool out, and a refusal is no reason to take a tool away.
@@ -24,10 +27,13 @@ excluded: that would leave the tool out, and a refusal is no reason to take a to
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from forge_rt.core import ToolCall, ToolSpec
 from forge_rt.errors import ToolSchemaError
 from forge_rt.guardrails._constrain import can_exclude
+from forge_rt.guardrails._exclude import StartsWith
+from forge_rt.guardrails._rescue_args import schema_of
 from forge_rt.guardrails._validator import call_key
 
 __all__ = ["RefusedCalls"]
@@ -47,12 +53,12 @@ class RefusedCalls:
     def refused(self, call: ToolCall) -> None:
         """The validator refused ``call``."""
         if self._fits(call):
-            self._invalid[call_key(call)] = call
+            self._invalid[call_key(call)] = self._by_start(call)
 
     def unresolved(self, call: ToolCall) -> None:
         """``call``'s tool refused its arguments (a ToolResolutionError)."""
         if self._fits(call):
-            self._unresolved[call_key(call)] = call
+            self._unresolved[call_key(call)] = self._by_start(call)
 
     def succeeded(self) -> None:
         """A call ran successfully: what a tool can resolve may have changed."""
@@ -68,6 +74,20 @@ class RefusedCalls:
         """The calls to exclude: each refused one, once."""
         merged = {**self._invalid, **self._unresolved}
         return tuple(merged.values())
+
+    def _by_start(self, call: ToolCall) -> ToolCall:
+        """``call`` with each free-text string argument (a plain ``string`` property: no enum,
+        const, pattern or format) given by its start, so no string beginning with it is left."""
+        props = schema_of(self._specs[call.tool]).get("properties")
+        if not isinstance(props, Mapping):
+            return call
+        args = {
+            name: StartsWith(value)
+            if isinstance(value, str) and _free_text(props.get(name))
+            else value
+            for name, value in call.args.items()
+        }
+        return ToolCall(tool=call.tool, args=args, call_id=call.call_id)
 
     def _fits(self, call: ToolCall) -> bool:
         """Whether a constraint can exclude ``call`` and still offer its tool."""
@@ -85,3 +105,12 @@ class RefusedCalls:
                 fits = False
             self._excludable[key] = fits
         return fits
+
+
+def _free_text(schema: Any) -> bool:
+    """Whether ``schema`` is a plain string property, whose values a start can exclude."""
+    return (
+        isinstance(schema, Mapping)
+        and schema.get("type") == "string"
+        and not any(k in schema for k in ("enum", "const", "pattern", "format"))
+    )

@@ -314,4 +314,4 @@ def test_a_users_own_respond_tool_is_never_narrowed_for_markup() -> None:
     )
     guard = Guardrails([POPULATION, own], terminal_tools=["respond"], respond_tool=True)
     guard.check(LLMResponse(result=[ToolCall(tool="respond", args={"message": "<tool_response>"})]))
-    assert all(not isinstance(c.args.get("message"), StartsWith) for c in guard.excluded_calls)
+    assert all(c.args.get("message") != StartsWith("<") for c in guard.excluded_calls)

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from forge_rt.core import LLMResponse, ToolCall, ToolSpec
 from forge_rt.errors import ToolResolutionError
-from forge_rt.guardrails import Execute, GuardrailOptions, Guardrails, ToolErrors, ToolResult
+from forge_rt.guardrails import (
+    Execute,
+    GuardrailOptions,
+    Guardrails,
+    StartsWith,
+    ToolErrors,
+    ToolResult,
+)
 
 READ = ToolSpec(
     name="read_file",
@@ -39,9 +46,9 @@ def _ran(guard: Guardrails, tool: str, output: str | None = None, **args: object
 def test_a_validator_refusal_is_excluded_for_the_rest_of_the_turn() -> None:
     guard = Guardrails([READ], respond_tool=True)
     assert isinstance(guard.check(_reply("read_file", path="/path/to/your/file")), ToolErrors)
-    assert [c.args for c in guard.excluded_calls] == [{"path": "/path/to/your/file"}]
+    assert [c.args for c in guard.excluded_calls] == [{"path": StartsWith("/path/to/your/file")}]
     _ran(guard, "read_file", "v2 ships in March", path="/notes/plan.txt")
-    assert [c.args for c in guard.excluded_calls] == [{"path": "/path/to/your/file"}]
+    assert [c.args for c in guard.excluded_calls] == [{"path": StartsWith("/path/to/your/file")}]
     guard.new_turn()
     assert guard.excluded_calls == ()
 
@@ -49,7 +56,7 @@ def test_a_validator_refusal_is_excluded_for_the_rest_of_the_turn() -> None:
 def test_a_resolution_failure_is_excluded_until_a_call_succeeds() -> None:
     guard = Guardrails([READ], respond_tool=True)
     _ran(guard, "read_file", None, path="/notes/plan.md")
-    assert [c.args for c in guard.excluded_calls] == [{"path": "/notes/plan.md"}]
+    assert [c.args for c in guard.excluded_calls] == [{"path": StartsWith("/notes/plan.md")}]
     _ran(guard, "read_file", None, path="/notes/plan")
     assert len(guard.excluded_calls) == 2
     _ran(guard, "read_file", "v2 ships in March", path="/notes/plan.txt")
@@ -68,3 +75,22 @@ def test_off_nothing_refused_is_excluded() -> None:
     assert isinstance(guard.check(_reply("read_file", path="/path/to/your/file")), ToolErrors)
     _ran(guard, "read_file", None, path="/notes/plan.md")
     assert guard.excluded_calls == ()
+
+
+def test_a_refused_string_is_excluded_by_its_start_and_an_enum_by_its_value() -> None:
+    """Free text by its start (the 0.5B, barred from "EUR", wrote "EUR}}"); an enum value as
+    itself, which leaves the other values."""
+    rate = ToolSpec(
+        name="get_rate",
+        parameters={
+            "type": "object",
+            "properties": {
+                "base": {"type": "string", "enum": ["EUR", "USD"]},
+                "quote": {"type": "string"},
+            },
+            "required": ["base", "quote"],
+        },
+    )
+    guard = Guardrails([rate], respond_tool=True)
+    _ran(guard, "get_rate", None, base="USD", quote="EUR")
+    assert [c.args for c in guard.excluded_calls] == [{"base": "USD", "quote": StartsWith("EUR")}]

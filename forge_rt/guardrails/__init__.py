@@ -94,6 +94,7 @@ from forge_rt.guardrails._repetition import CYCLE_LINES as CYCLE_LINES
 from forge_rt.guardrails._repetition import LINE_MIN_CHARS as LINE_MIN_CHARS
 from forge_rt.guardrails._repetition import LINE_REPEATS as LINE_REPEATS
 from forge_rt.guardrails._repetition import REPETITION_FINISH_REASON as REPETITION_FINISH_REASON
+from forge_rt.guardrails._repetition import SPACE_RUN as SPACE_RUN
 from forge_rt.guardrails._repetition import Repetition as Repetition
 from forge_rt.guardrails._repetition import RepetitionDetector as RepetitionDetector
 
@@ -191,6 +192,7 @@ __all__: list[str] = [  # noqa: RUF022 -- grouped by owning block (see above), e
     "STRING_CHARS_PER_TOKEN",
     "Repetition",
     "RepetitionDetector",
+    "SPACE_RUN",
     "bounded",
     "call_tokens",
     "calls_tokens",

@@ -1,8 +1,9 @@
 """Degeneration on the stream: a reply that repeats one call or one line is stopped early.
 
 Small models fall into a loop inside one reply: the real Qwen2.5-Coder-0.5B writes one call, or a
-cycle of two to five, until the token cap (29 to 41 calls in one reply), and a model that echoes
-a tool definition or grows a JSON list repeats the same lines. Once a reply loops, the rest of it
+cycle of two to five, until the token cap (29 to 41 calls in one reply), a model that echoes
+a tool definition or grows a JSON list repeats the same lines, and under a constraint the 0.5B
+may write nothing but whitespace. Once a reply loops, the rest of it
 is wasted decoding -- the guardrails collapse identical calls anyway -- so the guarded step feeds
 every streamed chunk to a :class:`RepetitionDetector` and cancels the inference the moment it
 reports a :class:`Repetition`; the partial reply goes to the guardrails as it stands.
@@ -33,6 +34,7 @@ __all__ = [
     "LINE_MIN_CHARS",
     "LINE_REPEATS",
     "REPETITION_FINISH_REASON",
+    "SPACE_RUN",
     "Repetition",
     "RepetitionDetector",
 ]
@@ -67,6 +69,15 @@ CYCLE_LINES = 4
 """The longest block of lines inside a JSON string value that is looked for repeating back to
 back (see ``RepetitionDetector``): the real 0.5B's loop in a respond message was two lines."""
 
+SPACE_RUN = 64
+"""A reply is degenerate once it has written this many whitespace characters in a row.
+
+The longest run in the 288 real replies is 21 (a line break and 20 spaces of indentation), and in
+the eval's 2,400-odd replies of the embedded models under 20; the 7 degenerate ones wrote 1,600
+to 259,000 characters of whitespace up to the token cap (the real 0.5B under a tool-call
+constraint, which admits whitespace between JSON tokens: 2,048 tokens each, about a minute).
+Three times the healthy maximum stops them within 64 tokens."""
+
 LINE_MIN_CHARS = 4
 """Letters or digits a line needs to be counted: braces, fences and blank lines repeat in every
 multi-call reply and say nothing about degeneration."""
@@ -83,13 +94,15 @@ _encode = msgspec.json.Encoder(order="sorted").encode
 class Repetition(msgspec.Struct, frozen=True, kw_only=True):
     """What made a reply degenerate: ``kind`` of thing repeated, the thing itself, how often."""
 
-    kind: Literal["call", "line"]
+    kind: Literal["call", "line", "space"]
     text: str
     count: int
 
     @property
     def reason(self) -> str:
         """One sentence for logs and errors."""
+        if self.kind == "space":
+            return f"the reply wrote {self.count} whitespace characters in a row"
         what = "call" if self.kind == "call" else "line"
         return f"the reply wrote the same {what} {self.count} times: {self.text}"
 
@@ -134,6 +147,7 @@ class RepetitionDetector:
         self._in_string = False
         self._escaped = False
         self._native: dict[int, _Native] = {}
+        self._spaces = 0  # whitespace characters in a row, to the last one read
 
     def feed(self, chunk: StreamChunk) -> Repetition | None:
         """Read one chunk; the repetition found so far, if any."""
@@ -149,7 +163,18 @@ class RepetitionDetector:
 
     # --- text ----------------------------------------------------------------------------
 
+    def _space(self, piece: str) -> None:
+        """Count whitespace in a row across deltas; a run of :data:`SPACE_RUN` is a loop."""
+        for c in piece:
+            self._spaces = self._spaces + 1 if c.isspace() else 0
+            if self._spaces >= SPACE_RUN and self.found is None:
+                self.found = Repetition(kind="space", text="", count=self._spaces)
+                return
+
     def _text(self, piece: str) -> None:
+        self._space(piece)
+        if self.found is not None:
+            return
         for c in piece:
             if c == "\n":
                 self._end_line()
@@ -241,6 +266,9 @@ class RepetitionDetector:
         if chunk.name:
             call.name = chunk.name
         call.arguments += chunk.arguments_delta
+        self._space(chunk.arguments_delta)
+        if self.found is not None:
+            return
         if call.counted or not call.name:
             return
         try:

@@ -8,7 +8,13 @@ from collections.abc import Callable
 import pytest
 
 from forge_rt.core import ResetChunk, StreamChunk, TextDeltaChunk, ToolCallDeltaChunk
-from forge_rt.guardrails import CALL_REPEATS, LINE_REPEATS, Repetition, RepetitionDetector
+from forge_rt.guardrails import (
+    CALL_REPEATS,
+    LINE_REPEATS,
+    SPACE_RUN,
+    Repetition,
+    RepetitionDetector,
+)
 
 CHECK = (
     '{"name": "check_interactions", "arguments": {"patient_id": "john_doe", "medication": "%s"}}'
@@ -238,3 +244,31 @@ def test_a_reply_stopped_for_repeating_is_told_so_not_that_it_hit_the_limit() ->
     assert "kept writing the same lines" in texts[REPETITION_FINISH_REASON]
     assert "length limit" not in texts[REPETITION_FINISH_REASON]
     assert "cut off at the length limit" in texts["length"]
+
+
+# currency_chain run 0 at 1c46b5a (0.5B, constrained): the call, then spaces to the token cap.
+REAL_SPACES = (
+    '{"name": "get_exchange_rate", "arguments": {"base": "USD", "quote": "EUR}}"}' + " " * 2024
+)
+
+
+def test_a_run_of_whitespace_is_stopped_at_space_run() -> None:
+    """The reply is stopped once SPACE_RUN whitespace characters came in a row, however split."""
+    found, fed = stream(RepetitionDetector(), REAL_SPACES, size=5)
+    assert found == Repetition(kind="space", text="", count=SPACE_RUN)
+    assert fed <= len(REAL_SPACES.rstrip()) + SPACE_RUN + 5
+    assert "whitespace" in found.reason
+
+
+def test_indentation_and_a_blank_line_are_no_run() -> None:
+    """The healthy maximum in the real replies: a line break and 20 spaces; and mixed runs that
+    are each below SPACE_RUN."""
+    cities = ["Oslo", "Rome", "Lima", "Cairo", "Paris"]
+    text = "".join(f'\n{" " * 20}"city": "{c}",' for c in cities) + " " * (SPACE_RUN - 1) + "}"
+    assert stream(RepetitionDetector(), text)[0] is None
+
+
+def test_whitespace_in_native_call_arguments_counts_too() -> None:
+    detector = RepetitionDetector()
+    found = [detector.feed(c) for c in native(0, '{"host": "example.org"' + " " * SPACE_RUN)]
+    assert found[-1] == Repetition(kind="space", text="", count=SPACE_RUN)

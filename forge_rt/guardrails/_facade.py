@@ -391,7 +391,7 @@ class Guardrails:
     @property
     def excluded_calls(self) -> tuple[ToolCall, ...]:
         """The calls the next constraint is to exclude (``NarrowedConstraint.to(...,
-        exclude=...)``): those in :attr:`loop_blocked`; with ``exclude_refused``, the calls of
+        exclude=...)``): those in :attr:`loop_blocked`; with ``exclude_refused`` (off by default), the calls of
         this turn that would be refused again (see :mod:`forge_rt.guardrails._refused`); and,
         once an answer of this turn was the chat's tool-result markup, a synthetic ``respond``
         whose message starts with ``<``. The real 0.5B wrote ``"<tool_response>"`` as its

@@ -27,7 +27,10 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     run to max_iterations instead of failing after four replies. ``exclude_refused`` keeps a
     call that would be refused again out of the turn's later constraints: one the validator
     refused, and one whose tool refused its arguments, until a call succeeds (see
-    :mod:`forge_rt.guardrails._refused`). ``ground_answers`` sends back,
+    :mod:`forge_rt.guardrails._refused`). Off by default, as measured: on the embedded 0.5B the
+    whole suite scored the same with it (60/90, 3 gained, 3 lost; docs/eval/hints/README.md),
+    barred values were perturbed ("Grace Hoper") rather than corrected, and two failing runs
+    ran to max_iterations instead. ``ground_answers`` sends back,
     once per turn, a ``respond`` answer that shares no word or number with the turn's tool
     results (see :mod:`forge_rt.guardrails._grounding`). ``cover_lists`` sends back, once per
     turn, a terminal call made while an item of a listed fan-out ("Oslo or Cairo", a result's
@@ -49,7 +52,7 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     max_prereq: int = 3
     loop_repeats: int | None = 3
     exclude_looping: bool = False
-    exclude_refused: bool = True
+    exclude_refused: bool = False
     ground_answers: bool = True
     cover_lists: bool = True
 

@@ -294,7 +294,7 @@ def test_the_synthetic_respond_excludes_markup_once_an_answer_was_markup(
     markup = LLMResponse(result=[ToolCall(tool="respond", args={"message": "<tool_response>"})])
     assert isinstance(guard.check(markup), ToolErrors)
     starts = [c for c in guard.excluded_calls if c.args == {"message": StartsWith("<")}]
-    assert len(starts) == 1  # beside the refused call itself (exclude_refused)
+    assert len(starts) == 1
     accepts = build(list(guard.tools), list(guard.excluded_calls))
     assert not accepts(_call("respond", message="<tool_response>"))
     assert accepts(_call("respond", message="Rome has 2.8 million people."))

@@ -1,5 +1,5 @@
-"""Guardrails.excluded_calls with ``exclude_refused`` (the default): which refused calls stay
-out of the next constraint, and for how long."""
+"""Guardrails.excluded_calls with ``exclude_refused`` (off by default): which refused calls
+stay out of the next constraint, and for how long."""
 
 from __future__ import annotations
 
@@ -28,6 +28,9 @@ ADD = ToolSpec(
 )
 
 
+ON = GuardrailOptions(exclude_refused=True)
+
+
 def _reply(tool: str, **args: object) -> LLMResponse:
     return LLMResponse(result=[ToolCall(tool=tool, args=dict(args))])
 
@@ -44,7 +47,7 @@ def _ran(guard: Guardrails, tool: str, output: str | None = None, **args: object
 
 
 def test_a_validator_refusal_is_excluded_for_the_rest_of_the_turn() -> None:
-    guard = Guardrails([READ], respond_tool=True)
+    guard = Guardrails([READ], respond_tool=True, options=ON)
     assert isinstance(guard.check(_reply("read_file", path="/path/to/your/file")), ToolErrors)
     assert [c.args for c in guard.excluded_calls] == [{"path": StartsWith("/path/to/your/file")}]
     _ran(guard, "read_file", "v2 ships in March", path="/notes/plan.txt")
@@ -54,7 +57,7 @@ def test_a_validator_refusal_is_excluded_for_the_rest_of_the_turn() -> None:
 
 
 def test_a_resolution_failure_is_excluded_until_a_call_succeeds() -> None:
-    guard = Guardrails([READ], respond_tool=True)
+    guard = Guardrails([READ], respond_tool=True, options=ON)
     _ran(guard, "read_file", None, path="/notes/plan.md")
     assert [c.args for c in guard.excluded_calls] == [{"path": StartsWith("/notes/plan.md")}]
     _ran(guard, "read_file", None, path="/notes/plan")
@@ -65,13 +68,13 @@ def test_a_resolution_failure_is_excluded_until_a_call_succeeds() -> None:
 
 def test_a_call_a_constraint_cannot_tell_apart_is_not_excluded() -> None:
     """Numbers are not excludable: excluding add(a=1.5, b=2) would take ``add`` away."""
-    guard = Guardrails([ADD], respond_tool=True)
+    guard = Guardrails([ADD], respond_tool=True, options=ON)
     _ran(guard, "add", None, a=1.5, b=2.5)
     assert guard.excluded_calls == ()
 
 
-def test_off_nothing_refused_is_excluded() -> None:
-    guard = Guardrails([READ], respond_tool=True, options=GuardrailOptions(exclude_refused=False))
+def test_off_by_default_nothing_refused_is_excluded() -> None:
+    guard = Guardrails([READ], respond_tool=True)
     assert isinstance(guard.check(_reply("read_file", path="/path/to/your/file")), ToolErrors)
     _ran(guard, "read_file", None, path="/notes/plan.md")
     assert guard.excluded_calls == ()
@@ -91,6 +94,6 @@ def test_a_refused_string_is_excluded_by_its_start_and_an_enum_by_its_value() ->
             "required": ["base", "quote"],
         },
     )
-    guard = Guardrails([rate], respond_tool=True)
+    guard = Guardrails([rate], respond_tool=True, options=ON)
     _ran(guard, "get_rate", None, base="USD", quote="EUR")
     assert [c.args for c in guard.excluded_calls] == [{"base": "USD", "quote": StartsWith("EUR")}]

@@ -85,10 +85,7 @@ async def test_a_blocked_call_of_the_only_pending_step_is_excluded_from_the_next
             SimBackend.serve(SimConfig(oracle=stuck)) as sim,
             LlamaServerClient(sim.url) as client,
         ):
-            # exclude_refused off: Sydney's failure would keep it out after the first reply
-            # (tests/runtime/test_refused_exclusion.py); this is the loop guard's own exclusion.
-            options = GuardrailOptions(exclude_looping=True, exclude_refused=False)
-            runner = WorkflowRunner(client, guardrails=options)
+            runner = WorkflowRunner(client, guardrails=GuardrailOptions(exclude_looping=True))
             result = await runner.run(tools.workflow(), "Sydney's population?")
     assert result.output == "Canberra has 467,000 people."
     assert tools.cities == ["Sydney", "Sydney", "Canberra"]
@@ -99,8 +96,7 @@ async def test_a_blocked_call_of_the_only_pending_step_is_excluded_from_the_next
 
 async def test_off_by_default_the_blocked_call_stays_admitted_and_the_loop_ends_typed() -> None:
     """Without ``exclude_looping`` (the measured default) the 4th request still admits the
-    blocked call, and a model that sends it again ends the run with ToolLoopError (with
-    ``exclude_refused`` off too: a failing call is excluded after its first failure)."""
+    blocked call, and a model that sends it again ends the run with ToolLoopError."""
 
     def stuck(view: RequestView) -> Any:
         assert view.schema is not None
@@ -112,6 +108,5 @@ async def test_off_by_default_the_blocked_call_stays_admitted_and_the_loop_ends_
             SimBackend.serve(SimConfig(oracle=stuck)) as sim,
             LlamaServerClient(sim.url) as client,
         ):
-            runner = WorkflowRunner(client, guardrails=GuardrailOptions(exclude_refused=False))
             with pytest.raises(ToolLoopError):
-                await runner.run(Population().workflow(), "Sydney's population?")
+                await WorkflowRunner(client).run(Population().workflow(), "Sydney's population?")

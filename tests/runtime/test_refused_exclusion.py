@@ -1,5 +1,6 @@
 """A call that would be refused again stays out of the next constrained request
-(``GuardrailOptions.exclude_refused``, on by default): the stuck model has to write another.
+(``GuardrailOptions(exclude_refused=True)``; off by default, as measured): the stuck model has
+to write another.
 Tested over HTTP on the sim, whose oracle plays a model that sends its first choice for as long
 as the request's schema admits it -- what the real 0.5B did with a placeholder path and with a
 symbol the tool had refused.
@@ -25,6 +26,7 @@ from forge_rt.runtime import WorkflowRunner
 PATH = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
 SYMBOL = {"type": "object", "properties": {"symbol": {"type": "string"}}, "required": ["symbol"]}
 PLACEHOLDER = "/path/to/your/file"
+ON = GuardrailOptions(exclude_refused=True)
 
 
 def admits(schema: dict[str, Any], tool: str, name: str, value: str) -> bool:
@@ -107,16 +109,17 @@ async def test_a_refused_placeholder_is_excluded_from_the_next_reply() -> None:
             SimBackend.serve(SimConfig(oracle=placeholder_writer(schemas))) as sim,
             LlamaServerClient(sim.url) as client,
         ):
-            result = await WorkflowRunner(client).run(files.workflow(), "When does v2 ship?")
+            runner = WorkflowRunner(client, guardrails=ON)
+            result = await runner.run(files.workflow(), "When does v2 ship?")
     assert result.output == "v2 ships on 2027-03-01."
     assert files.read == ["/notes"]
     assert [admits(s, "read_file", "path", PLACEHOLDER) for s in schemas[:2]] == [True, False]
     assert all(admits(s, "read_file", "path", "/notes") for s in schemas[:2])
 
 
-async def test_without_exclude_refused_the_placeholder_stays_admitted_and_retries_run_out() -> None:
+async def test_by_default_the_placeholder_stays_admitted_and_retries_run_out() -> None:
     schemas: list[dict[str, Any]] = []
-    options = GuardrailOptions(exclude_refused=False)
+    options = GuardrailOptions()
     with trio.fail_after(30):
         async with (
             SimBackend.serve(SimConfig(oracle=placeholder_writer(schemas))) as sim,
@@ -147,7 +150,8 @@ async def test_a_symbol_the_tool_refused_is_excluded_until_it_resolves() -> None
             SimBackend.serve(SimConfig(oracle=oracle)) as sim,
             LlamaServerClient(sim.url) as client,
         ):
-            result = await WorkflowRunner(client).run(quotes.workflow(), "What's ACME at?")
+            runner = WorkflowRunner(client, guardrails=ON)
+            result = await runner.run(quotes.workflow(), "What's ACME at?")
     assert result.output == "ACME trades at 412.30."
     assert quotes.symbols == ["AAPL", "ACME"]
     assert [admits(s, "get_stock_price", "symbol", "AAPL") for s in schemas[:2]] == [True, False]

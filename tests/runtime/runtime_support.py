@@ -1,5 +1,6 @@
 """Deterministic tools and a workflow shared by the runtime tests."""
 
+import re
 from typing import Any
 
 import trio
@@ -8,6 +9,23 @@ from forge_rt.core import ToolDef, ToolSpec, Workflow
 from forge_rt.errors import ToolResolutionError
 
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+
+
+def admits(schema: dict[str, Any], tool: str, name: str, value: str) -> bool:
+    """Whether one of a tool-call ``schema``'s single-call branches admits ``tool(name=value)``
+    for a string argument ``name`` (its ``maxLength`` and any exclusion ``pattern``)."""
+    for branch in schema["anyOf"]:
+        if branch.get("type") != "object":
+            continue  # the array-of-calls branch repeats the same calls
+        props = branch["properties"]
+        if props["name"]["const"] != tool:
+            continue
+        string = props["arguments"]["properties"][name]
+        if len(value) <= string["maxLength"] and (
+            "pattern" not in string or re.fullmatch(string["pattern"], value)
+        ):
+            return True
+    return False
 
 
 class Tools:

@@ -6,11 +6,11 @@ in ToolLoopError. Tested over HTTP on the sim, whose oracle plays the stuck mode
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pytest
 import trio
+from runtime_support import admits
 
 from forge_rt.backends.sim import SimBackend, SimConfig
 from forge_rt.backends.sim._view import RequestView
@@ -26,18 +26,7 @@ CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required"
 
 def admits_city(schema: dict[str, Any], city: str) -> bool:
     """Whether one of ``schema``'s single-call branches admits get_population(city=city)."""
-    for branch in schema["anyOf"]:
-        if branch.get("type") != "object":
-            continue  # the array-of-calls branch repeats the same calls
-        props = branch["properties"]
-        if props["name"]["const"] != "get_population":
-            continue
-        string = props["arguments"]["properties"]["city"]
-        if len(city) <= string["maxLength"] and (
-            "pattern" not in string or re.fullmatch(string["pattern"], city)
-        ):
-            return True
-    return False
+    return admits(schema, "get_population", "city", city)
 
 
 class Population:

@@ -8,11 +8,11 @@ symbol the tool had refused.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pytest
 import trio
+from runtime_support import admits
 
 from forge_rt.backends.sim import SimBackend, SimConfig
 from forge_rt.backends.sim._view import RequestView
@@ -27,22 +27,6 @@ PATH = {"type": "object", "properties": {"path": {"type": "string"}}, "required"
 SYMBOL = {"type": "object", "properties": {"symbol": {"type": "string"}}, "required": ["symbol"]}
 PLACEHOLDER = "/path/to/your/file"
 ON = GuardrailOptions(exclude_refused=True)
-
-
-def admits(schema: dict[str, Any], tool: str, name: str, value: str) -> bool:
-    """Whether one of ``schema``'s single-call branches admits ``tool(name=value)``."""
-    for branch in schema["anyOf"]:
-        if branch.get("type") != "object":
-            continue  # the array-of-calls branch repeats the same calls
-        props = branch["properties"]
-        if props["name"]["const"] != tool:
-            continue
-        string = props["arguments"]["properties"][name]
-        if len(value) <= string["maxLength"] and (
-            "pattern" not in string or re.fullmatch(string["pattern"], value)
-        ):
-            return True
-    return False
 
 
 class Files:

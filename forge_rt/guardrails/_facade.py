@@ -399,8 +399,7 @@ class Guardrails:
         something else (and, as with every exclusion of a string, one of safe characters: no
         quote, backslash or line break)."""
         calls = {call_key(c): c for c in self.loop_blocked}
-        if self.options.exclude_refused:
-            calls.update((call_key(c), c) for c in self._refused.calls)
+        calls.update((call_key(c), c) for c in self._refused.calls)  # empty unless exclude_refused
         if self._markup_answered and self._synthetic_respond:
             markup = ToolCall(
                 tool=RESPOND_TOOL_NAME, args={"message": StartsWith("<")}, call_id="markup"
@@ -476,10 +475,11 @@ class Guardrails:
         if result.needs_retry:
             return self._retry(result)
         if result.errors:
-            invalid = {e.call_id for e in result.errors}
-            for call in result.calls:
-                if call.call_id in invalid:
-                    self._refused.refused(call)
+            if self.options.exclude_refused:
+                invalid = {e.call_id for e in result.errors}
+                for call in result.calls:
+                    if call.call_id in invalid:
+                        self._refused.refused(call)
             self._errors.record_retry(_last_raw(result), _summary(result.errors))
             self._count_failures(e.tool for e in result.errors if e.tool)
             return ToolErrors(
@@ -687,7 +687,7 @@ class Guardrails:
             elif result.error is not None:  # always, once not ok: it narrows the type
                 if not isinstance(result.error, ToolDeclinedError | ToolInterruptedError):
                     self._failed_with[key] = error_detail(result.error)
-                if isinstance(result.error, ToolResolutionError):
+                if isinstance(result.error, ToolResolutionError) and self.options.exclude_refused:
                     self._refused.unresolved(result.call)
                 self._grounding.add_result(result.call.tool, str(result.error), failed=True)
         stale = bool(results) and all(r.call.call_id in repeated for r in results)

@@ -334,7 +334,7 @@ class Guardrails:
         self._steps.reset_prereq()
         self._succeeded.clear()
         self._failed_with.clear()
-        self._grounding.reset()
+        self._grounding.reset(request or "")
         self._markup_answered = False
         self._refused.new_turn()
         self._chains.new_turn(request or "")

@@ -18,6 +18,14 @@ stop word, or any number, in common -- so an answer that relays a result in its 
 Results with no such words ("ok", "{}") give nothing to check against, and nothing is refused;
 nor do results that are only numbers ("-3 C" is rightly answered "Cold."), though their
 numbers count as shared, and so do the words of the calls' own arguments ("Rome is warm.").
+
+Sharing only words of the user's own request is not enough when the answer goes on to say
+things found nowhere: asked "What's ACME trading at?", the real 0.5B looked the price up
+("ACME: 412.30 USD") and then answered with a paragraph about cryptocurrency markets that it had
+written itself -- "ACME" and "trading" were its only link to anything. An answer whose shared
+words all come from the request, and that brings :data:`INVENTED_WORDS` or more words from
+neither the request nor the results, is refused the same way (still once per turn). A terse
+answer in the request's words ("Cairo is warmer.") brings nothing new and passes.
 """
 
 from __future__ import annotations
@@ -27,7 +35,19 @@ from collections.abc import Iterable
 
 from forge_rt.guardrails._nudges import ungrounded_answer_nudge
 
-__all__ = ["AnswerGrounding", "content_tokens", "is_confirmation"]
+__all__ = [
+    "INVENTED_WORDS",
+    "SUBJECT_WORDS",
+    "AnswerGrounding",
+    "content_tokens",
+    "is_confirmation",
+]
+
+# Words of an answer found in neither the request nor the results, from which an answer that
+# shares only the request's words is taken as written from nowhere.
+INVENTED_WORDS = 3
+# The most words an argument value has to count as the subject of a lookup ("Sarah Chen").
+SUBJECT_WORDS = 4
 
 _WORD = re.compile(r"[^\W\d_]{3,}|\d+(?:[.,]\d+)*", re.UNICODE)
 _STOP = frozenset(
@@ -66,6 +86,7 @@ class AnswerGrounding:
 
     def __init__(self) -> None:
         self._tokens: set[str] = set()
+        self._asked: set[str] = set()  # the words of this turn's request
         self._results: list[str] = []
         self._refused = False
 
@@ -86,16 +107,21 @@ class AnswerGrounding:
     def add_subject(self, values: Iterable[object]) -> None:
         """The argument values of a call of this turn: an answer that names what was looked
         up ("Rome is warm." after ``get_weather(city="Rome")`` returned "28 C") is about the
-        task, though the result's own words are too few to share."""
+        task, though the result's own words are too few to share. Only a short value (up to
+        :data:`SUBJECT_WORDS` words) names what was looked up: a longer one is text the model
+        wrote itself (the 0.5B sent a made-up paragraph to ``translate_text``, then answered
+        with it), no evidence of anything."""
         for value in values:
-            if isinstance(value, str):
+            if isinstance(value, str) and len(value.split()) <= SUBJECT_WORDS:
                 self._tokens |= content_tokens(value)
 
     def check(self, answer: str) -> str | None:
-        """The correction for ``answer`` when it shares nothing with the results and this
-        turn has not refused one yet (that refusal is then spent), else ``None``."""
+        """The correction for ``answer`` when it is not about the results (it shares nothing
+        with them, or only the request's words beside words of its own; see
+        :meth:`_linked`) and this turn has not refused one yet (that refusal is then spent),
+        else ``None``."""
         results = self.recent
-        if self._refused or results is None or content_tokens(answer) & self._tokens:
+        if self._refused or results is None or self._linked(content_tokens(answer)):
             return None
         if is_confirmation(answer):
             return None  # "Done." after an action is an answer; only prose from nowhere is not
@@ -106,10 +132,22 @@ class AnswerGrounding:
     def recent(self) -> str | None:
         """The turn's last three results with words, joined, for a correction to answer
         from; ``None`` before any."""
-        return " | ".join(self._results[-3:]) if self._results else None
+        distinct = list(dict.fromkeys(reversed(self._results)))[:3]  # "not found" x3 is one
+        return " | ".join(reversed(distinct)) if distinct else None
 
-    def reset(self) -> None:
-        """A new turn: its results, and its one refusal, start over."""
+    def _linked(self, answer: set[str]) -> bool:
+        """Whether an answer of these words is about the results: it shares a word with them
+        that the request did not bring, or shares one and invents little else."""
+        shared = answer & self._tokens
+        if shared - self._asked:
+            return True
+        invented = answer - self._tokens - self._asked
+        return bool(shared) and len(invented) < INVENTED_WORDS
+
+    def reset(self, request: str = "") -> None:
+        """A new turn (its user message ``request``): its results, and its one refusal, start
+        over."""
         self._tokens = set()
+        self._asked = content_tokens(request)
         self._results = []
         self._refused = False

@@ -189,3 +189,64 @@ def test_markup_before_any_result_gets_the_plain_correction() -> None:
     refused = guard.check(_answer("<tool_response>"))
     assert isinstance(refused, ToolErrors)
     assert "got echoed <tool_response> markup" in refused.errors[0].content
+
+
+STOCK = "ACME: 412.30 USD"
+ASKED = "What's ACME trading at?"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "ACME is at 412.30 USD.",
+        "412.30",
+        "ACME trading: 412.30",
+        "ACME is trading.",  # only the request's words, and nothing made up beside them
+    ],
+)
+def test_an_answer_that_uses_the_result_beyond_the_request_passes(answer: str) -> None:
+    grounding = AnswerGrounding()
+    grounding.reset(ASKED)
+    grounding.add_result("get_stock_price", STOCK)
+    assert grounding.check(answer) is None
+
+
+def test_an_answer_linked_only_by_the_requests_words_is_refused() -> None:
+    """The real 0.5B answered "What's ACME trading at?" with a paragraph of its own about
+    ACME trading; the words it shares with the result are the request's."""
+    grounding = AnswerGrounding()
+    grounding.reset(ASKED)
+    grounding.add_result("get_stock_price", STOCK)
+    answer = "ACME trading is a global market where investors buy and sell cryptocurrency."
+    nudge = grounding.check(answer)
+    assert nudge is not None
+    assert STOCK in nudge
+    plain = AnswerGrounding()  # without the request, "ACME" is a link to the result
+    plain.add_result("get_stock_price", STOCK)
+    assert plain.check(answer) is None
+
+
+def test_a_long_argument_the_model_wrote_is_no_evidence() -> None:
+    """A short argument names what was looked up; a paragraph the model sent to a tool is its
+    own text, and an answer copying it is not grounded by it."""
+    grounding = AnswerGrounding()
+    grounding.reset(ASKED)
+    paragraph = "Global markets where investors buy and sell cryptocurrency every day."
+    grounding.add_subject([paragraph, "en"])
+    grounding.add_result("translate_text", "not relevant to this request")
+    grounding.add_result("get_stock_price", STOCK)
+    assert grounding.check(paragraph) is not None
+    short = AnswerGrounding()
+    short.add_subject(["Sarah Chen"])
+    short.add_result("get_department", "D-12 Research")
+    assert short.check("Sarah Chen works there.") is None
+
+
+def test_the_correction_shows_distinct_results() -> None:
+    """A result repeated by a model that kept calling the same tool is shown once, so the
+    correction still reaches back to the result that answers."""
+    grounding = AnswerGrounding()
+    grounding.add_result("get_stock_price", STOCK)
+    for _ in range(3):
+        grounding.add_result("translate_text", "not relevant to this request")
+    assert grounding.recent == f"{STOCK} | not relevant to this request"

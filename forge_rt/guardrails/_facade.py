@@ -239,6 +239,9 @@ class Guardrails:
         self._ignored: dict[str, tuple[str, ...]] = {}  # arguments dropped from the calls to run
         self._markup_answered = False  # this turn's answer was tool-result markup
         self._refused = RefusedCalls(self._specs)  # calls that would be refused again
+        # Set once a synthetic ``respond`` that does not end the workflow ran this turn: the
+        # user has been told, and the constraint stops offering ``respond`` until the turn ends.
+        self._told_this_turn = False
 
     @classmethod
     def from_workflow(
@@ -336,6 +339,7 @@ class Guardrails:
         self._failed_with.clear()
         self._grounding.reset(request or "")
         self._markup_answered = False
+        self._told_this_turn = False
         self._refused.new_turn()
         self._chains.new_turn(request or "")
         self._coverage.reset(request)
@@ -420,10 +424,15 @@ class Guardrails:
         loop guard just blocked); not a tool that failed in
         :data:`FAILURE_STREAK` replies in a row, until some call succeeds; no terminal tool
         right after one was sent back for an item a listed fan-out left out (see
-        ``GuardrailOptions.cover_lists``), until the next batch runs. With step enforcement
-        off, every tool but the failing ones (and, after such a refusal, the terminal ones).
+        ``GuardrailOptions.cover_lists``), until the next batch runs; not the synthetic
+        ``respond`` once it was shown to the user this turn in a workflow it does not end (the
+        real 0.5B, told the task goes on with `check_inventory`, sent ``respond`` again four
+        times, echoing that note). With step enforcement off, every tool but the failing ones
+        and the spent ``respond`` (and, after a coverage refusal, the terminal ones).
         """
         failing = {t for t, n in self._failing.items() if n >= FAILURE_STREAK}
+        if self._told_this_turn and self._synthetic_respond:
+            failing.add(RESPOND_TOOL_NAME)  # said once; the rest of the turn is the task
         if not self.options.steps:
             kept = _kept(list(self.tools), lambda name: name not in failing)
             if self._covering:
@@ -707,6 +716,7 @@ class Guardrails:
                 output = result.output or ""
                 ends = call.tool in self.terminal_tools
                 if self._told_user(call):
+                    self._told_this_turn = True
                     # Its own words came back as a "result": the 0.5B and 1.5B read "The app
                     # has been released." as done, and wrote it again, or re-ran a lookup.
                     output += self._told(

@@ -139,3 +139,28 @@ def test_a_respond_that_does_not_end_the_task_says_so() -> None:
     assert "it ends with `deploy`" in out
     assert "Next, call `run_tests`" in out
     assert guard.next_step().startswith("Next, call `run_tests`")
+
+
+def _names(specs: tuple[ToolSpec, ...]) -> set[str]:
+    return {s.name for s in specs}
+
+
+def test_respond_is_not_offered_again_once_shown_in_a_task_it_does_not_end() -> None:
+    """After a mid-task message the constraint leaves ``respond`` out for the rest of the turn
+    (the real 0.5B sent it again and again, echoing the note); a new turn offers it again."""
+    guard = _release()
+    assert "respond" in _names(guard.callable_now())
+    _run(guard, ToolCall(tool="respond", args={"message": "Working on it."}), "")
+    assert _names(guard.callable_now()) == {"run_tests"}
+    _run(guard, ToolCall(tool="run_tests", args={"target": "app"}), "42 tests passed")
+    assert "respond" not in _names(guard.callable_now())
+    guard.new_turn("And now?")
+    assert "respond" in _names(guard.callable_now())
+
+
+def test_respond_stays_offered_where_it_ends_the_task() -> None:
+    """Where ``respond`` is the terminal, answering is the task: it is never taken away."""
+    guard = _guard()
+    _run(guard, ToolCall(tool="get_weather", args={"city": "Oslo"}), "3C")
+    _run(guard, ToolCall(tool="get_time", args={"city": "Oslo"}), "14:05")
+    assert "respond" in _names(guard.callable_now())

@@ -472,7 +472,9 @@ def hinted_args(
     the corrected call shows it in place. The value goes into the argument the message names,
     else the string argument it most resembles (``ORD-42`` for ``ORD-0042``). Candidates that
     name a tool (``use list_files``) are not argument values and are skipped; so is a hint that
-    leaves the arguments invalid or unchanged. ``several``: a list of several valid values
+    leaves the arguments invalid or unchanged. With no such value, a message that names two of
+    the call's values as a pair the other way round ("only EUR->USD") gives the call with them
+    exchanged (see :func:`_swapped_args`). ``several``: a list of several valid values
     ("ids are A-1 and A-2") gives its first one too -- for a call the model already sent once
     and saw fail, when naming the values in words did not help.
     """
@@ -498,6 +500,43 @@ def hinted_args(
             return spec.validate_args(fixed)
         except ToolArgumentError:
             continue
+    return _swapped_args(spec, args, message, props)
+
+
+# Two values joined as a direction: "EUR->USD", "EUR/USD", "from Paris to Rome".
+_PAIR = re.compile(
+    r"(?<![\w.\-@:+])[`'\"]?([A-Za-z0-9][\w.\-@:+]*?)[`'\"]?"
+    r"\s*(?:->|\u2192|=>|/|\bto\b|\binto\b)\s*"
+    r"[`'\"]?([A-Za-z0-9][\w.\-@:+]*)",
+    re.IGNORECASE,
+)
+
+
+def _swapped_args(
+    spec: ToolSpec, args: Mapping[str, Any], message: str, props: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """``args`` with two of its string values exchanged, where ``message`` names them as a
+    pair in the other order ("only EUR->USD is available" for ``base="USD", quote="EUR"``).
+
+    The pair's order is read as the order of the two arguments in the schema (``base`` before
+    ``quote``, ``origin`` before ``destination``). The real 0.5B swapped them and sent the same
+    failing call until the loop guard ended the run, 3 runs of 3: the error named both values,
+    but no cue said which goes where.
+    """
+    fields = [k for k in props if isinstance(args.get(k), str) and args[k]]
+    for match in _PAIR.finditer(message):
+        first, second = match.group(1).lower(), match.group(2).rstrip(".:,;)").lower()
+        if first == second:
+            continue
+        for i, before in enumerate(fields):
+            for after in fields[i + 1 :]:
+                if (args[before].lower(), args[after].lower()) != (second, first):
+                    continue
+                fixed = {**args, before: args[after], after: args[before]}
+                try:
+                    return spec.validate_args(fixed)
+                except ToolArgumentError:
+                    continue
     return None
 
 

@@ -298,3 +298,35 @@ def test_repair_drops_a_key_a_strict_model_forbids() -> None:
 
     repair = repair_args(ToolSpec(name="w", parameters=Strict), {"city": "Oslo", "x": 1})
     assert (repair.args, repair.missing) == ({"city": "Oslo"}, ())
+
+
+RATE = ToolSpec(
+    name="get_exchange_rate",
+    parameters={
+        "type": "object",
+        "properties": {"base": {"type": "string"}, "quote": {"type": "string"}},
+        "required": ["base", "quote"],
+    },
+)
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("only EUR->USD is available", {"base": "EUR", "quote": "USD"}),
+        ("rates are quoted as `EUR/USD`.", {"base": "EUR", "quote": "USD"}),
+        ("we only convert from eur to usd", {"base": "EUR", "quote": "USD"}),  # its own values
+        ("only USD->EUR is available", None),  # the order sent: nothing to exchange
+        ("only EUR->GBP is available", None),  # a value the call does not have
+        ("EUR and USD are both supported", None),  # no direction named
+        ("no rate for USDEUR->X", None),  # a pair inside a word is not these values
+    ],
+    ids=["arrow", "slash-quoted", "from-to", "same-order", "other-value", "no-pair", "in-word"],
+)
+def test_hinted_args_exchange_a_pair_named_the_other_way_round(
+    message: str, expected: dict[str, Any] | None
+) -> None:
+    """A message naming two of the call's values as a pair in the other order gives the call
+    with them exchanged, in the schema's order of the two fields."""
+    args = {"base": "USD", "quote": "EUR"}
+    assert hinted_args(RATE, args, message) == expected

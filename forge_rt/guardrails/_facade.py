@@ -81,7 +81,13 @@ from forge_rt.guardrails._refused import RefusedCalls
 from forge_rt.guardrails._rescue_args import hinted_args
 from forge_rt.guardrails._respond import respond_spec
 from forge_rt.guardrails._steps import StepEnforcer
-from forge_rt.guardrails._validator import Reply, ResponseValidator, ValidationResult, call_key
+from forge_rt.guardrails._validator import (
+    CallKey,
+    Reply,
+    ResponseValidator,
+    ValidationResult,
+    call_key,
+)
 
 __all__ = ["Budgets", "Guardrails", "RecordOutcome", "ToolResult"]
 
@@ -218,10 +224,10 @@ class Guardrails:
         )
         loop_repeats = options.loop_repeats
         self._loop = LoopGuard(loop_repeats) if loop_repeats is not None else None
-        self._succeeded: set[object] = set()  # call keys that ran successfully in this task
+        self._succeeded: set[CallKey] = set()  # call keys that ran successfully in this task
         # The error each call key last failed with in this turn (its tool's own message): a
         # loop of a failing call is told why it fails, not only that it repeats.
-        self._failed_with: dict[object, str] = {}
+        self._failed_with: dict[CallKey, str] = {}
         self._grounding = AnswerGrounding()  # this turn's results, for an answer from nowhere
         self._chains = LookupChains()  # which result fed which call, for an answer mid-chain
         self._coverage = ListCoverage()  # this turn's lists and calls, for a fan-out cut short

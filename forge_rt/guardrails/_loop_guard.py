@@ -19,13 +19,11 @@ from forge_rt.errors import ToolLoopError
 from forge_rt.guardrails._actions import StepBlocked
 from forge_rt.guardrails._nudges import Nudge, loop_nudge
 from forge_rt.guardrails._steps import blocked_batch
-from forge_rt.guardrails._validator import call_key
+from forge_rt.guardrails._validator import CallKey, call_key
 
 __all__ = ["LoopGuard"]
 
 log = quiet_logger(__name__)
-
-_Key = tuple[str, bytes]
 
 
 class LoopGuard:
@@ -43,8 +41,8 @@ class LoopGuard:
                 f"max_repeats must be >= 2 (1 would block every call), got {max_repeats}"
             )
         self.max_repeats = max_repeats
-        self._streaks: dict[_Key, int] = {}
-        self._calls: dict[_Key, ToolCall] = {}  # the last observed reply's calls, by key
+        self._streaks: dict[CallKey, int] = {}
+        self._calls: dict[CallKey, ToolCall] = {}  # the last observed reply's calls, by key
 
     def streak(self, call: ToolCall) -> int:
         """How many observed replies in a row contained ``call``."""

@@ -34,11 +34,9 @@ from forge_rt.errors import ToolSchemaError
 from forge_rt.guardrails._constrain import can_exclude
 from forge_rt.guardrails._exclude import StartsWith
 from forge_rt.guardrails._rescue_args import schema_of
-from forge_rt.guardrails._validator import call_key
+from forge_rt.guardrails._validator import CallKey, call_key
 
 __all__ = ["RefusedCalls"]
-
-_Key = tuple[str, bytes]
 
 
 class RefusedCalls:
@@ -46,9 +44,9 @@ class RefusedCalls:
 
     def __init__(self, specs: Mapping[str, ToolSpec]) -> None:
         self._specs = specs
-        self._invalid: dict[_Key, ToolCall] = {}  # refused by the validator: the whole turn
-        self._unresolved: dict[_Key, ToolCall] = {}  # refused by the tool: until a success
-        self._excludable: dict[_Key, bool] = {}
+        self._invalid: dict[CallKey, ToolCall] = {}  # refused by the validator: the whole turn
+        self._unresolved: dict[CallKey, ToolCall] = {}  # refused by the tool: until a success
+        self._excludable: dict[CallKey, bool] = {}
 
     def refused(self, call: ToolCall) -> None:
         """The validator refused ``call``."""

@@ -50,6 +50,7 @@ from forge_rt.guardrails._rescue import rescue
 from forge_rt.guardrails._rescue_args import schema_of, top_field
 
 __all__ = [
+    "CallKey",
     "ResponseValidator",
     "ValidationResult",
     "argument_errors",
@@ -113,7 +114,11 @@ class ValidationResult(msgspec.Struct, frozen=True, kw_only=True):
         return frozenset(e.call_id for e in self.errors if e.call_id is not None)
 
 
-def call_key(call: ToolCall) -> tuple[str, bytes]:
+# A call's identity (see :func:`call_key`): its tool and its arguments in canonical JSON.
+CallKey = tuple[str, bytes]
+
+
+def call_key(call: ToolCall) -> CallKey:
     """What makes two calls the same call: the tool and its arguments in canonical JSON."""
     return call.tool, msgspec.json.encode(call.args, order="sorted")
 

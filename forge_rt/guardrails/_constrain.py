@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,6 +25,7 @@ import msgspec
 
 from actors import quiet_logger
 from forge_rt.core import (
+    RESPOND_TOOL_NAME,
     ClientCapabilities,
     ConstrainMode,
     GrammarConstraint,
@@ -132,7 +134,11 @@ def _check_tools(tools: Sequence[ToolSpec]) -> None:
 
 
 def tool_call_schema(
-    tools: Sequence[ToolSpec], *, parallel: bool = True, exclude: Sequence[ToolCall] = ()
+    tools: Sequence[ToolSpec],
+    *,
+    parallel: bool = True,
+    exclude: Sequence[ToolCall] = (),
+    answers: Sequence[str] = (),
 ) -> dict[str, Any]:
     """A JSON schema whose instances are exactly the replies calling ``tools``.
 
@@ -152,6 +158,10 @@ def tool_call_schema(
     one argument (one object per way to differ, see :mod:`forge_rt.guardrails._exclude`); a
     tool whose arguments cannot differ is left out, and
     :class:`~forge_rt.errors.WorkflowDefinitionError` is raised if that leaves none.
+
+    ``answers``: the texts a ``respond`` call's ``message`` may be, exactly (an ``enum``); empty,
+    any text. After an answer was sent back for not using the turn's results, the next one is
+    one of them (``Guardrails.answer_choices``).
     """
     _check_tools(tools)
     calls: list[dict[str, Any]] = [
@@ -161,7 +171,7 @@ def tool_call_schema(
             "required": ["name", "arguments"],
             "additionalProperties": False,
         }
-        for spec, args in _call_arguments(tools, exclude)
+        for spec, args in _call_arguments(tools, exclude, answers)
     ]
     if not parallel:
         return {"anyOf": calls}
@@ -175,20 +185,31 @@ def tool_call_schema(
 
 
 def _call_arguments(
-    tools: Sequence[ToolSpec], exclude: Sequence[ToolCall]
+    tools: Sequence[ToolSpec], exclude: Sequence[ToolCall], answers: Sequence[str] = ()
 ) -> list[tuple[ToolSpec, dict[str, Any]]]:
     """Each tool with each arguments schema it may be called with (several where ``exclude``
-    holds calls of it: one per way to differ from them; none where its calls cannot differ)."""
+    holds calls of it: one per way to differ from them; none where its calls cannot differ);
+    ``respond``'s message one of ``answers`` where there are some."""
     out: list[tuple[ToolSpec, dict[str, Any]]] = []
     for spec in tools:
         blocked = [call.args for call in exclude if call.tool == spec.name]
-        out += [(spec, args) for args in argument_variants(_arguments_schema(spec), blocked)]
+        schema = _arguments_schema(spec)
+        if answers and spec.name == RESPOND_TOOL_NAME:
+            schema = _answering(schema, answers)
+        out += [(spec, args) for args in argument_variants(schema, blocked)]
     if not out:
         raise WorkflowDefinitionError(
             f"no call is left to constrain to: every call of {sorted(t.name for t in tools)} "
             "is excluded"
         )
     return out
+
+
+def _answering(schema: Mapping[str, Any], answers: Sequence[str]) -> dict[str, Any]:
+    """A ``respond`` arguments schema whose ``message`` is exactly one of ``answers``."""
+    properties = dict(schema.get("properties") or {})
+    properties["message"] = {"type": "string", "enum": list(dict.fromkeys(answers))}
+    return {**schema, "properties": properties}
 
 
 # --- GBNF --------------------------------------------------------------------------------------
@@ -394,7 +415,11 @@ class _Grammar:
 
 
 def tool_call_grammar(
-    tools: Sequence[ToolSpec], *, parallel: bool = True, exclude: Sequence[ToolCall] = ()
+    tools: Sequence[ToolSpec],
+    *,
+    parallel: bool = True,
+    exclude: Sequence[ToolCall] = (),
+    answers: Sequence[str] = (),
 ) -> str:
     """A GBNF grammar for the same replies :func:`tool_call_schema` describes.
 
@@ -405,13 +430,13 @@ def tool_call_grammar(
     numbers have at most 16 integer digits, 16 decimals and a two-digit exponent, so sampling
     cannot run away inside a value or produce a number that does not fit a double. With
     ``parallel``, a reply may also be a JSON array of 1 to
-    :data:`~forge_rt.guardrails.DEFAULT_MAX_CALLS` calls. ``exclude`` leaves out calls as
-    :func:`tool_call_schema` does.
+    :data:`~forge_rt.guardrails.DEFAULT_MAX_CALLS` calls. ``exclude`` leaves out calls, and
+    ``answers`` narrows ``respond``'s message, as :func:`tool_call_schema` does.
     """
     _check_tools(tools)
     grammar = _Grammar()
     alternatives: list[str] = []
-    for spec, arguments in _call_arguments(tools, exclude):
+    for spec, arguments in _call_arguments(tools, exclude, answers):
         grammar.for_tool(spec.name)
         args = grammar.expr(arguments, f"{spec.name}-args")
         alternatives.append(
@@ -515,6 +540,11 @@ def choose_constraint(
     return ConstraintDecision(constraint=constraint, reason=reason, mode=mode)
 
 
+NARROWED_KEPT = 64
+"""How many narrowed constraints a :class:`NarrowedConstraint` keeps built (least recently used
+out first): the tool sets of one workflow are few, its exclusions and answers many."""
+
+
 class NarrowedConstraint:
     """A workflow's constraint, narrowed each iteration to the tools callable now.
 
@@ -533,18 +563,27 @@ class NarrowedConstraint:
         self._constraint = constraint
         self._all = frozenset(t.name for t in tools)
         self._parallel = parallel
-        self._narrowed: dict[tuple[frozenset[str], frozenset[Any]], OutputConstraint] = {}
+        # Bounded: exclusions and answers differ from turn to turn; a chat daemon runs for weeks.
+        self._narrowed: OrderedDict[
+            tuple[frozenset[str], frozenset[Any], tuple[str, ...]], OutputConstraint
+        ] = OrderedDict()
 
     def to(
-        self, allowed: Sequence[ToolSpec], *, exclude: Sequence[ToolCall] = ()
+        self,
+        allowed: Sequence[ToolSpec],
+        *,
+        exclude: Sequence[ToolCall] = (),
+        answers: Sequence[str] = (),
     ) -> OutputConstraint | None:
         """The constraint for a reply that may call only ``allowed`` (all of them, nothing
-        excluded: unchanged), and none of the calls in ``exclude``.
+        excluded, no answers: unchanged), none of the calls in ``exclude``, and ``respond`` only
+        with one of ``answers`` as its message where there are some.
 
         ``exclude`` holds the calls the loop guard blocked (``Guardrails.loop_blocked``): one
         more of them ends the run, so the reply may not be one. A blocked tool stays callable
         with other arguments (see :func:`tool_call_schema`); one whose arguments cannot differ
-        is left out while another tool is left, else nothing is excluded.
+        is left out while another tool is left, else nothing is excluded. ``answers`` is
+        ``Guardrails.answer_choices``.
         """
         constraint = self._constraint
         names = frozenset(spec.name for spec in allowed)
@@ -557,20 +596,28 @@ class NarrowedConstraint:
             else:
                 log.info("guardrails.exclusion_impossible", tools=sorted(names))
                 blocked = []
-        if constraint is None or not names or (names == self._all and not blocked):
+        answers = tuple(answers) if RESPOND_TOOL_NAME in names else ()
+        if constraint is None or not names or (names == self._all and not blocked and not answers):
             return constraint
-        key = (names, frozenset(call_key(call) for call in blocked))
+        key = (names, frozenset(call_key(call) for call in blocked), answers)
         narrowed = self._narrowed.get(key)
-        if narrowed is None:
+        if narrowed is not None:
+            self._narrowed.move_to_end(key)
+        else:
+            parallel = self._parallel
             if isinstance(constraint, JsonSchemaConstraint):
-                narrowed = JsonSchemaConstraint(
-                    schema=tool_call_schema(allowed, parallel=self._parallel, exclude=blocked)
+                schema = tool_call_schema(
+                    allowed, parallel=parallel, exclude=blocked, answers=answers
                 )
+                narrowed = JsonSchemaConstraint(schema=schema)
             else:
-                narrowed = GrammarConstraint(
-                    gbnf=tool_call_grammar(allowed, parallel=self._parallel, exclude=blocked)
+                gbnf = tool_call_grammar(
+                    allowed, parallel=parallel, exclude=blocked, answers=answers
                 )
+                narrowed = GrammarConstraint(gbnf=gbnf)
             self._narrowed[key] = narrowed
+            if len(self._narrowed) > NARROWED_KEPT:
+                self._narrowed.popitem(last=False)
         return narrowed
 
 

@@ -248,6 +248,9 @@ class Guardrails:
         # Set once a synthetic ``respond`` that does not end the workflow ran this turn: the
         # user has been told, and the constraint stops offering ``respond`` until the turn ends.
         self._told_this_turn = False
+        # Set when this turn's answer was sent back for leaving out its results: the texts the
+        # next answer is constrained to (with ``answer_from_results``).
+        self._answer_choices: tuple[str, ...] = ()
 
     @classmethod
     def from_workflow(
@@ -346,6 +349,7 @@ class Guardrails:
         self._grounding.reset(request or "")
         self._markup_answered = False
         self._told_this_turn = False
+        self._answer_choices = ()
         self._refused.new_turn()
         self._chains.new_turn(request or "")
         self._coverage.reset(request)
@@ -416,6 +420,20 @@ class Guardrails:
             )
             calls[call_key(markup)] = markup
         return tuple(calls.values())
+
+    @property
+    def answer_choices(self) -> tuple[str, ...]:
+        """The texts the next synthetic ``respond`` message is constrained to (empty: any), for
+        the constraint (``NarrowedConstraint.to(..., answers=...)``).
+
+        Set, with ``GuardrailOptions.answer_from_results``, once this turn's answer was sent
+        back for using nothing the tools returned (to the turn's last distinct results) or for
+        leaving out what a lookup chain ended with (to those ends' results). A small model told
+        so tends to send the same answer again, which is then taken; under the constraint its
+        next answer relays a result word for word instead. The real 0.5B answered "What is Grace
+        Hopper's email address?" with the search result, was told the email was left out, and
+        wrote the search result again, 3 runs of 3."""
+        return self._answer_choices
 
     def callable_now(self, avoid: frozenset[str] = frozenset()) -> tuple[ToolSpec, ...]:
         """The tools a reply may call right now, for constraining the next one.
@@ -584,6 +602,7 @@ class Guardrails:
         if nudge is None:
             return None
         log.info("guardrails.ungrounded_answer", tool=call.tool)
+        self._answer_from(self._grounding.recent_results)
         return Nudge(
             kind=MessageType.RETRY_NUDGE,
             role=Role.TOOL,
@@ -623,6 +642,8 @@ class Guardrails:
         if ends is None:
             return None
         log.info("guardrails.superseded_answer", tool=call.tool, chain_ends=ends.tools)
+        if self.is_synthetic_respond(call):
+            self._answer_from(ends.results)
         return Nudge(
             kind=MessageType.RETRY_NUDGE,
             role=Role.TOOL,
@@ -630,6 +651,11 @@ class Guardrails:
             call_id=call.call_id,
             tool=call.tool,
         )
+
+    def _answer_from(self, results: Sequence[str]) -> None:
+        """Constrain the turn's next answers to ``results`` (see :attr:`answer_choices`)."""
+        if self.options.answer_from_results and self._synthetic_respond:
+            self._answer_choices = tuple(dict.fromkeys(r for r in results if r.strip()))
 
     def _retry(self, result: ValidationResult) -> Action:
         if not self.options.retry_nudges:

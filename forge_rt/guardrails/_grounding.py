@@ -132,8 +132,14 @@ class AnswerGrounding:
     def recent(self) -> str | None:
         """The turn's last three results with words, joined, for a correction to answer
         from; ``None`` before any."""
-        distinct = list(dict.fromkeys(reversed(self._results)))[:3]  # "not found" x3 is one
-        return " | ".join(reversed(distinct)) if distinct else None
+        distinct = self.recent_results
+        return " | ".join(distinct) if distinct else None
+
+    @property
+    def recent_results(self) -> tuple[str, ...]:
+        """The turn's last three distinct results with words, oldest first ("not found" three
+        times over is one)."""
+        return tuple(reversed(list(dict.fromkeys(reversed(self._results)))[:3]))
 
     def _linked(self, answer: set[str]) -> bool:
         """Whether an answer of these words is about the results: it shares a word with them

@@ -32,7 +32,11 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     barred values were perturbed ("Grace Hoper") rather than corrected, and two failing runs
     ran to max_iterations instead. ``ground_answers`` sends back,
     once per turn, a ``respond`` answer that shares no word or number with the turn's tool
-    results (see :mod:`forge_rt.guardrails._grounding`). ``cover_lists`` sends back, once per
+    results (see :mod:`forge_rt.guardrails._grounding`), or one that leaves out what the end of
+    a lookup chain found; with ``answer_from_results`` the answer after such a refusal is
+    constrained to one of those results, verbatim (``Guardrails.answer_choices``: the real
+    0.5B, told its answer left out the email it had looked up, wrote the same answer again).
+    ``cover_lists`` sends back, once per
     turn, a terminal call made while an item of a listed fan-out ("Oslo or Cairo", a result's
     "A-1, A-2") was never sent to the tool that ran for its sibling (see
     :mod:`forge_rt.guardrails._coverage`).
@@ -54,6 +58,7 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     exclude_looping: bool = False
     exclude_refused: bool = False
     ground_answers: bool = True
+    answer_from_results: bool = True
     cover_lists: bool = True
 
     def __post_init__(self) -> None:
@@ -77,5 +82,6 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
             recovery=False,
             loop_repeats=None,
             ground_answers=False,
+            answer_from_results=False,
             cover_lists=False,
         )

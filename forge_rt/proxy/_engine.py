@@ -350,20 +350,23 @@ class InferenceEngine:
 
         avoided: frozenset[str] = frozenset()
         excluded: tuple[ToolCall, ...] = ()
+        answered: tuple[str, ...] = ()
         narrowing = NarrowedConstraint(base.constraint, guard.tools, parallel=parallel)
 
         async def prepare() -> InferenceRequest:
-            nonlocal base, avoided, excluded
+            nonlocal base, avoided, excluded, answered
             gate.new_attempt()
             allowed = [t for t in guard.tools if t.name not in review.avoid]
             blocked = (*review.blocked, *guard.excluded_calls)
-            changed = review.avoid != avoided or blocked != excluded
+            answers = guard.answer_choices
+            changed = review.avoid != avoided or blocked != excluded or answers != answered
             if changed and base.constraint is not None and request.constraint is None:
                 # A tool the loop guard warned about is left out of the constraint (the prompt
                 # keeps offering it, so the backend's cached prompt stays valid); where none
-                # would be left, the calls it blocked are.
-                avoided, excluded = review.avoid, blocked
-                narrowed = narrowing.to(allowed or guard.tools, exclude=blocked)
+                # would be left, the calls it blocked are. An answer sent back for leaving out
+                # the results is followed by one of them (``Guardrails.answer_choices``).
+                avoided, excluded, answered = review.avoid, blocked, answers
+                narrowed = narrowing.to(allowed or guard.tools, exclude=blocked, answers=answers)
                 base = msgspec.structs.replace(base, constraint=narrowed)
             return msgspec.structs.replace(base, messages=tuple(history))
 

@@ -343,7 +343,9 @@ class GuardedStep:
             self._escalation = NarrowedConstraint(constraint, tools, parallel=self._parallel)
         guardrails = self.guardrails
         return self._escalation.to(
-            guardrails.callable_now(avoid), exclude=guardrails.excluded_calls
+            guardrails.callable_now(avoid),
+            exclude=guardrails.excluded_calls,
+            answers=guardrails.answer_choices,
         )
 
 

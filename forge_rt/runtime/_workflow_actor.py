@@ -511,7 +511,9 @@ class WorkflowActor(Actor):
         a run that has done its steps ends with an answer rather than a MaxIterationsError
         (the real 0.5B kept calling lookups until the budget ran out) -- even right after a
         list-coverage refusal, which otherwise leaves the terminal tools out for one batch
-        (the real 1.5B then spent its last iteration on a lookup and ended unanswered)."""
+        (the real 1.5B then spent its last iteration on a lookup and ended unanswered). An
+        answer after one sent back for leaving out the results is one of them
+        (``Guardrails.answer_choices``)."""
         avoid, self._avoid = self._avoid, frozenset()
         allowed = self._guardrails.callable_now(avoid)
         guardrails = self._guardrails
@@ -520,7 +522,9 @@ class WorkflowActor(Actor):
             finishing = tuple(t for t in guardrails.tools if t.name in guardrails.terminal_tools)
             allowed = finishing or allowed
         # A blocked tool that must stay callable is offered without the call it blocked.
-        return self._narrowed.to(allowed, exclude=guardrails.excluded_calls)
+        return self._narrowed.to(
+            allowed, exclude=guardrails.excluded_calls, answers=guardrails.answer_choices
+        )
 
     async def _execute(
         self,

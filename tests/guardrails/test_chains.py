@@ -184,6 +184,14 @@ def test_the_facade_shows_the_answer_with_the_ends_result_then_takes_the_next() 
     assert isinstance(_answer(guard, message="E-301 is Priya Natarajan"), Execute)
 
 
+def test_after_an_answer_from_mid_chain_the_next_is_constrained_to_the_end() -> None:
+    """The refusal leaves ``answer_choices`` at what the chain's end found."""
+    guard = _guard(*HOPS)
+    _hop_all_the_way(guard)
+    assert isinstance(_answer(guard, message="D-12 Research, manager_id=E-301"), ToolErrors)
+    assert guard.answer_choices == ("E-301 is Priya Natarajan",)
+
+
 def test_a_user_terminal_tool_gets_its_own_call_back() -> None:
     """A report whose findings stop before the analysis: the example is the model's call with
     the end's result as the findings, every other argument kept."""
@@ -204,6 +212,7 @@ def test_a_user_terminal_tool_gets_its_own_call_back() -> None:
     _run(guard, "analyze_sales", "total 550, best week 340", data="[120, 340, 90]")
     refused = _answer(guard, "report", findings="The weeks sold 120, 340 and 90.", title="Q4 sales")
     assert isinstance(refused, ToolErrors)
+    assert guard.answer_choices == ()  # only respond's message is constrained to results
     example = json.loads(refused.errors[0].content.split("for example: ", 1)[1])
     assert example == {
         "name": "report",

@@ -250,3 +250,20 @@ def test_the_correction_shows_distinct_results() -> None:
     for _ in range(3):
         grounding.add_result("translate_text", "not relevant to this request")
     assert grounding.recent == f"{STOCK} | not relevant to this request"
+
+
+def test_after_a_refused_answer_the_next_is_constrained_to_the_results() -> None:
+    """The refusal sets ``answer_choices`` to the turn's results for the rest of the turn; a
+    new turn clears them; with ``answer_from_results`` off there are none."""
+    guard = _guard()
+    _ran_weather(guard)
+    assert guard.answer_choices == ()
+    assert isinstance(guard.check(_answer("You complete your request.")), ToolErrors)
+    assert guard.answer_choices == ("Weather in Rome: 24C, sunny",)
+    assert isinstance(guard.check(_answer("Weather in Rome: 24C, sunny")), Execute)
+    guard.new_turn("And tomorrow?")
+    assert guard.answer_choices == ()
+    off = _guard(answer_from_results=False)
+    _ran_weather(off)
+    assert isinstance(off.check(_answer("You complete your request.")), ToolErrors)
+    assert off.answer_choices == ()

@@ -13,7 +13,8 @@ CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required"
 
 def admits(schema: dict[str, Any], tool: str, name: str, value: str) -> bool:
     """Whether one of a tool-call ``schema``'s single-call branches admits ``tool(name=value)``
-    for a string argument ``name`` (its ``maxLength`` and any exclusion ``pattern``)."""
+    for a string argument ``name`` (its ``enum``, or its ``maxLength`` and any exclusion
+    ``pattern``)."""
     for branch in schema["anyOf"]:
         if branch.get("type") != "object":
             continue  # the array-of-calls branch repeats the same calls
@@ -21,6 +22,10 @@ def admits(schema: dict[str, Any], tool: str, name: str, value: str) -> bool:
         if props["name"]["const"] != tool:
             continue
         string = props["arguments"]["properties"][name]
+        if "enum" in string:
+            if value in string["enum"]:
+                return True
+            continue
         if len(value) <= string["maxLength"] and (
             "pattern" not in string or re.fullmatch(string["pattern"], value)
         ):

@@ -427,7 +427,8 @@ class Guardrails:
         the constraint (``NarrowedConstraint.to(..., answers=...)``).
 
         Set, with ``GuardrailOptions.answer_from_results``, once this turn's answer was sent
-        back for using nothing the tools returned (to the turn's last distinct results) or for
+        back for using nothing the tools returned (to the turn's last distinct results of calls
+        that succeeded; with none, nothing is constrained) or for
         leaving out what a lookup chain ended with (to those ends' results). A small model told
         so tends to send the same answer again, which is then taken; under the constraint its
         next answer relays a result word for word instead. The real 0.5B answered "What is Grace
@@ -602,7 +603,7 @@ class Guardrails:
         if nudge is None:
             return None
         log.info("guardrails.ungrounded_answer", tool=call.tool)
-        self._answer_from(self._grounding.recent_results)
+        self._answer_from(self._grounding.recent_successes)
         return Nudge(
             kind=MessageType.RETRY_NUDGE,
             role=Role.TOOL,

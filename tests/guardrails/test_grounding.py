@@ -7,6 +7,7 @@ import json
 import pytest
 
 from forge_rt.core import LLMResponse, ToolCall, ToolSpec
+from forge_rt.errors import ToolResolutionError
 from forge_rt.guardrails import Execute, GuardrailOptions, Guardrails, ToolErrors, ToolResult
 from forge_rt.guardrails._grounding import AnswerGrounding
 
@@ -267,3 +268,21 @@ def test_after_a_refused_answer_the_next_is_constrained_to_the_results() -> None
     _ran_weather(off)
     assert isinstance(off.check(_answer("You complete your request.")), ToolErrors)
     assert off.answer_choices == ()
+
+
+def test_a_tool_error_is_never_an_answer_to_constrain_to() -> None:
+    """The correction shows failed calls' errors, but the answer is held only to successes;
+    with none, it is not held at all."""
+    grounding = AnswerGrounding()
+    grounding.add_result("get_stock_price", "unknown symbol 'AAPL'; try ACME", failed=True)
+    assert grounding.recent_successes == ()
+    grounding.add_result("get_stock_price", STOCK)
+    assert grounding.recent_results == ("unknown symbol 'AAPL'; try ACME", STOCK)
+    assert grounding.recent_successes == (STOCK,)
+    guard = Guardrails([WEATHER], respond_tool=True)  # no required step: answering may follow
+    action = guard.check(LLMResponse(result=[ToolCall(tool="get_weather", args={"city": "X"})]))
+    assert isinstance(action, Execute)
+    error = ToolResolutionError("unknown city 'X'; known cities: Rome")
+    guard.record([ToolResult(call=action.calls[0], error=error)])
+    assert isinstance(guard.check(_answer("You complete your request.")), ToolErrors)
+    assert guard.answer_choices == ()

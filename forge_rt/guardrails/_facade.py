@@ -516,6 +516,7 @@ class Guardrails:
                         self._refused.refused(call)
             self._errors.record_retry(_last_raw(result), _summary(result.errors))
             self._count_failures(e.tool for e in result.errors if e.tool)
+            self._refused_answer(result)
             return ToolErrors(
                 calls=result.calls,
                 errors=[self._markup_answer(e, result.calls) or e for e in result.errors],
@@ -540,6 +541,12 @@ class Guardrails:
                 failed_with=lambda call: self._failed_with.get(call_key(call)),
             )
             if looping is not None:
+                if any(call_key(c) in self._succeeded for c in looping.calls):
+                    # Looping on a lookup that already answered: with nothing pending, only
+                    # the terminal tools until a batch runs (see STALE_PATIENCE). The real
+                    # 0.5B re-sent a successful lookup_order after the loop warning, ending the
+                    # run with ToolLoopError.
+                    self._stale = max(self._stale, STALE_PATIENCE)
                 return _with_refusals(looping, result.calls, refused)
         correction = (
             None
@@ -652,6 +659,15 @@ class Guardrails:
             call_id=call.call_id,
             tool=call.tool,
         )
+
+    def _refused_answer(self, result: ValidationResult) -> None:
+        """A synthetic ``respond`` the validator refused (a copied correction, a placeholder):
+        hold the next answers to the turn's successful results, as after an answer from
+        nowhere. The real 0.5B, warned about a repeated lookup, answered "Your answer is the
+        same as before." twice, then looked up again until the loop guard ended the run."""
+        refused = {e.call_id for e in result.errors}
+        if any(self.is_synthetic_respond(c) and c.call_id in refused for c in result.calls):
+            self._answer_from(self._grounding.recent_successes)
 
     def _answer_from(self, results: Sequence[str]) -> None:
         """Constrain the turn's next answers to ``results`` (see :attr:`answer_choices`)."""

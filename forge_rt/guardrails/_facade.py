@@ -248,8 +248,10 @@ class Guardrails:
         # Set once a synthetic ``respond`` that does not end the workflow ran this turn: the
         # user has been told, and the constraint stops offering ``respond`` until the turn ends.
         self._told_this_turn = False
-        # Set when this turn's answer was sent back for leaving out its results: the texts the
-        # next answer is constrained to (with ``answer_from_results``).
+        # Set when this turn's answer was sent back for leaving out its results (with
+        # ``answer_from_results``): the answers to hold to -- fixed texts (a chain's ends), or,
+        # held to "the results", none, which reads the turn's results as they are then.
+        self._answer_held = False
         self._answer_choices: tuple[str, ...] = ()
 
     @classmethod
@@ -349,6 +351,7 @@ class Guardrails:
         self._grounding.reset(request or "")
         self._markup_answered = False
         self._told_this_turn = False
+        self._answer_held = False
         self._answer_choices = ()
         self._refused.new_turn()
         self._chains.new_turn(request or "")
@@ -433,8 +436,18 @@ class Guardrails:
         so tends to send the same answer again, which is then taken; under the constraint its
         next answer relays a result word for word instead. The real 0.5B answered "What is Grace
         Hopper's email address?" with the search result, was told the email was left out, and
-        wrote the search result again, 3 runs of 3."""
-        return self._answer_choices
+        wrote the search result again, 3 runs of 3.
+
+        Held to the turn's results, the choices follow them: a result that comes in after the
+        hold is one too (the real 0.5B, held after one city of "Oslo or Cairo?", then looked
+        Cairo up and could still only answer with Oslo). Two or more choices also offer all of
+        them, one per line, as one answer (a comparison needs both)."""
+        if not self._answer_held:
+            return ()
+        choices = self._answer_choices or self._grounding.recent_successes
+        if len(choices) < 2:
+            return choices
+        return (*choices, "\n".join(choices))
 
     def callable_now(self, avoid: frozenset[str] = frozenset()) -> tuple[ToolSpec, ...]:
         """The tools a reply may call right now, for constraining the next one.
@@ -610,7 +623,7 @@ class Guardrails:
         if nudge is None:
             return None
         log.info("guardrails.ungrounded_answer", tool=call.tool)
-        self._answer_from(self._grounding.recent_successes)
+        self._answer_from(())
         return Nudge(
             kind=MessageType.RETRY_NUDGE,
             role=Role.TOOL,
@@ -667,12 +680,18 @@ class Guardrails:
         same as before." twice, then looked up again until the loop guard ended the run."""
         refused = {e.call_id for e in result.errors}
         if any(self.is_synthetic_respond(c) and c.call_id in refused for c in result.calls):
-            self._answer_from(self._grounding.recent_successes)
+            self._answer_from(())
 
     def _answer_from(self, results: Sequence[str]) -> None:
-        """Constrain the turn's next answers to ``results`` (see :attr:`answer_choices`)."""
-        if self.options.answer_from_results and self._synthetic_respond:
-            self._answer_choices = tuple(dict.fromkeys(r for r in results if r.strip()))
+        """Hold the turn's next answers to ``results``, or (empty) to the turn's successful
+        results as they come (see :attr:`answer_choices`). A later hold to fixed texts
+        replaces an earlier one; a hold to the results keeps fixed texts already held."""
+        if not (self.options.answer_from_results and self._synthetic_respond):
+            return
+        fixed = tuple(dict.fromkeys(r for r in results if r.strip()))
+        if fixed or not self._answer_held:
+            self._answer_choices = fixed
+        self._answer_held = True
 
     def _retry(self, result: ValidationResult) -> Action:
         if not self.options.retry_nudges:

@@ -286,3 +286,30 @@ def test_a_tool_error_is_never_an_answer_to_constrain_to() -> None:
     guard.record([ToolResult(call=action.calls[0], error=error)])
     assert isinstance(guard.check(_answer("You complete your request.")), ToolErrors)
     assert guard.answer_choices == ()
+
+
+def test_a_hold_to_the_results_follows_the_results_that_come_after_it() -> None:
+    """Held after one lookup, the answer may be a later lookup's result once it is in, or both,
+    one per line (the real 0.5B, held after Oslo, then sent on to Cairo, could only answer with
+    Oslo's weather)."""
+    cities = Guardrails([WEATHER], respond_tool=True)
+    cities.new_turn("Where is it warmer today?")
+
+    def weather(city: str, output: str) -> None:
+        action = cities.check(_answer_call("get_weather", city=city))
+        assert isinstance(action, Execute)
+        cities.record([ToolResult(call=action.calls[0], output=output)])
+
+    weather("Oslo", "Weather in Oslo: 3C, snow")
+    assert isinstance(cities.check(_answer("Hello world!")), ToolErrors)
+    assert cities.answer_choices == ("Weather in Oslo: 3C, snow",)
+    weather("Cairo", "Weather in Cairo: 31C, clear")
+    assert cities.answer_choices == (
+        "Weather in Oslo: 3C, snow",
+        "Weather in Cairo: 31C, clear",
+        "Weather in Oslo: 3C, snow\nWeather in Cairo: 31C, clear",
+    )
+
+
+def _answer_call(tool: str, **args: str) -> LLMResponse:
+    return LLMResponse(result=[ToolCall(tool=tool, args=args)])

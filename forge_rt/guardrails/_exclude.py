@@ -200,8 +200,13 @@ def _exclusion(schema: Any, values: tuple[Any, ...]) -> Any:
 
 
 def _among(value: Any, values: tuple[Any, ...]) -> bool:
-    """Whether ``value`` is one of ``values`` as JSON compares them (``True`` is not ``1``)."""
-    return any(type(value) is type(v) and value == v for v in values)
+    """Whether ``value`` is one of ``values`` as JSON compares them (``True`` is not ``1``), or a
+    string with the start a :class:`StartsWith` among them gives."""
+    return any(
+        (type(value) is type(v) and value == v)
+        or (isinstance(v, StartsWith) and isinstance(value, str) and value.startswith(v.text))
+        for v in values
+    )
 
 
 def _kind(schema: Mapping[str, Any]) -> str | None:

@@ -102,3 +102,16 @@ def test_the_narrowings_kept_are_bounded() -> None:
     rebuilt = narrowing.to(TOOLS, answers=("answer 0",))
     assert rebuilt == first
     assert rebuilt is not first  # built again: the oldest was let go
+
+
+def test_a_held_answer_that_starts_with_markup_is_excluded_like_any_other() -> None:
+    """After a tool-result-markup answer no answer may start with "<": a held choice that does
+    is left out of the enum too."""
+    from forge_rt.core import ToolCall
+    from forge_rt.guardrails import StartsWith
+
+    markup = ToolCall(tool="respond", args={"message": StartsWith("<")}, call_id="markup")
+    answers = ("<b>bold</b>", "Weather in Rome: 24C, sunny")
+    schema = tool_call_schema(TOOLS, exclude=[markup], answers=answers)
+    assert _valid(schema, _reply("respond", message=answers[1]))
+    assert not _valid(schema, _reply("respond", message=answers[0]))

@@ -237,6 +237,10 @@ def _admits_answer(request: InferenceRequest, message: str) -> bool:
         if option["type"] != "object" or option["properties"]["name"]["const"] != "respond":
             continue
         string = option["properties"]["arguments"]["properties"]["message"]
+        if "enum" in string:  # an answer held to the request's results
+            if message in string["enum"]:
+                return True
+            continue
         if "pattern" not in string or re.fullmatch(string["pattern"], message):
             return True
     return False

@@ -27,6 +27,10 @@ def admits_message(schema: dict[str, Any], message: str) -> bool:
         if branch.get("type") != "object" or branch["properties"]["name"]["const"] != "respond":
             continue  # the array-of-calls branch repeats the same calls
         string = branch["properties"]["arguments"]["properties"]["message"]
+        if "enum" in string:  # an answer held to the turn's results
+            if message in string["enum"]:
+                return True
+            continue
         if len(message) <= string["maxLength"] and (
             "pattern" not in string or re.fullmatch(string["pattern"], message)
         ):

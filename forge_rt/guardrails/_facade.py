@@ -249,10 +249,9 @@ class Guardrails:
         # user has been told, and the constraint stops offering ``respond`` until the turn ends.
         self._told_this_turn = False
         # Set when this turn's answer was sent back for leaving out its results (with
-        # ``answer_from_results``): the answers to hold to -- fixed texts (a chain's ends), or,
-        # held to "the results", none, which reads the turn's results as they are then.
-        self._answer_held = False
-        self._answer_choices: tuple[str, ...] = ()
+        # ``answer_from_results``): the texts to hold the next answers to (a chain's ends), or
+        # empty for "the turn's results", read as they are when the constraint is built.
+        self._answer_hold: tuple[str, ...] | None = None
 
     @classmethod
     def from_workflow(
@@ -351,8 +350,7 @@ class Guardrails:
         self._grounding.reset(request or "")
         self._markup_answered = False
         self._told_this_turn = False
-        self._answer_held = False
-        self._answer_choices = ()
+        self._answer_hold = None
         self._refused.new_turn()
         self._chains.new_turn(request or "")
         self._coverage.reset(request)
@@ -442,9 +440,9 @@ class Guardrails:
         hold is one too (the real 0.5B, held after one city of "Oslo or Cairo?", then looked
         Cairo up and could still only answer with Oslo). Two or more choices also offer all of
         them, one per line, as one answer (a comparison needs both)."""
-        if not self._answer_held:
+        if self._answer_hold is None:
             return ()
-        choices = self._answer_choices or self._grounding.recent_successes
+        choices = self._answer_hold or self._grounding.recent_successes
         if len(choices) < 2:
             return choices
         return (*choices, "\n".join(choices))
@@ -678,7 +676,7 @@ class Guardrails:
         hold the next answers to the turn's successful results, as after an answer from
         nowhere. The real 0.5B, warned about a repeated lookup, answered "Your answer is the
         same as before." twice, then looked up again until the loop guard ended the run."""
-        refused = {e.call_id for e in result.errors}
+        refused = result.failed_ids
         if any(self.is_synthetic_respond(c) and c.call_id in refused for c in result.calls):
             self._answer_from(())
 
@@ -689,9 +687,8 @@ class Guardrails:
         if not (self.options.answer_from_results and self._synthetic_respond):
             return
         fixed = tuple(dict.fromkeys(r for r in results if r.strip()))
-        if fixed or not self._answer_held:
-            self._answer_choices = fixed
-        self._answer_held = True
+        if fixed or self._answer_hold is None:
+            self._answer_hold = fixed
 
     def _retry(self, result: ValidationResult) -> Action:
         if not self.options.retry_nudges:

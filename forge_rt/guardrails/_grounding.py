@@ -87,8 +87,7 @@ class AnswerGrounding:
     def __init__(self) -> None:
         self._tokens: set[str] = set()
         self._asked: set[str] = set()  # the words of this turn's request
-        self._results: list[str] = []
-        self._failed: list[bool] = []  # per result: whether it is a failed call's error
+        self._results: list[tuple[str, bool]] = []  # (text, whether a failed call's error)
         self._refused = False
 
     def add_result(self, tool: str, output: str, *, failed: bool = False) -> None:
@@ -103,8 +102,7 @@ class AnswerGrounding:
         if any(not t[0].isdigit() for t in found):
             # Only a result with words can tell an answer from nowhere: "-3 C" is rightly
             # relayed as "Cold.", which shares nothing with it.
-            self._results.append(" ".join(output.split()))
-            self._failed.append(failed)
+            self._results.append((" ".join(output.split()), failed))
 
     def add_subject(self, values: Iterable[object]) -> None:
         """The argument values of a call of this turn: an answer that names what was looked
@@ -141,16 +139,14 @@ class AnswerGrounding:
     def recent_results(self) -> tuple[str, ...]:
         """The turn's last three distinct results with words, oldest first ("not found" three
         times over is one)."""
-        return _last_distinct(self._results)
+        return _last_distinct([text for text, _ in self._results])
 
     @property
     def recent_successes(self) -> tuple[str, ...]:
         """Of those, the results of calls that succeeded: what an answer may relay word for
         word (a tool's error is no answer; the 0.5B, held to the recent results, answered
         "unknown symbol 'AAPL'; try ACME")."""
-        return _last_distinct(
-            [r for r, f in zip(self._results, self._failed, strict=True) if not f]
-        )
+        return _last_distinct([text for text, failed in self._results if not failed])
 
     def _linked(self, answer: set[str]) -> bool:
         """Whether an answer of these words is about the results: it shares a word with them
@@ -167,7 +163,6 @@ class AnswerGrounding:
         self._tokens = set()
         self._asked = content_tokens(request)
         self._results = []
-        self._failed = []
         self._refused = False
 
 

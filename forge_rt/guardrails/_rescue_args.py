@@ -407,10 +407,11 @@ def _corrections(value: Any, schema: Mapping[str, Any], coercer: _Coercer) -> It
 
 # --- hints in a tool's own error ---------------------------------------------------------------
 
-# "use ORD-0042", "did you mean 'Paris'?", "try 2024", "instead: X"
+# "use ORD-0042", "did you mean 'Paris'?", "try 2024", "instead: X", "e.g. ORD-0042"
 _CUE = re.compile(
     # The cue must be a whole word: "use" inside "user_id" is not a cue.
-    r"\b(?:use|try|did you mean|you meant|perhaps|maybe|instead(?: use)?)\b"
+    r"(?:\b(?:use|try|did you mean|you meant|perhaps|maybe|instead(?: use)?|for example|such as)\b"
+    r"|\be\.g\.)"
     # The value is read by a lookahead, so a cue inside it ("use: try X") is found too.
     r"\s*:?\s*[`'\"]?(?=([A-Za-z0-9][\w.\-/@:+]*))",
     re.IGNORECASE,
@@ -488,7 +489,11 @@ def hinted_args(
     schema = schema_of(spec)
     coercer = _Coercer(schema)
     props: Mapping[str, Any] = schema.get("properties") or {}
-    usable = (c for c in candidates if c and c not in names and c.lower() not in _NOT_VALUES)
+    usable = (
+        c
+        for c in candidates
+        if c and c not in names and c.lower() not in _NOT_VALUES and not _fragment(c)
+    )
     for hint in dict.fromkeys(usable):
         field = _target_field(hint, args, props, message)
         if field is None or args.get(field) == hint:
@@ -501,6 +506,13 @@ def hinted_args(
         except ToolArgumentError:
             continue
     return _swapped_args(spec, args, message, props)
+
+
+def _fragment(candidate: str) -> bool:
+    """Whether a hinted value is only the start of one: "use ORD- and 4 digits" names a prefix
+    (the real 0.5B, shown the corrected call with ``"ORD-"``, sent ``"ORD-42"`` until the loop
+    guard ended the run; the same message's "e.g. ORD-0042" is the value)."""
+    return candidate[-1] in "-_/.:@+"
 
 
 # Two values joined as a direction: "EUR->USD", "EUR/USD", "from Paris to Rome".
@@ -516,28 +528,53 @@ def _swapped_args(
     spec: ToolSpec, args: Mapping[str, Any], message: str, props: Mapping[str, Any]
 ) -> dict[str, Any] | None:
     """``args`` with two of its string values exchanged, where ``message`` names them as a
-    pair in the other order ("only EUR->USD is available" for ``base="USD", quote="EUR"``).
+    pair in the other order ("only EUR->USD is available" for ``base="USD", quote="EUR"``) --
+    or, where the message names a pair with an arrow and neither of the two values, with the
+    pair put in their place when they are its names spelled another way (``base="euros",
+    quote="dollars"``: one of them starts as its code does).
 
     The pair's order is read as the order of the two arguments in the schema (``base`` before
     ``quote``, ``origin`` before ``destination``). The real 0.5B swapped them and sent the same
     failing call until the loop guard ended the run, 3 runs of 3: the error named both values,
-    but no cue said which goes where.
+    but no cue said which goes where. Told "only EUR->USD" after sending ``"euros"`` and
+    ``"dollars"``, it sent them again until the loop guard ended the run, then guessed a rate.
     """
     fields = [k for k in props if isinstance(args.get(k), str) and args[k]]
+    said = message.lower()
     for match in _PAIR.finditer(message):
-        first, second = match.group(1).lower(), match.group(2).rstrip(".:,;)").lower()
-        if first == second:
+        first, second = match.group(1), match.group(2).rstrip(".:,;)")
+        if first.lower() == second.lower():
             continue
+        arrow = _ARROW.search(match.group(0)) is not None
         for i, before in enumerate(fields):
             for after in fields[i + 1 :]:
-                if (args[before].lower(), args[after].lower()) != (second, first):
+                sent = (args[before].lower(), args[after].lower())
+                if sent == (second.lower(), first.lower()):
+                    fixed = {**args, before: args[after], after: args[before]}
+                elif arrow and _respelled(sent, (first, second), said):
+                    fixed = {**args, before: first, after: second}
+                else:
                     continue
-                fixed = {**args, before: args[after], after: args[before]}
                 try:
                     return spec.validate_args(fixed)
                 except ToolArgumentError:
                     continue
     return None
+
+
+_ARROW = re.compile(r"->|\u2192|=>")
+
+
+def _respelled(sent: tuple[str, str], pair: tuple[str, str], message: str) -> bool:
+    """Whether the two values ``sent`` (lowercased) read as ``pair`` spelled another way: the
+    ``message`` names neither of them, and one starts with its counterpart, of three letters
+    or more ("euros" for ``EUR``) -- not a pair of other things ("Paris", "Rome" for
+    ``Berlin->Munich``)."""
+    if any(re.search(rf"(?<!\w){re.escape(v)}(?!\w)", message) for v in sent):
+        return False
+    return any(
+        len(new) >= 3 and old.startswith(new.lower()) for old, new in zip(sent, pair, strict=True)
+    )
 
 
 def _target_field(

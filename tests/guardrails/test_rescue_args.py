@@ -243,6 +243,12 @@ ORDER = ToolSpec(
             {"order_id": "ORD-0042", "region": "eu"},
         ),
         ("the order's status is gone", None),  # named, but not a valid value for any argument
+        (
+            "order_id 'ORD-42' has the wrong format: use ORD- and 4 digits, e.g. ORD-0042",
+            {"order_id": "ORD-0042", "region": "eu"},
+        ),
+        ("wrong format; for example ORD-0042", {"order_id": "ORD-0042", "region": "eu"}),
+        ("wrong format: use ORD- and 4 digits", None),  # a prefix is not a value
     ],
     ids=[
         "use",
@@ -262,6 +268,9 @@ ORDER = ToolSpec(
         "correct-is",
         "nearest-is",
         "possessive-invalid",
+        "prefix-then-example",
+        "for-example",
+        "prefix-only",
     ],
 )
 def test_hinted_args_put_the_suggested_value_in_place(
@@ -329,4 +338,24 @@ def test_hinted_args_exchange_a_pair_named_the_other_way_round(
     """A message naming two of the call's values as a pair in the other order gives the call
     with them exchanged, in the schema's order of the two fields."""
     args = {"base": "USD", "quote": "EUR"}
+    assert hinted_args(RATE, args, message) == expected
+
+
+@pytest.mark.parametrize(
+    ("sent", "message", "expected"),
+    [
+        (("euros", "dollars"), "only EUR->USD is available", {"base": "EUR", "quote": "USD"}),
+        (("eur", "usd"), "only EUR\u2192USD is available", None),  # the same values: unchanged
+        (("Paris", "Rome"), "only Berlin->Munich is served", None),  # other things, not spellings
+        (("USD", "EUR"), "only EUR->GBP is available", None),  # names a value the call has
+        (("euros", "dollars"), "only EUR/USD is available", None),  # no arrow: no direction
+    ],
+    ids=["respelled", "same", "other-things", "names-one-sent", "slash"],
+)
+def test_hinted_args_put_in_a_pair_the_call_spelled_another_way(
+    sent: tuple[str, str], message: str, expected: dict[str, Any] | None
+) -> None:
+    """An arrow pair that names neither of the call's values, one of which starts as its
+    counterpart does, is put in their place, in the schema's order."""
+    args = {"base": sent[0], "quote": sent[1]}
     assert hinted_args(RATE, args, message) == expected

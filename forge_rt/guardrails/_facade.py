@@ -14,6 +14,7 @@ copied from one is caught as the echo it is.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import msgspec
 
@@ -25,6 +26,7 @@ from forge_rt.core import (
     Prerequisite,
     Role,
     StepTracker,
+    ToolArgumentError,
     ToolCall,
     ToolSpec,
     Workflow,
@@ -54,6 +56,7 @@ from forge_rt.guardrails._dialects import Dialect
 from forge_rt.guardrails._errors_budget import ErrorTracker
 from forge_rt.guardrails._exclude import StartsWith
 from forge_rt.guardrails._grounding import AnswerGrounding
+from forge_rt.guardrails._guesses import ArgumentGrounding, Guess
 from forge_rt.guardrails._loop_guard import LoopGuard
 from forge_rt.guardrails._nudges import (
     MAX_TIER,
@@ -62,6 +65,7 @@ from forge_rt.guardrails._nudges import (
     declined_text,
     error_detail,
     example_call,
+    guessed_argument_nudge,
     held_back,
     ignored_args_note,
     interrupted_text,
@@ -78,7 +82,7 @@ from forge_rt.guardrails._nudges import (
 from forge_rt.guardrails._options import GuardrailOptions
 from forge_rt.guardrails._placeholders import EchoCorpus, has_echo_markup
 from forge_rt.guardrails._refused import RefusedCalls
-from forge_rt.guardrails._rescue_args import hinted_args
+from forge_rt.guardrails._rescue_args import hinted_args, schema_of
 from forge_rt.guardrails._respond import respond_spec
 from forge_rt.guardrails._steps import StepEnforcer
 from forge_rt.guardrails._validator import (
@@ -172,6 +176,17 @@ Seen on the real 0.5B: told "copy the user_id from search_users", it sent get_us
 more times with guessed ids instead; one failure is often a typo it fixes by itself."""
 
 
+# The messages whose text the model was given as fact (a correction is not one).
+_FACTS = frozenset(
+    {
+        MessageType.SYSTEM_PROMPT,
+        MessageType.USER_INPUT,
+        MessageType.TOOL_RESULT,
+        MessageType.SUMMARY,
+    }
+)
+
+
 class Guardrails:
     """Validation, rescue, nudges, step and prerequisite enforcement, budgets and the loop guard.
 
@@ -229,6 +244,7 @@ class Guardrails:
         # loop of a failing call is told why it fails, not only that it repeats.
         self._failed_with: dict[CallKey, str] = {}
         self._grounding = AnswerGrounding()  # this turn's results, for an answer from nowhere
+        self._guesses = ArgumentGrounding()  # the facts given so far, for a value from nowhere
         self._chains = LookupChains()  # which result fed which call, for an answer mid-chain
         self._coverage = ListCoverage()  # this turn's lists and calls, for a fan-out cut short
         # Set when a terminal call was sent back for an uncovered item: until the next batch
@@ -348,6 +364,7 @@ class Guardrails:
         self._succeeded.clear()
         self._failed_with.clear()
         self._grounding.reset(request or "")
+        self._guesses.new_turn(request or "")
         self._markup_answered = False
         self._told_this_turn = False
         self._answer_hold = None
@@ -376,6 +393,7 @@ class Guardrails:
         start = starts[-1]
         for earlier in starts[:-1]:
             self._chains.remember_request(messages[earlier].content)
+        self.learn_facts(messages[:start])
         self.new_turn(messages[start].content)
         calls = {c.call_id: c for m in messages[start:] for c in m.tool_calls or ()}
         for message in messages[start + 1 :]:
@@ -385,6 +403,16 @@ class Guardrails:
             self._coverage.add_call(call, ok=True)
             if call.tool not in self.terminal_tools:
                 self._learn_result(call, message.content)
+
+    def learn_facts(self, messages: Iterable[Message]) -> None:
+        """Take what ``messages`` gave the model as fact -- the system prompt, the user's
+        messages, tool results, summaries -- as values a call may use (see
+        ``GuardrailOptions.ground_arguments``): for a history the guardrails did not see
+        being made (a restored session, a seeded run, the proxy's request). Corrections are
+        not facts and are skipped."""
+        for message in messages:
+            if message.type in _FACTS:
+                self._guesses.learn(message.content)
 
     def _learn_result(self, call: ToolCall, output: str) -> None:
         """A non-terminal call of this turn succeeded with ``output``: what answer grounding
@@ -544,6 +572,15 @@ class Guardrails:
             refused = verdict or []
         refused_ids = {r.call.call_id for r in refused}
         runnable = [c for c in result.calls if c.call_id not in refused_ids]
+        guessed = None if refused else self._guessed(runnable)
+        if guessed:
+            return ToolErrors(
+                calls=result.calls,
+                errors=guessed,
+                held_back=held_back(result.calls, guessed, kind=MessageType.RETRY_NUDGE),
+                collapsed=result.collapsed,
+                text=result.text,
+            )
         if self._loop is not None:
             looping = self._loop.observe(
                 runnable,
@@ -584,6 +621,60 @@ class Guardrails:
             reasoning=result.reasoning,
             text=result.text,
         )
+
+    def _guessed(self, runnable: Sequence[ToolCall]) -> list[Nudge]:
+        """The corrections for the calls of a reply with a value from nowhere -- an id, a path,
+        a fractional number that neither the prompt, the requests nor the results hold -- each
+        value the first time in a turn (see ``GuardrailOptions.ground_arguments``)."""
+        if not self.options.ground_arguments:
+            return []
+        found = []
+        for call in runnable:
+            spec = self._specs.get(call.tool)
+            if spec is None or self.is_synthetic_respond(call):
+                continue
+            source = self._guess_source(call.tool)
+            props: Mapping[str, Any] = schema_of(spec).get("properties") or {}
+            guess = self._guesses.check(call, props, source=source.name if source else None)
+            if guess is None:
+                continue
+            fixed = self._with_candidate(spec, call, guess)
+            if fixed is None and source is None:
+                continue  # no candidate fits the schema, and no step to point at
+            log.info("guardrails.guessed_argument", tool=call.tool, field=guess.field)
+            found.append(
+                Nudge(
+                    kind=MessageType.RETRY_NUDGE,
+                    role=Role.TOOL,
+                    content=guessed_argument_nudge(spec, guess.field, fixed=fixed, source=source),
+                    call_id=call.call_id,
+                    tool=call.tool,
+                )
+            )
+        return found
+
+    def _guess_source(self, tool: str) -> ToolSpec | None:
+        """The pending required step a guessed value of ``tool`` should come from: the first
+        that is not ``tool`` itself, not terminal, and may run now."""
+        if not self.options.steps:
+            return None
+        for step in self._tracker.pending(self.required_steps):
+            if step == tool or step in self.terminal_tools:
+                continue
+            prereqs = self._steps.prerequisites.get(step, ())
+            if all(self._tracker.is_done(p.tool) for p in prereqs) and step in self._specs:
+                return self._specs[step]
+        return None
+
+    @staticmethod
+    def _with_candidate(spec: ToolSpec, call: ToolCall, guess: Guess) -> dict[str, Any] | None:
+        """The call's arguments with the first of the guess's candidates its schema accepts."""
+        for candidate in guess.candidates:
+            try:
+                return spec.validate_args({**call.args, guess.field: candidate})
+            except ToolArgumentError:
+                continue
+        return None
 
     def _uncovered(self, runnable: Sequence[ToolCall]) -> Nudge | None:
         """The correction for a reply that is only a terminal call while an item the turn
@@ -750,6 +841,8 @@ class Guardrails:
             key = call_key(result.call)
             self._coverage.add_call(result.call, ok=result.ok)
             if result.ok:
+                self._guesses.learn(result.output or "")
+                self._guesses.learn_args(result.call.args)
                 if key in self._succeeded:
                     repeated.add(result.call.call_id)
                 self._succeeded.add(key)
@@ -761,6 +854,7 @@ class Guardrails:
             elif result.error is not None:  # always, once not ok: it narrows the type
                 if not isinstance(result.error, ToolDeclinedError | ToolInterruptedError):
                     self._failed_with[key] = error_detail(result.error)
+                    self._guesses.learn(str(result.error))
                 if isinstance(result.error, ToolResolutionError) and self.options.exclude_refused:
                     self._refused.unresolved(result.call)
                 self._grounding.add_result(result.call.tool, str(result.error), failed=True)

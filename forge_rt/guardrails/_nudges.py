@@ -48,6 +48,7 @@ __all__ = [
     "describe_field",
     "error_detail",
     "example_call",
+    "guessed_argument_nudge",
     "held_back",
     "held_back_nudge",
     "ignored_args_note",
@@ -649,6 +650,28 @@ _RESULTS_SHOWN = 160  # characters of the turn's results an ungrounded-answer co
 def _shown_results(results: str) -> str:
     """``results`` as a correction quotes them: the first :data:`_RESULTS_SHOWN` characters."""
     return results if len(results) <= _RESULTS_SHOWN else results[:_RESULTS_SHOWN] + "..."
+
+
+def guessed_argument_nudge(
+    spec: ToolSpec, field: str, *, fixed: Mapping[str, Any] | None, source: ToolSpec | None
+) -> str:
+    """The tool-channel correction for a call whose ``field`` holds a value found nowhere in
+    the request or the results (see :mod:`forge_rt.guardrails._guesses`).
+
+    With ``fixed`` (the call with a value of the same shape the run has seen), it shows that
+    call, ready to send; else it names the pending step ``source`` that finds the value. The
+    guessed value itself is not repeated: the model reads a value in a correction as one to
+    send.
+    """
+    lead = (
+        f"[ArgumentError] `{spec.name}` was not run: `{field}` is in neither the request nor "
+        "any tool result, so it is a guess."
+    )
+    if fixed is not None:
+        return f"{lead} Use a value you were given, for example: {example_call(spec, fixed)}"
+    if source is None:
+        raise ValueError("guessed_argument_nudge needs a corrected call or a step to point at")
+    return f"{lead} {next_step_text(source, finish=False)} Take `{field}` from its result."
 
 
 def ungrounded_answer_nudge(results: str) -> str:

@@ -36,7 +36,11 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     a lookup chain found; with ``answer_from_results`` the answer after such a refusal is
     constrained to one of those results, verbatim (``Guardrails.answer_choices``: the real
     0.5B, told its answer left out the email it had looked up, wrote the same answer again).
-    ``cover_lists`` sends back, once per
+    ``ground_arguments`` sends back, once per value and turn, a call whose id, path or
+    fractional number appears nowhere in the prompt, the requests or the results, where a
+    same-shaped value the run was given or a pending required step says where the real one
+    comes from (see :mod:`forge_rt.guardrails._guesses`: the real 0.5B completed todo 1
+    before listing the todos, 3 runs of 3). ``cover_lists`` sends back, once per
     turn, a terminal call made while an item of a listed fan-out ("Oslo or Cairo", a result's
     "A-1, A-2") was never sent to the tool that ran for its sibling (see
     :mod:`forge_rt.guardrails._coverage`).
@@ -59,6 +63,7 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     exclude_refused: bool = False
     ground_answers: bool = True
     answer_from_results: bool = True
+    ground_arguments: bool = True
     cover_lists: bool = True
 
     def __post_init__(self) -> None:

@@ -190,6 +190,9 @@ class WorkflowActor(Actor):
         self._window: int | None = None  # the backend's context length, once asked
         self._window_known = False
         self._history: list[Message] = list(seed_messages)
+        # A restored or seeded history was given to the model before these guardrails existed:
+        # its ids are known values, not guesses.
+        self._guardrails.learn_facts(self._history)
         self._iteration = iteration
         self._turn_start = len(self._history)
         self._batch: list[ToolResult] = []  # results of the batch running now, as they finish
@@ -296,6 +299,7 @@ class WorkflowActor(Actor):
             system = self._workflow.render_system_prompt(options.prompt_variables)
             opening.append(Message.system(system))
         opening.append(Message.user(user_text))
+        self._guardrails.learn_facts(opening[:-1])  # the prompt; the request came with new_turn
         self._turn_open = True
         self._turn_start = len(self._history)
         await self._extend(opening, options)

@@ -1,0 +1,262 @@
+"""A value from nowhere -- an id, a path, a rate no request or result holds -- is sent back once,
+with where the real one comes from: the real 0.5B completed todo 1 before listing the todos,
+opened a made-up path beside the one the user named, and converted at a rate it invented."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from forge_rt.core import LLMResponse, Message, MessageType, Role, ToolCall, ToolSpec
+from forge_rt.guardrails import (
+    Execute,
+    GuardrailOptions,
+    Guardrails,
+    ToolErrors,
+    ToolResult,
+)
+from forge_rt.guardrails._guesses import MAX_GUESS_REFUSALS, ArgumentGrounding
+from forge_rt.guardrails._nudges import Nudge
+
+
+def _spec(name: str, **fields: str) -> ToolSpec:
+    return ToolSpec(
+        name=name,
+        parameters={
+            "type": "object",
+            "properties": {k: {"type": t} for k, t in fields.items()},
+            "required": list(fields),
+        },
+    )
+
+
+LIST_TODOS = _spec("list_todos")
+COMPLETE_TODO = _spec("complete_todo", todo_id="integer")
+OPEN_FILE = _spec("open_file", path="string")
+READ_FILE = _spec("read_file", path="string")
+RATE = _spec("get_exchange_rate", base="string", quote="string")
+CONVERT = _spec("convert", amount="number", rate="number")
+TODOS = "1: water plants; 2: file taxes; 3: walk dog"
+
+
+def _reply(tool: str, **args: Any) -> LLMResponse:
+    return LLMResponse(result=[ToolCall(tool=tool, args=args)])
+
+
+def _ran(guard: Guardrails, tool: str, output: str, **args: Any) -> None:
+    action = guard.check(_reply(tool, **args))
+    assert isinstance(action, Execute), action
+    guard.record([ToolResult(call=action.calls[0], output=output)])
+
+
+def _todos() -> Guardrails:
+    guard = Guardrails(
+        [LIST_TODOS, COMPLETE_TODO],
+        required_steps=["list_todos", "complete_todo"],
+        respond_tool=True,
+    )
+    guard.new_turn("I filed my taxes, tick that off.")
+    return guard
+
+
+def test_a_made_up_id_is_sent_back_to_the_step_that_finds_it() -> None:
+    guard = _todos()
+    action = guard.check(_reply("complete_todo", todo_id=1))
+    assert isinstance(action, ToolErrors)
+    (nudge,) = action.errors
+    assert "`todo_id`" in nudge.content
+    assert "Next, call `list_todos`" in nudge.content
+    _ran(guard, "list_todos", TODOS)
+    _ran(guard, "complete_todo", "todo 2 done", todo_id=2)  # found in the list: a real value
+
+
+def test_a_guess_is_refused_once_then_taken() -> None:
+    """A model that sends the same value again may have worked it out: it runs."""
+    guard = _todos()
+    assert isinstance(guard.check(_reply("complete_todo", todo_id=1)), ToolErrors)
+    assert isinstance(guard.check(_reply("complete_todo", todo_id=1)), Execute)
+
+
+def test_a_made_up_path_is_shown_corrected_with_the_one_the_user_named() -> None:
+    guard = Guardrails([OPEN_FILE, READ_FILE], required_steps=["read_file"], respond_tool=True)
+    guard.new_turn("When does v2 ship? See /notes/plan.txt.")
+    action = guard.check(_reply("open_file", path="/home/user/documents/example.pdf"))
+    assert isinstance(action, ToolErrors)
+    (nudge,) = action.errors
+    assert '{"name": "open_file", "arguments": {"path": "/notes/plan.txt"}}' in nudge.content
+    assert "example.pdf" not in nudge.content  # the guess is not repeated for the model to copy
+    _ran(guard, "open_file", "opened", path="/notes/plan.txt")
+
+
+def test_an_invented_rate_is_sent_to_the_lookup_that_failed() -> None:
+    guard = Guardrails(
+        [RATE, CONVERT], required_steps=["get_exchange_rate", "convert"], respond_tool=True
+    )
+    guard.new_turn("How many US dollars is 250 euros?")
+    action = guard.check(_reply("get_exchange_rate", base="euros", quote="dollars"))
+    assert isinstance(action, Execute)  # words are not judged
+    guard.record([ToolResult(call=action.calls[0], error=ValueError("only EUR->USD"))])
+    refused = guard.check(_reply("convert", amount=250, rate=1.42))
+    assert isinstance(refused, ToolErrors)
+    assert "Next, call `get_exchange_rate`" in refused.errors[0].content
+    _ran(guard, "get_exchange_rate", "1 EUR = 1.08 USD", base="EUR", quote="USD")
+    _ran(guard, "convert", "270.00", amount=250, rate=1.08)
+
+
+def test_the_other_calls_of_the_reply_are_held_back() -> None:
+    guard = _todos()
+    reply = LLMResponse(
+        result=[ToolCall(tool="list_todos"), ToolCall(tool="complete_todo", args={"todo_id": 1})]
+    )
+    action = guard.check(reply)
+    assert isinstance(action, ToolErrors)
+    assert [n.tool for n in action.errors] == ["complete_todo"]
+    assert [n.tool for n in action.held_back] == ["list_todos"]
+
+
+@pytest.mark.parametrize(
+    "facts",
+    [
+        [Message.system("The user's todo is number 1.")],
+        [Message.user("Earlier: what is todo 1?")],
+    ],
+    ids=["system-prompt", "earlier-request"],
+)
+def test_a_value_the_history_gave_is_no_guess(facts: list[Message]) -> None:
+    """A restored or seeded history, or the proxy's request, holds facts the guardrails did
+    not see being made."""
+    guard = _todos()
+    guard.learn_facts(facts)
+    assert isinstance(guard.check(_reply("complete_todo", todo_id=1)), Execute)
+
+
+def test_corrections_are_not_facts() -> None:
+    guard = _todos()
+    nudge = Nudge(kind=MessageType.RETRY_NUDGE, role=Role.USER, content="todo 1 is the one")
+    guard.learn_facts([nudge.message()])
+    assert isinstance(guard.check(_reply("complete_todo", todo_id=1)), ToolErrors)
+
+
+def test_the_proxy_history_grounds_values_from_earlier_results() -> None:
+    guard = Guardrails([LIST_TODOS, COMPLETE_TODO], respond_tool=True)
+    listing = ToolCall(tool="list_todos")
+    guard.observe_history(
+        [
+            Message.user("What is on my list?"),
+            Message.assistant_calls([listing]),
+            Message.tool_result(listing, TODOS),
+            Message.user("Tick off the taxes."),
+        ]
+    )
+    assert isinstance(guard.check(_reply("complete_todo", todo_id=2)), Execute)
+
+
+def test_nothing_is_judged_without_a_request_or_with_the_option_off() -> None:
+    bare = Guardrails([LIST_TODOS, COMPLETE_TODO], required_steps=["list_todos"])
+    assert isinstance(bare.check(_reply("complete_todo", todo_id=1)), Execute)
+    off = Guardrails(
+        [LIST_TODOS, COMPLETE_TODO],
+        required_steps=["list_todos", "complete_todo"],
+        options=GuardrailOptions(ground_arguments=False),
+    )
+    off.new_turn("I filed my taxes, tick that off.")
+    assert isinstance(off.check(_reply("complete_todo", todo_id=1)), Execute)
+
+
+def test_no_step_and_no_candidate_means_no_refusal() -> None:
+    """With nothing to point at, a correction could only say "guess again"."""
+    guard = Guardrails([COMPLETE_TODO], required_steps=["complete_todo"], respond_tool=True)
+    guard.new_turn("I filed my taxes, tick that off.")
+    assert isinstance(guard.check(_reply("complete_todo", todo_id=1)), Execute)
+
+
+# --- ArgumentGrounding on its own ---------------------------------------------------------------
+
+
+def _check(grounding: ArgumentGrounding, source: str | None = "lookup", **args: Any) -> Any:
+    props = {k: {} for k in args}
+    return grounding.check(ToolCall(tool="t", args=args), props, source=source)
+
+
+@pytest.mark.parametrize(
+    ("args", "judged"),
+    [
+        ({"order_id": "ORD-0042"}, True),
+        ({"path": "/tmp/x.txt"}, True),
+        ({"email": "a@b.example"}, True),
+        ({"todo_id": 7}, True),
+        ({"rate": 1.42}, True),
+        ({"city": "Paris"}, False),  # a word cannot be judged
+        ({"count": 7}, False),  # a whole number in a field not named as an id
+        ({"amount": 250.0}, False),
+        ({"flag": True}, False),
+        ({"title": "Printer 2 on fire"}, False),  # text, not one token
+    ],
+)
+def test_which_values_are_judged(args: dict[str, Any], judged: bool) -> None:
+    grounding = ArgumentGrounding()
+    grounding.new_turn("do it")
+    assert (_check(grounding, **args) is not None) == judged
+
+
+@pytest.mark.parametrize(
+    ("fact", "args"),
+    [
+        ("order ORD-0042 shipped", {"order_id": "ord-0042"}),  # case folded
+        ("1 EUR = 1.080 USD", {"rate": 1.08}),  # numbers compared as numbers
+        ("saved as #17", {"record_number": 17}),
+        ("Q4 sales", {"quarter_index": 4}),
+    ],
+)
+def test_a_value_among_the_facts_is_no_guess(fact: str, args: dict[str, Any]) -> None:
+    grounding = ArgumentGrounding()
+    grounding.new_turn("do it")
+    grounding.learn(fact)
+    assert _check(grounding, **args) is None
+
+
+def test_a_value_the_schema_lists_is_no_guess() -> None:
+    grounding = ArgumentGrounding()
+    grounding.new_turn("do it")
+    call = ToolCall(tool="t", args={"region_id": "eu-1"})
+    assert grounding.check(call, {"region_id": {"enum": ["eu-1"]}}, source="x") is None
+    assert grounding.check(call, {"region_id": {"default": "eu-1"}}, source="x") is None
+
+
+def test_candidates_share_the_shape_and_the_request_comes_first() -> None:
+    grounding = ArgumentGrounding()
+    grounding.new_turn("Status of A-7, please")
+    grounding.learn("orders: B-2, C-3; placed 2026-12-03")
+    guess = _check(grounding, source=None, order_id="X-9")
+    assert guess is not None
+    assert guess.candidates == ("A-7", "B-2", "C-3")  # not the date: another shape
+
+
+def test_a_bare_number_has_no_candidates() -> None:
+    """Every number has a bare number's shape: none of them says which was meant."""
+    grounding = ArgumentGrounding()
+    grounding.new_turn("How much did Lin spend?")
+    grounding.learn("A-1 total: 40 EUR")
+    assert _check(grounding, source=None, order_id="12345") is None
+    guess = _check(grounding, source="list_orders", order_id="12345")
+    assert guess is not None
+    assert guess.candidates == ()
+
+
+def test_a_turn_refuses_at_most_a_few_guesses() -> None:
+    grounding = ArgumentGrounding()
+    grounding.new_turn("do it")
+    refused = [_check(grounding, todo_id=n) for n in range(MAX_GUESS_REFUSALS + 2)]
+    assert sum(g is not None for g in refused) == MAX_GUESS_REFUSALS
+    grounding.new_turn("again")
+    assert _check(grounding, todo_id=99) is not None
+
+
+def test_the_oldest_facts_go_first() -> None:
+    grounding = ArgumentGrounding(limit=40)
+    grounding.new_turn("do it")
+    grounding.learn("todo 11 is old news, long ago")
+    grounding.learn("todo 22 is the newest fact here")
+    assert _check(grounding, todo_id=22) is None
+    assert _check(grounding, todo_id=11) is not None

@@ -482,8 +482,8 @@ class Guardrails:
         pending the terminal tools are left out, so is every tool whose prerequisite tools have
         not succeeded yet (a prerequisite that must match an argument is checked once the
         call's arguments are known). Then, each only while some tool is left: after
-        :data:`STEP_PATIENCE` batches in a row that advanced no required step only the pending
-        steps; with none pending, after :data:`STALE_PATIENCE` batches in a row that only
+        :data:`STEP_PATIENCE` batches in a row that advanced no required step (or once the loop
+        guard blocked a reply) only the pending steps; with none pending, after :data:`STALE_PATIENCE` batches in a row that only
         repeated calls that had succeeded, only the terminal tools; not ``avoid`` (a tool the
         loop guard just blocked); not a tool that failed in
         :data:`FAILURE_STREAK` replies in a row, until some call succeeds; no terminal tool
@@ -595,6 +595,11 @@ class Guardrails:
                     # 0.5B re-sent a successful lookup_order after the loop warning, ending the
                     # run with ToolLoopError.
                     self._stale = max(self._stale, STALE_PATIENCE)
+                if self._tracker.pending(self.required_steps):
+                    # A loop with steps pending: only those steps until one is done (see
+                    # STEP_PATIENCE). The real 0.5B, asked for ACME's price, sent the same
+                    # send_email four times, once the loop guard had blocked it too.
+                    self._idle = max(self._idle, STEP_PATIENCE)
                 return _with_refusals(looping, result.calls, refused)
         correction = (
             None

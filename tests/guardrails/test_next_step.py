@@ -99,6 +99,24 @@ def test_after_three_batches_without_progress_only_the_pending_steps_are_callabl
     assert names() == ["get_weather", "get_time", "get_news", "respond"]
 
 
+def test_a_loop_with_steps_pending_leaves_only_the_pending_steps() -> None:
+    """The real 0.5B, asked for ACME's price, sent the same send_email after the loop guard
+    blocked it: the pending step is all that is left until it is done."""
+    tools = [
+        ToolSpec(name="get_news", parameters=CITY),
+        ToolSpec(name="get_time", parameters=CITY),
+    ]
+    guard = Guardrails(tools, required_steps=["get_time"], respond_tool=True)
+    news = ToolCall(tool="get_news", args={"city": "Oslo"})
+    for _ in range(2):
+        _run(guard, news, "quiet")
+    assert [t.name for t in guard.callable_now()] == ["get_news", "get_time"]
+    assert isinstance(guard.check([news]), StepBlocked)
+    assert [t.name for t in guard.callable_now()] == ["get_time"]
+    _run(guard, ToolCall(tool="get_time", args={"city": "Oslo"}), "14:05")
+    assert [t.name for t in guard.callable_now()] == ["get_news", "get_time", "respond"]
+
+
 TARGET = {"type": "object", "properties": {"target": {"type": "string"}}, "required": ["target"]}
 
 

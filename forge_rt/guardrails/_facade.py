@@ -224,7 +224,13 @@ class Guardrails:
         prereqs = dict(prerequisites or {})
         _check_names(specs, required_steps, terminal, prereqs)
         self.options = options
-        self._validator = ResponseValidator(specs, rescue=options.rescue, withheld=withheld)
+        self._guesses = ArgumentGrounding()  # the facts given so far, for a value from nowhere
+        self._validator = ResponseValidator(
+            specs,
+            rescue=options.rescue,
+            withheld=withheld,
+            facts=self._guesses if options.ground_arguments else None,
+        )
         self._errors = ErrorTracker(
             options.max_retries, options.max_tool_errors if options.recovery else 0
         )
@@ -244,13 +250,16 @@ class Guardrails:
         # loop of a failing call is told why it fails, not only that it repeats.
         self._failed_with: dict[CallKey, str] = {}
         self._grounding = AnswerGrounding()  # this turn's results, for an answer from nowhere
-        self._guesses = ArgumentGrounding()  # the facts given so far, for a value from nowhere
         self._chains = LookupChains()  # which result fed which call, for an answer mid-chain
         self._coverage = ListCoverage()  # this turn's lists and calls, for a fan-out cut short
         # Set when a terminal call was sent back for an uncovered item: until the next batch
         # runs, the constraint offers no terminal tool (the real 0.5B, told to look up Cairo,
         # answered again with the correction's own words).
         self._covering = False
+        # Set when a guessed value was sent back to the pending step that finds it: until the
+        # next batch runs, the constraint offers only that step (the real 0.5B, told to call
+        # list_todos first, sent the same complete_todo(todo_id=1) again).
+        self._finding: str | None = None
         self._failing: dict[str, int] = {}  # tool -> failures in a row
         self._last_ok: frozenset[str] = frozenset()  # tools that succeeded in the last batch
         self._pending_before = len(self._tracker.pending(self._steps.required_steps))
@@ -372,6 +381,7 @@ class Guardrails:
         self._chains.new_turn(request or "")
         self._coverage.reset(request)
         self._covering = False
+        self._finding = None
         self._failing.clear()
         self._last_ok = frozenset()
         self._pending_before = len(self._tracker.pending(self._steps.required_steps))
@@ -488,7 +498,9 @@ class Guardrails:
         loop guard just blocked); not a tool that failed in
         :data:`FAILURE_STREAK` replies in a row, until some call succeeds; no terminal tool
         right after one was sent back for an item a listed fan-out left out (see
-        ``GuardrailOptions.cover_lists``), until the next batch runs; not the synthetic
+        ``GuardrailOptions.cover_lists``), until the next batch runs; only the step a guessed
+        value was sent back to (``GuardrailOptions.ground_arguments``), until the next batch
+        runs; not the synthetic
         ``respond`` once it was shown to the user this turn in a workflow it does not end (the
         real 0.5B, told the task goes on with `check_inventory`, sent ``respond`` again four
         times, echoing that note). With step enforcement off, every tool but the failing ones
@@ -521,6 +533,8 @@ class Guardrails:
         allowed = _kept(allowed, lambda name: name not in avoid)
         if self._covering:
             allowed = _kept(allowed, lambda name: name not in self.terminal_tools)
+        if self._finding is not None:
+            allowed = _kept(allowed, lambda name: name == self._finding)
         return tuple(_kept(allowed, lambda name: name not in failing))
 
     def check(self, response: Reply, *, constrained: bool = False) -> Action:
@@ -646,6 +660,8 @@ class Guardrails:
             fixed = self._with_candidate(spec, call, guess)
             if fixed is None and source is None:
                 continue  # no candidate fits the schema, and no step to point at
+            if fixed is None and source is not None:
+                self._finding = source.name
             log.info("guardrails.guessed_argument", tool=call.tool, field=guess.field)
             found.append(
                 Nudge(
@@ -839,6 +855,7 @@ class Guardrails:
         """
         repeated = set()
         self._covering = False  # a batch ran: the terminal tools are offered again
+        self._finding = None
         # Calls sent again after failing: their error's hint gets a corrected call even where
         # it names several values (see hinted_args), since naming them did not help.
         failed_before = {k for r in results if (k := call_key(r.call)) in self._failed_with}

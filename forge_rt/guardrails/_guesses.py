@@ -114,7 +114,7 @@ class ArgumentGrounding:
             key = (call.tool, field, json.dumps(value))
             if key in self._refused:
                 continue
-            candidates = self._candidates(value) if isinstance(value, str) else ()
+            candidates = self.candidates(value) if isinstance(value, str) else ()
             if source is None and not candidates:
                 continue
             self._refused.add(key)
@@ -144,8 +144,13 @@ class ArgumentGrounding:
             self._numbers = {float(m.group()) for m in _NUMBER.finditer(self._text())}
         return self._numbers
 
-    def _candidates(self, value: str) -> tuple[str, ...]:
-        """Values of ``value``'s shape the run has seen: the request's first, then the latest."""
+    def candidates(self, value: str) -> tuple[str, ...]:
+        """Values of ``value``'s shape the run has seen: the request's first, then the latest
+        (none before a request is known). Also what a placeholder (``/path/to/your/file``)
+        was to be: the real 0.5B sent that path four times for "See /notes/plan.txt", told
+        only to use the path the task gives."""
+        if not self._request.strip():
+            return ()
         shape = _shape(value)
         if "a" not in shape and shape not in ("/", "@"):
             return ()  # a bare number's shape is every number's: no candidate says which

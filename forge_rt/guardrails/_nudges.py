@@ -346,13 +346,16 @@ def bad_args_nudge(
     args: Mapping[str, Any] | None = None,
     unusable: Sequence[str] = (),
     ignored: Mapping[str, Any] | None = None,
+    given: Mapping[str, Any] | None = None,
 ) -> str:
     """The tool-channel error for arguments that fail ``spec``'s schema, with the fixed call.
 
     ``args`` are the arguments as the model sent them (schema-known ones), ``unusable`` the
     fields whose value is a placeholder or an echo, ``ignored`` the arguments dropped as not in
-    the schema (by name, with their values: one may be a required field under another name).
-    Every error is listed, expected against got; the call to send is built from ``args`` by
+    the schema (by name, with their values: one may be a required field under another name),
+    ``given`` a value the task gave for an unusable field (the request's path for
+    ``/path/to/your/file``), put in the call to send. Every error is listed, expected against
+    got; the call to send is built from ``args`` by
     :func:`~forge_rt.guardrails._rescue_args.repair_args`, and each field it could not fill is
     described.
     """
@@ -360,6 +363,12 @@ def bad_args_nudge(
         raise ValueError("bad_args_nudge needs at least one argument error to report")
     dropped = dict(ignored or {})
     repair = repair_args(spec, dict(args or {}), unusable=unusable, unknown=dropped)
+    filled = {k: v for k, v in (given or {}).items() if k in repair.missing}
+    repair = msgspec.structs.replace(
+        repair,
+        args={**repair.args, **filled},
+        missing=tuple(f for f in repair.missing if f not in filled),
+    )
     fields = list(dict.fromkeys(_field_of(e) for e in errors))
     lines = [f"[ArgumentError] `{spec.name}` was not run: fix {_names(fields)}."]
     lines += [f"- {_printable(e.render())}" for e in errors]
@@ -375,7 +384,9 @@ def bad_args_nudge(
         for field in repair.missing
     ]
     example = example_call(spec, repair.args)
-    if repair.missing:
+    if filled:
+        lines.append(f"Send the call with the value the task gave: {example}")
+    elif repair.missing:
         lines.append(
             f"Send the call again with a real value for {_names(repair.missing)}, the rest as "
             f"shown: {example}"

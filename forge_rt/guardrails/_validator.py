@@ -30,6 +30,7 @@ from forge_rt.core import (
     ToolSpec,
 )
 from forge_rt.guardrails._dialects import Dialect
+from forge_rt.guardrails._guesses import ArgumentGrounding
 from forge_rt.guardrails._nudges import (
     Nudge,
     RetryCause,
@@ -258,7 +259,8 @@ class ResponseValidator:
     ``rescue`` turns calls written as text (bare or fenced JSON, XML, Python-call syntax, ...)
     into structured calls; with it off, any reply without native tool calls needs a retry.
     ``withheld`` maps tools a policy denies (not among ``tools``) to the reason: a call of
-    one is refused with that reason rather than as an unknown tool.
+    one is refused with that reason rather than as an unknown tool. ``facts``: what the task
+    gave, for the correction of a placeholder to show the same-shaped value it holds.
     """
 
     def __init__(
@@ -267,6 +269,7 @@ class ResponseValidator:
         *,
         rescue: bool = True,
         withheld: Mapping[str, str] | None = None,
+        facts: ArgumentGrounding | None = None,
     ) -> None:
         if not tools:
             raise ValueError("ResponseValidator needs at least one tool")
@@ -279,6 +282,7 @@ class ResponseValidator:
         self._specs = tuple(by_name.values())
         self._rescue = rescue
         self._withheld = dict(withheld or {})
+        self._facts = facts  # what the task gave, for the value a placeholder stood for
         offered = sorted(set(self._withheld) & set(by_name))
         if offered:
             raise ValueError(f"tool(s) {offered} are both offered and withheld")
@@ -384,6 +388,27 @@ class ResponseValidator:
             reasoning=reasoning,
         )
 
+    def _given(
+        self, spec: ToolSpec, args: Mapping[str, Any], unusable: Sequence[str]
+    ) -> dict[str, Any]:
+        """For each unusable string field, the first same-shaped value the task gave that the
+        schema accepts in its place."""
+        if self._facts is None:
+            return {}
+        given: dict[str, Any] = {}
+        for field in unusable:
+            value = args.get(field)
+            if not isinstance(value, str):
+                continue
+            for candidate in self._facts.candidates(value):
+                try:
+                    spec.validate_args({**args, **given, field: candidate})
+                except ToolArgumentError:
+                    continue
+                given[field] = candidate
+                break
+        return given
+
     def _check(
         self,
         calls: Sequence[ToolCall],
@@ -431,7 +456,12 @@ class ResponseValidator:
             if problems:
                 unusable = list(dict.fromkeys(top_field(e.path) for e in placeholders))
                 nudge = bad_args_nudge(
-                    spec, problems, args=args, unusable=unusable, ignored=dropped
+                    spec,
+                    problems,
+                    args=args,
+                    unusable=unusable,
+                    ignored=dropped,
+                    given=self._given(spec, args, unusable),
                 )
                 errors.append(_tool_error(call, nudge))
                 checked.append(call)

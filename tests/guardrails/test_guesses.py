@@ -71,6 +71,24 @@ def test_a_made_up_id_is_sent_back_to_the_step_that_finds_it() -> None:
     _ran(guard, "complete_todo", "todo 2 done", todo_id=2)  # found in the list: a real value
 
 
+def test_until_the_step_runs_it_is_all_the_constraint_offers() -> None:
+    guard = _todos()
+    assert isinstance(guard.check(_reply("complete_todo", todo_id=1)), ToolErrors)
+    assert [t.name for t in guard.callable_now()] == ["list_todos"]
+    _ran(guard, "list_todos", TODOS)
+    assert [t.name for t in guard.callable_now()] == ["list_todos", "complete_todo"]
+
+
+def test_a_placeholder_path_is_corrected_with_the_one_the_user_named() -> None:
+    guard = Guardrails([OPEN_FILE, READ_FILE], required_steps=["read_file"], respond_tool=True)
+    guard.new_turn("When does v2 ship? See /notes/plan.txt.")
+    action = guard.check(_reply("open_file", path="/path/to/your/file"))
+    assert isinstance(action, ToolErrors)
+    (nudge,) = action.errors
+    assert "placeholder" in nudge.content
+    assert '{"name": "open_file", "arguments": {"path": "/notes/plan.txt"}}' in nudge.content
+
+
 def test_a_guess_is_refused_once_then_taken() -> None:
     """A model that sends the same value again may have worked it out: it runs."""
     guard = _todos()

@@ -69,6 +69,7 @@ from forge_rt.guardrails._nudges import (
     held_back,
     ignored_args_note,
     interrupted_text,
+    lost_number_nudge,
     markup_answer_nudge,
     next_step_text,
     repeat_note,
@@ -81,6 +82,7 @@ from forge_rt.guardrails._nudges import (
 )
 from forge_rt.guardrails._options import GuardrailOptions
 from forge_rt.guardrails._placeholders import EchoCorpus, has_echo_markup
+from forge_rt.guardrails._quantities import RequestQuantities
 from forge_rt.guardrails._refused import RefusedCalls
 from forge_rt.guardrails._rescue_args import hinted_args, schema_of
 from forge_rt.guardrails._respond import respond_spec
@@ -252,6 +254,7 @@ class Guardrails:
         self._grounding = AnswerGrounding()  # this turn's results, for an answer from nowhere
         self._chains = LookupChains()  # which result fed which call, for an answer mid-chain
         self._coverage = ListCoverage()  # this turn's lists and calls, for a fan-out cut short
+        self._quantities = RequestQuantities()  # the request's numbers, for one lost on the way
         # Set when a terminal call was sent back for an uncovered item: until the next batch
         # runs, the constraint offers no terminal tool (the real 0.5B, told to look up Cairo,
         # answered again with the correction's own words).
@@ -380,6 +383,7 @@ class Guardrails:
         self._refused.new_turn()
         self._chains.new_turn(request or "")
         self._coverage.reset(request)
+        self._quantities.reset(request or "")
         self._covering = False
         self._finding = None
         self._failing.clear()
@@ -411,6 +415,7 @@ class Guardrails:
             if message.type is not MessageType.TOOL_RESULT or call is None:
                 continue
             self._coverage.add_call(call, ok=True)
+            self._quantities.add_call(self._specs.get(call.tool), call, ok=True)
             if call.tool not in self.terminal_tools:
                 self._learn_result(call, message.content)
 
@@ -619,6 +624,7 @@ class Guardrails:
             None
             if refused
             else self._uncovered(runnable)
+            or self._lost_number(runnable)
             or self._ungrounded(runnable)
             or self._superseded(runnable)
         )
@@ -717,6 +723,28 @@ class Guardrails:
             content=uncovered_item_nudge(
                 found.source, found.covered, found.item, found.call.tool, spec, found.call.args
             ),
+            call_id=call.call_id,
+            tool=call.tool,
+        )
+
+    def _lost_number(self, runnable: Sequence[ToolCall]) -> Nudge | None:
+        """The correction for a reply that is only a terminal call while a number the request
+        gives reached no tool, the first time in a turn (part of ``cover_lists``; see
+        :mod:`forge_rt.guardrails._quantities`)."""
+        if not self.options.cover_lists or len(runnable) != 1:
+            return None
+        call = runnable[0]
+        if call.tool not in self.terminal_tools:
+            return None
+        lost = self._quantities.check(call.args)
+        if lost is None or (spec := self._specs.get(lost.call.tool)) is None:
+            return None
+        self._covering = True  # as for an uncovered item: the next reply may not answer
+        log.info("guardrails.lost_number", tool=lost.call.tool)
+        return Nudge(
+            kind=MessageType.RETRY_NUDGE,
+            role=Role.TOOL,
+            content=lost_number_nudge(lost.number, spec, lost.call.args),
             call_id=call.call_id,
             tool=call.tool,
         )
@@ -862,6 +890,7 @@ class Guardrails:
         for result in results:
             key = call_key(result.call)
             self._coverage.add_call(result.call, ok=result.ok)
+            self._quantities.add_call(self._specs.get(result.call.tool), result.call, ok=result.ok)
             if result.ok:
                 self._guesses.learn(result.output or "")
                 self._guesses.learn_args(result.call.args)

@@ -54,6 +54,7 @@ __all__ = [
     "ignored_args_note",
     "interrupted_text",
     "loop_nudge",
+    "lost_number_nudge",
     "markup_answer_nudge",
     "premature_terminal_nudge",
     "prerequisite_nudge",
@@ -742,6 +743,16 @@ def uncovered_item_nudge(
     return (
         f"[CoverageError] {where} {covered!r} and {item!r}, but `{tool}` has run for "
         f"{covered!r} only. Call it for {item!r} before you answer: {example_call(call, args)}"
+    )
+
+
+def lost_number_nudge(number: float, call: ToolSpec, args: Mapping[str, Any]) -> str:
+    """The correction for a terminal call made while a number the request gives reached no
+    tool (see :mod:`forge_rt.guardrails._quantities`): it shows the call with the number in."""
+    shown = int(number) if number.is_integer() else number
+    return (
+        f"[CoverageError] Your request gives {shown}, but no call used it. Call this before you "
+        f"answer: {example_call(call, args)}"
     )
 
 

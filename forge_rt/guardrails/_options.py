@@ -43,7 +43,8 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     before listing the todos, 3 runs of 3). ``cover_lists`` sends back, once per
     turn, a terminal call made while an item of a listed fan-out ("Oslo or Cairo", a result's
     "A-1, A-2") was never sent to the tool that ran for its sibling (see
-    :mod:`forge_rt.guardrails._coverage`).
+    :mod:`forge_rt.guardrails._coverage`), or while a number the request gives ("250 euros")
+    reached no tool and a call that takes one ran (see :mod:`forge_rt.guardrails._quantities`).
 
     Budgets, each counting rejected replies in a row before the run ends with its typed error:
     ``max_retries`` (no usable call), ``max_tool_errors`` (failing tools), ``max_premature``

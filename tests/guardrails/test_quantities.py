@@ -1,0 +1,121 @@
+"""A number the request gives that no call used sends the answer back once, with the call that
+uses it: the real 0.5B converted 1 euro, not the 250 it was asked about, and answered 1.08."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from forge_rt.core import LLMResponse, ToolCall, ToolSpec
+from forge_rt.guardrails import Execute, GuardrailOptions, Guardrails, ToolErrors, ToolResult
+from forge_rt.guardrails._quantities import RequestQuantities, request_numbers
+
+
+def _spec(name: str, **fields: str) -> ToolSpec:
+    return ToolSpec(
+        name=name,
+        parameters={
+            "type": "object",
+            "properties": {k: {"type": t} for k, t in fields.items()},
+            "required": list(fields),
+        },
+    )
+
+
+RATE = _spec("get_exchange_rate", base="string", quote="string")
+CONVERT = _spec("convert", amount="number", rate="number")
+WEATHER = _spec("get_weather", city="string")
+
+
+def _reply(tool: str, **args: Any) -> LLMResponse:
+    return LLMResponse(result=[ToolCall(tool=tool, args=args)])
+
+
+def _ran(guard: Guardrails, tool: str, output: str, **args: Any) -> None:
+    action = guard.check(_reply(tool, **args))
+    assert isinstance(action, Execute), action
+    guard.record([ToolResult(call=action.calls[0], output=output)])
+
+
+def _converted(amount: float, options: GuardrailOptions | None = None) -> Guardrails:
+    guard = Guardrails(
+        [RATE, CONVERT],
+        required_steps=["get_exchange_rate", "convert"],
+        respond_tool=True,
+        **({"options": options} if options is not None else {}),
+    )
+    guard.new_turn("How many US dollars is 250 euros?")
+    _ran(guard, "get_exchange_rate", "1 EUR = 1.08 USD", base="EUR", quote="USD")
+    _ran(guard, "convert", f"{amount * 1.08:.2f}", amount=amount, rate=1.08)
+    return guard
+
+
+def test_an_answer_that_lost_the_requests_number_is_sent_back_with_the_call() -> None:
+    guard = _converted(1)
+    action = guard.check(_reply("respond", message="1.08 USD"))
+    assert isinstance(action, ToolErrors)
+    (nudge,) = action.errors
+    assert "250" in nudge.content
+    assert '{"name": "convert", "arguments": {"amount": 250, "rate": 1.08}}' in nudge.content
+    assert "respond" not in {t.name for t in guard.callable_now()}  # the next reply is the call
+    _ran(guard, "convert", "270.00", amount=250, rate=1.08)
+    assert isinstance(guard.check(_reply("respond", message="270.00 USD")), Execute)
+
+
+def test_once_per_turn() -> None:
+    guard = _converted(1)
+    assert isinstance(guard.check(_reply("respond", message="1.08 USD")), ToolErrors)
+    assert isinstance(guard.check(_reply("respond", message="1.08 USD")), Execute)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["1.08 USD for the 250 euros", "270.00"],
+    ids=["answer-states-it", "a-call-used-it"],
+)
+def test_a_number_that_was_used_or_stated_passes(answer: str) -> None:
+    guard = _converted(250 if answer == "270.00" else 1)
+    assert isinstance(guard.check(_reply("respond", message=answer)), Execute)
+
+
+def test_nothing_is_refused_without_a_call_that_takes_a_number() -> None:
+    """'in 2 hours' asked of a tool that takes no number is no lost input."""
+    guard = Guardrails([WEATHER], required_steps=["get_weather"], respond_tool=True)
+    guard.new_turn("Will it rain in Paris in 2 hours?")
+    _ran(guard, "get_weather", "Paris: light rain", city="Paris")
+    assert isinstance(guard.check(_reply("respond", message="Light rain.")), Execute)
+
+
+def test_off_with_cover_lists() -> None:
+    guard = _converted(1, GuardrailOptions(cover_lists=False))
+    assert isinstance(guard.check(_reply("respond", message="1.08 USD")), Execute)
+
+
+@pytest.mark.parametrize(
+    ("text", "numbers"),
+    [
+        ("How many US dollars is 250 euros?", (250.0,)),
+        ("And add 0.5 to it.", (0.5,)),
+        ("Report the sales for Q4 2024.", (2024.0,)),  # the 4 of Q4 is part of a word
+        ("Status of ORD-42 and #17 at 19:00, v2", ()),
+        ("Add 8 to that, then 8 again.", (8.0,)),
+        ("Pay $250", (250.0,)),
+    ],
+)
+def test_request_numbers_are_the_ones_standing_alone(text: str, numbers: tuple[float, ...]) -> None:
+    assert request_numbers(text) == numbers
+
+
+def test_the_number_goes_where_the_requests_own_number_is_not() -> None:
+    """``convert(amount=250, rate=1)`` lost nothing; with a whole number lost, a whole-number
+    field is filled before a fractional one."""
+    quantities = RequestQuantities()
+    quantities.reset("Convert 250 at the rate you find")
+    rate_first = _spec("convert", rate="number", amount="number")
+    quantities.add_call(
+        rate_first, ToolCall(tool="convert", args={"rate": 1.08, "amount": 1}), ok=True
+    )
+    lost = quantities.check({"message": "1.08"})
+    assert lost is not None
+    assert lost.call.args == {"rate": 1.08, "amount": 250}

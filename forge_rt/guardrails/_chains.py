@@ -116,14 +116,23 @@ class LookupChains:
             _Result(tool=tool, text=text, new=frozenset(new), reached=bool(followed))
         )
 
-    def check(self, args: Mapping[str, object]) -> ChainEnds | None:
+    def check(
+        self, args: Mapping[str, object], *, steps: frozenset[str] = frozenset()
+    ) -> ChainEnds | None:
         """What a terminal call with ``args`` left out, when it is refused (this turn's
-        refusal is then spent), else ``None``."""
+        refusal is then spent), else ``None``. With ``steps`` (the workflow's required steps),
+        only a chain that ends in one of them counts: a detour through another tool is not
+        what the task asked for (the real 0.5B fed ACME's price to ``translate_text``, got
+        "not relevant to this request", and was held to answer with that)."""
         if self._refused:
             return None
         texts = {k: v for k, v in args.items() if isinstance(v, str)}
         prose = [k for k, v in texts.items() if len(v.split()) >= _PROSE_WORDS]
-        ends = [r for r in self._results if r.reached and not r.followed and r.new]
+        ends = [
+            r
+            for r in self._results
+            if r.reached and not r.followed and r.new and (not steps or r.tool in steps)
+        ]
         if not prose or not ends:
             return None
         words = set().union(*(content_tokens(v) for v in texts.values()))

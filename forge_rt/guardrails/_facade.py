@@ -797,7 +797,8 @@ class Guardrails:
         spec = self._specs.get(call.tool)
         if call.tool not in self.terminal_tools or spec is None:
             return None
-        ends = self._chains.check(call.args)
+        steps = frozenset(self.required_steps) if self.options.steps else frozenset()
+        ends = self._chains.check(call.args, steps=steps)
         if ends is None:
             return None
         log.info("guardrails.superseded_answer", tool=call.tool, chain_ends=ends.tools)

@@ -271,3 +271,19 @@ def test_only_the_last_requests_are_the_users_values() -> None:
     chains.add_result("order_status", {"order_id": "ORD-1"}, "ORD-1: shipped, see ORD-0042")
     chains.add_result("order_status", {"order_id": "ORD-0042"}, "ORD-0042: arrives on Friday")
     assert chains.check({"message": "ORD-1 has shipped already."}) is not None
+
+
+def test_a_detour_past_the_required_steps_ends_no_chain() -> None:
+    """With required steps, only a chain that ends in one counts: the real 0.5B fed ACME's
+    price to translate_text ("not relevant to this request") and was held to answer with that."""
+    price, translate = _tool("get_stock_price", "symbol"), _tool("translate_text", "text")
+    guard = Guardrails([price, translate], required_steps=["get_stock_price"], respond_tool=True)
+    guard.new_turn("What's ACME trading at?")
+    _run(guard, "get_stock_price", "ACME: 412.30 USD", symbol="ACME")
+    _run(guard, "translate_text", "not relevant to this request", text="412.30 USD")
+    assert isinstance(_answer(guard, message="ACME is trading at 412.30 USD."), Execute)
+    free = _guard(price, translate)  # no required steps: the chain's end is what counts
+    free.new_turn("What's ACME trading at?")
+    _run(free, "get_stock_price", "ACME: 412.30 USD", symbol="ACME")
+    _run(free, "translate_text", "not relevant to this request", text="412.30 USD")
+    assert isinstance(_answer(free, message="ACME is trading at 412.30 USD."), ToolErrors)

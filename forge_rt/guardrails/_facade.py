@@ -72,6 +72,7 @@ from forge_rt.guardrails._nudges import (
     lost_number_nudge,
     markup_answer_nudge,
     next_step_text,
+    other_item_nudge,
     repeat_note,
     resolution_text,
     retry_nudge,
@@ -86,6 +87,7 @@ from forge_rt.guardrails._quantities import RequestQuantities
 from forge_rt.guardrails._refused import RefusedCalls
 from forge_rt.guardrails._rescue_args import hinted_args, schema_of
 from forge_rt.guardrails._respond import respond_spec
+from forge_rt.guardrails._selection import ItemSelection
 from forge_rt.guardrails._steps import StepEnforcer
 from forge_rt.guardrails._validator import (
     CallKey,
@@ -255,6 +257,7 @@ class Guardrails:
         self._chains = LookupChains()  # which result fed which call, for an answer mid-chain
         self._coverage = ListCoverage()  # this turn's lists and calls, for a fan-out cut short
         self._quantities = RequestQuantities()  # the request's numbers, for one lost on the way
+        self._selection = ItemSelection()  # this turn's listings, for an item picked wrong
         # Set when a terminal call was sent back for an uncovered item: until the next batch
         # runs, the constraint offers no terminal tool (the real 0.5B, told to look up Cairo,
         # answered again with the correction's own words).
@@ -384,6 +387,7 @@ class Guardrails:
         self._chains.new_turn(request or "")
         self._coverage.reset(request)
         self._quantities.reset(request or "")
+        self._selection.reset(request or "")
         self._covering = False
         self._finding = None
         self._failing.clear()
@@ -434,6 +438,7 @@ class Guardrails:
         and list coverage check the answer against."""
         self._grounding.add_result(call.tool, output)
         self._grounding.add_subject(call.args.values())
+        self._selection.add_result(call.tool, output)
         self._chains.add_result(call.tool, call.args, output)
         self._coverage.add_source(call.tool, output)
 
@@ -591,7 +596,7 @@ class Guardrails:
             refused = verdict or []
         refused_ids = {r.call.call_id for r in refused}
         runnable = [c for c in result.calls if c.call_id not in refused_ids]
-        guessed = None if refused else self._guessed(runnable)
+        guessed = None if refused else self._guessed(runnable) or self._picked_wrong(runnable)
         if guessed:
             return ToolErrors(
                 calls=result.calls,
@@ -679,6 +684,43 @@ class Guardrails:
                 )
             )
         return found
+
+    def _picked_wrong(self, runnable: Sequence[ToolCall]) -> list[Nudge]:
+        """The correction for the first call of a reply that picked an item of a listing the
+        request does not name while it names another, the first time in a turn (part of
+        ``GuardrailOptions.ground_arguments``; see :mod:`forge_rt.guardrails._selection`)."""
+        if not self.options.ground_arguments:
+            return []
+        for call in runnable:
+            spec = self._specs.get(call.tool)
+            if spec is None or call.tool in self.terminal_tools:
+                continue
+            other = self._selection.check(call)
+            if other is None:
+                continue
+            try:
+                args = spec.validate_args({**call.args, other.field: other.value})
+            except ToolArgumentError:
+                continue
+            log.info("guardrails.other_item", tool=call.tool, field=other.field)
+            content = other_item_nudge(
+                spec,
+                args,
+                field=other.field,
+                picked=other.picked,
+                named=other.named,
+                source=other.tool,
+            )
+            return [
+                Nudge(
+                    kind=MessageType.RETRY_NUDGE,
+                    role=Role.TOOL,
+                    content=content,
+                    call_id=call.call_id,
+                    tool=call.tool,
+                )
+            ]
+        return []
 
     def _guess_source(self, tool: str) -> ToolSpec | None:
         """The pending required step a guessed value of ``tool`` should come from: the first

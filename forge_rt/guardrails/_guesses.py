@@ -38,7 +38,7 @@ import msgspec
 
 from forge_rt.core import ToolCall
 
-__all__ = ["CORPUS_CHARS", "MAX_GUESS_REFUSALS", "ArgumentGrounding", "Guess"]
+__all__ = ["CORPUS_CHARS", "MAX_GUESS_REFUSALS", "ArgumentGrounding", "Guess", "shape_of"]
 
 # The most characters of facts kept (the oldest go first): a chat daemon's weeks of results
 # must not grow without bound, and an id is looked up soon after it is given.
@@ -151,14 +151,14 @@ class ArgumentGrounding:
         only to use the path the task gives."""
         if not self._request.strip():
             return ()
-        shape = _shape(value)
+        shape = shape_of(value)
         if "a" not in shape and shape not in ("/", "@"):
             return ()  # a bare number's shape is every number's: no candidate says which
         found: dict[str, None] = {}
         for text in (self._request, *reversed(self._facts)):
             for match in _TOKEN.finditer(text):
                 token = match.group().strip(_EDGE)
-                if token and token != value and _shape(token) == shape:
+                if token and token != value and shape_of(token) == shape:
                     found.setdefault(token)
             if len(found) >= _CANDIDATES:
                 break
@@ -181,7 +181,7 @@ def _checkable(value: object, field: str) -> TypeGuard[str | int | float]:
     return any(c.isdigit() or c in "/@\\" for c in text)
 
 
-def _shape(token: str) -> str:
+def shape_of(token: str) -> str:
     """What kind of identifier ``token`` is: a path or an address by kind, anything else by
     its pattern of letters, digits and separators (``ORD-0042`` and ``A-1`` are alike,
     ``2026-12-03`` and ``19:00`` are not)."""

@@ -56,6 +56,7 @@ __all__ = [
     "loop_nudge",
     "lost_number_nudge",
     "markup_answer_nudge",
+    "other_item_nudge",
     "premature_terminal_nudge",
     "prerequisite_nudge",
     "resolution_text",
@@ -743,6 +744,19 @@ def uncovered_item_nudge(
     return (
         f"[CoverageError] {where} {covered!r} and {item!r}, but `{tool}` has run for "
         f"{covered!r} only. Call it for {item!r} before you answer: {example_call(call, args)}"
+    )
+
+
+def other_item_nudge(
+    spec: ToolSpec, args: Mapping[str, Any], *, field: str, picked: str, named: str, source: str
+) -> str:
+    """The correction for a call that picked an item of ``source``'s listing the request does
+    not name (``picked``) while it names another (``named``; see
+    :mod:`forge_rt.guardrails._selection`): it shows the call with that item's id."""
+    return (
+        f"[ArgumentError] `{spec.name}` was not run: the `{field}` you sent is {picked!r} in "
+        f"`{source}`'s result, which your request does not mention; it names {named!r}. "
+        f"For example: {example_call(spec, args)}"
     )
 
 

@@ -1,0 +1,98 @@
+"""A call that picks an item of a listing the request does not name, while it names another,
+is sent back once with that item's id: the real 0.5B listed the todos and completed the first."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from forge_rt.core import LLMResponse, ToolCall, ToolSpec
+from forge_rt.guardrails import Execute, GuardrailOptions, Guardrails, ToolErrors, ToolResult
+from forge_rt.guardrails._selection import ItemSelection
+
+
+def _spec(name: str, **fields: str) -> ToolSpec:
+    return ToolSpec(
+        name=name,
+        parameters={
+            "type": "object",
+            "properties": {k: {"type": t} for k, t in fields.items()},
+            "required": list(fields),
+        },
+    )
+
+
+LIST_TODOS = _spec("list_todos")
+COMPLETE_TODO = _spec("complete_todo", todo_id="integer")
+TODOS = "1: water plants; 2: file taxes; 3: walk dog"
+
+
+def _reply(tool: str, **args: Any) -> LLMResponse:
+    return LLMResponse(result=[ToolCall(tool=tool, args=args)])
+
+
+def _listed(options: GuardrailOptions | None = None) -> Guardrails:
+    guard = Guardrails(
+        [LIST_TODOS, COMPLETE_TODO],
+        required_steps=["list_todos", "complete_todo"],
+        respond_tool=True,
+        **({"options": options} if options is not None else {}),
+    )
+    guard.new_turn("I filed my taxes, tick that off.")
+    action = guard.check(_reply("list_todos"))
+    assert isinstance(action, Execute)
+    guard.record([ToolResult(call=action.calls[0], output=TODOS)])
+    return guard
+
+
+def test_the_item_the_request_names_is_shown_in_place_of_the_one_picked() -> None:
+    guard = _listed()
+    action = guard.check(_reply("complete_todo", todo_id=1))
+    assert isinstance(action, ToolErrors)
+    (nudge,) = action.errors
+    assert "'water plants'" in nudge.content
+    assert "'file taxes'" in nudge.content
+    assert '{"name": "complete_todo", "arguments": {"todo_id": 2}}' in nudge.content
+    assert isinstance(guard.check(_reply("complete_todo", todo_id=2)), Execute)
+
+
+def test_once_per_turn_and_the_named_item_passes() -> None:
+    guard = _listed()
+    assert isinstance(guard.check(_reply("complete_todo", todo_id=2)), Execute)
+    guard = _listed()
+    assert isinstance(guard.check(_reply("complete_todo", todo_id=1)), ToolErrors)
+    assert isinstance(guard.check(_reply("complete_todo", todo_id=1)), Execute)
+
+
+def test_off_with_ground_arguments() -> None:
+    guard = _listed(GuardrailOptions(ground_arguments=False))
+    assert isinstance(guard.check(_reply("complete_todo", todo_id=1)), Execute)
+
+
+@pytest.mark.parametrize(
+    ("request_text", "listing", "value"),
+    [
+        ("Tick off the first one.", TODOS, 1),  # the request names no item
+        ("Taxes and plants are done.", TODOS, 3),  # it names two
+        ("I filed my taxes, tick that off.", "1: file taxes; 2: file taxes", 1),  # ids repeat
+        ("How much did Lin spend?", "orders: A-1, A-2", "A-1"),  # rows without words
+        ("I filed my taxes, tick that off.", "todo 1 is open", 1),  # no listing
+    ],
+    ids=["names-none", "names-two", "same-id-twice", "bare-ids", "one-row"],
+)
+def test_what_is_left_to_the_model(request_text: str, listing: str, value: str | int) -> None:
+    selection = ItemSelection()
+    selection.reset(request_text)
+    selection.add_result("list", listing)
+    field = "todo_id" if isinstance(value, int) else "order_id"
+    assert selection.check(ToolCall(tool="complete", args={field: value})) is None
+
+
+def test_string_ids_keep_their_spelling() -> None:
+    selection = ItemSelection()
+    selection.reset("Open the budget file.")
+    selection.add_result("list_files", "F-1 holiday photos\nF-2 budget 2026\nF-3 notes")
+    other = selection.check(ToolCall(tool="open_file", args={"file_id": "f-1"}))
+    assert other is not None
+    assert (other.value, other.named, other.picked) == ("F-2", "budget 2026", "holiday photos")

@@ -109,6 +109,10 @@ class ListCoverage:
         if ok:
             self._calls.append(call)
 
+    def calls_of(self, tool: str) -> tuple[ToolCall, ...]:
+        """The calls of ``tool`` that succeeded this turn, in order."""
+        return tuple(c for c in self._calls if c.tool == tool)
+
     def check(self) -> Uncovered | None:
         """The first listed item no call covered, the first time in a turn (the refusal is
         then spent), else ``None``."""

@@ -262,6 +262,10 @@ class Guardrails:
         # runs, the constraint offers no terminal tool (the real 0.5B, told to look up Cairo,
         # answered again with the correction's own words).
         self._covering = False
+        # The calls that already covered an item, while the terminal tools are left out for
+        # an uncovered one: the next constraint excludes them (the real 0.5B, told to look up
+        # Cairo, looked Oslo up again twice and answered with Oslo).
+        self._covered: tuple[ToolCall, ...] = ()
         # Set when a guessed value was sent back to the pending step that finds it: until the
         # next batch runs, the constraint offers only that step (the real 0.5B, told to call
         # list_todos first, sent the same complete_todo(todo_id=1) again).
@@ -389,6 +393,7 @@ class Guardrails:
         self._quantities.reset(request or "")
         self._selection.reset(request or "")
         self._covering = False
+        self._covered = ()
         self._finding = None
         self._failing.clear()
         self._last_ok = frozenset()
@@ -455,7 +460,10 @@ class Guardrails:
     def excluded_calls(self) -> tuple[ToolCall, ...]:
         """The calls the next constraint is to exclude (``NarrowedConstraint.to(...,
         exclude=...)``): those in :attr:`loop_blocked`; with ``exclude_refused`` (off by default), the calls of
-        this turn that would be refused again (see :mod:`forge_rt.guardrails._refused`); and,
+        this turn that would be refused again (see :mod:`forge_rt.guardrails._refused`); right
+        after an answer was sent back for an item a listed fan-out left out, the calls that
+        covered its siblings (a repeat returns what is known; the item is what is missing);
+        and,
         once an answer of this turn was the chat's tool-result markup, a synthetic ``respond``
         whose message starts with ``<``. The real 0.5B wrote ``"<tool_response>"`` as its
         answer again after each correction; under the constraint its next answer has to be
@@ -463,6 +471,7 @@ class Guardrails:
         quote, backslash or line break)."""
         calls = {call_key(c): c for c in self.loop_blocked}
         calls.update((call_key(c), c) for c in self._refused.calls)  # empty unless exclude_refused
+        calls.update((call_key(c), c) for c in self._covered)
         if self._markup_answered and self._synthetic_respond:
             markup = ToolCall(
                 tool=RESPOND_TOOL_NAME, args={"message": StartsWith("<")}, call_id="markup"
@@ -758,6 +767,7 @@ class Guardrails:
         if found is None or (spec := self._specs.get(found.call.tool)) is None:
             return None
         self._covering = True
+        self._covered = self._coverage.calls_of(found.call.tool)
         log.info("guardrails.uncovered_item", tool=found.call.tool, item=found.item)
         return Nudge(
             kind=MessageType.RETRY_NUDGE,
@@ -926,6 +936,7 @@ class Guardrails:
         """
         repeated = set()
         self._covering = False  # a batch ran: the terminal tools are offered again
+        self._covered = ()
         self._finding = None
         # Calls sent again after failing: their error's hint gets a corrected call even where
         # it names several values (see hinted_args), since naming them did not help.

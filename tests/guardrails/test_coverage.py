@@ -196,6 +196,19 @@ def test_after_a_coverage_refusal_the_constraint_offers_no_terminal_tool() -> No
     assert {t.name for t in guard.callable_now()} == {"get_weather", "respond"}
 
 
+def test_after_a_coverage_refusal_the_covered_calls_are_excluded() -> None:
+    """The real 0.5B, sent back to look up Cairo, looked Oslo up again twice and answered with
+    Oslo: until a batch runs, the next constraint excludes the calls that covered a sibling."""
+    guard = _guard(WEATHER)
+    guard.new_turn("Which is warmer right now, Oslo or Cairo?")
+    _run(guard, "get_weather", "Weather in Oslo: 3C, snow", city="Oslo")
+    assert guard.excluded_calls == ()
+    assert isinstance(_answer(guard, "Weather in Oslo: 3C, snow"), ToolErrors)
+    assert [(c.tool, c.args) for c in guard.excluded_calls] == [("get_weather", {"city": "Oslo"})]
+    _run(guard, "get_weather", "Weather in Cairo: 31C", city="Cairo")
+    assert guard.excluded_calls == ()
+
+
 def test_with_steps_off_the_terminal_is_held_back_too() -> None:
     guard = _guard(WEATHER, steps=False)
     guard.new_turn("Which is warmer right now, Oslo or Cairo?")

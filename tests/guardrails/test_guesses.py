@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from guard_support import ran, reply, spec
 
-from forge_rt.core import LLMResponse, Message, MessageType, Role, ToolCall, ToolSpec
+from forge_rt.core import LLMResponse, Message, MessageType, Role, ToolCall
 from forge_rt.guardrails import (
     Execute,
     GuardrailOptions,
@@ -19,35 +20,13 @@ from forge_rt.guardrails import (
 from forge_rt.guardrails._guesses import MAX_GUESS_REFUSALS, ArgumentGrounding
 from forge_rt.guardrails._nudges import Nudge
 
-
-def _spec(name: str, **fields: str) -> ToolSpec:
-    return ToolSpec(
-        name=name,
-        parameters={
-            "type": "object",
-            "properties": {k: {"type": t} for k, t in fields.items()},
-            "required": list(fields),
-        },
-    )
-
-
-LIST_TODOS = _spec("list_todos")
-COMPLETE_TODO = _spec("complete_todo", todo_id="integer")
-OPEN_FILE = _spec("open_file", path="string")
-READ_FILE = _spec("read_file", path="string")
-RATE = _spec("get_exchange_rate", base="string", quote="string")
-CONVERT = _spec("convert", amount="number", rate="number")
+LIST_TODOS = spec("list_todos")
+COMPLETE_TODO = spec("complete_todo", todo_id="integer")
+OPEN_FILE = spec("open_file", path="string")
+READ_FILE = spec("read_file", path="string")
+RATE = spec("get_exchange_rate", base="string", quote="string")
+CONVERT = spec("convert", amount="number", rate="number")
 TODOS = "1: water plants; 2: file taxes; 3: walk dog"
-
-
-def _reply(tool: str, **args: Any) -> LLMResponse:
-    return LLMResponse(result=[ToolCall(tool=tool, args=args)])
-
-
-def _ran(guard: Guardrails, tool: str, output: str, **args: Any) -> None:
-    action = guard.check(_reply(tool, **args))
-    assert isinstance(action, Execute), action
-    guard.record([ToolResult(call=action.calls[0], output=output)])
 
 
 def _todos() -> Guardrails:
@@ -62,27 +41,27 @@ def _todos() -> Guardrails:
 
 def test_a_made_up_id_is_sent_back_to_the_step_that_finds_it() -> None:
     guard = _todos()
-    action = guard.check(_reply("complete_todo", todo_id=1))
+    action = guard.check(reply("complete_todo", todo_id=1))
     assert isinstance(action, ToolErrors)
     (nudge,) = action.errors
     assert "`todo_id`" in nudge.content
     assert "Next, call `list_todos`" in nudge.content
-    _ran(guard, "list_todos", TODOS)
-    _ran(guard, "complete_todo", "todo 2 done", todo_id=2)  # found in the list: a real value
+    ran(guard, "list_todos", TODOS)
+    ran(guard, "complete_todo", "todo 2 done", todo_id=2)  # found in the list: a real value
 
 
 def test_until_the_step_runs_it_is_all_the_constraint_offers() -> None:
     guard = _todos()
-    assert isinstance(guard.check(_reply("complete_todo", todo_id=1)), ToolErrors)
+    assert isinstance(guard.check(reply("complete_todo", todo_id=1)), ToolErrors)
     assert [t.name for t in guard.callable_now()] == ["list_todos"]
-    _ran(guard, "list_todos", TODOS)
+    ran(guard, "list_todos", TODOS)
     assert [t.name for t in guard.callable_now()] == ["list_todos", "complete_todo"]
 
 
 def test_a_placeholder_path_is_corrected_with_the_one_the_user_named() -> None:
     guard = Guardrails([OPEN_FILE, READ_FILE], required_steps=["read_file"], respond_tool=True)
     guard.new_turn("When does v2 ship? See /notes/plan.txt.")
-    action = guard.check(_reply("open_file", path="/path/to/your/file"))
+    action = guard.check(reply("open_file", path="/path/to/your/file"))
     assert isinstance(action, ToolErrors)
     (nudge,) = action.errors
     assert "placeholder" in nudge.content
@@ -92,19 +71,19 @@ def test_a_placeholder_path_is_corrected_with_the_one_the_user_named() -> None:
 def test_a_guess_is_refused_once_then_taken() -> None:
     """A model that sends the same value again may have worked it out: it runs."""
     guard = _todos()
-    assert isinstance(guard.check(_reply("complete_todo", todo_id=1)), ToolErrors)
-    assert isinstance(guard.check(_reply("complete_todo", todo_id=1)), Execute)
+    assert isinstance(guard.check(reply("complete_todo", todo_id=1)), ToolErrors)
+    assert isinstance(guard.check(reply("complete_todo", todo_id=1)), Execute)
 
 
 def test_a_made_up_path_is_shown_corrected_with_the_one_the_user_named() -> None:
     guard = Guardrails([OPEN_FILE, READ_FILE], required_steps=["read_file"], respond_tool=True)
     guard.new_turn("When does v2 ship? See /notes/plan.txt.")
-    action = guard.check(_reply("open_file", path="/home/user/documents/example.pdf"))
+    action = guard.check(reply("open_file", path="/home/user/documents/example.pdf"))
     assert isinstance(action, ToolErrors)
     (nudge,) = action.errors
     assert '{"name": "open_file", "arguments": {"path": "/notes/plan.txt"}}' in nudge.content
     assert "example.pdf" not in nudge.content  # the guess is not repeated for the model to copy
-    _ran(guard, "open_file", "opened", path="/notes/plan.txt")
+    ran(guard, "open_file", "opened", path="/notes/plan.txt")
 
 
 def test_an_invented_rate_is_sent_to_the_lookup_that_failed() -> None:
@@ -112,14 +91,14 @@ def test_an_invented_rate_is_sent_to_the_lookup_that_failed() -> None:
         [RATE, CONVERT], required_steps=["get_exchange_rate", "convert"], respond_tool=True
     )
     guard.new_turn("How many US dollars is 250 euros?")
-    action = guard.check(_reply("get_exchange_rate", base="euros", quote="dollars"))
+    action = guard.check(reply("get_exchange_rate", base="euros", quote="dollars"))
     assert isinstance(action, Execute)  # words are not judged
     guard.record([ToolResult(call=action.calls[0], error=ValueError("only EUR->USD"))])
-    refused = guard.check(_reply("convert", amount=250, rate=1.42))
+    refused = guard.check(reply("convert", amount=250, rate=1.42))
     assert isinstance(refused, ToolErrors)
     assert "Next, call `get_exchange_rate`" in refused.errors[0].content
-    _ran(guard, "get_exchange_rate", "1 EUR = 1.08 USD", base="EUR", quote="USD")
-    _ran(guard, "convert", "270.00", amount=250, rate=1.08)
+    ran(guard, "get_exchange_rate", "1 EUR = 1.08 USD", base="EUR", quote="USD")
+    ran(guard, "convert", "270.00", amount=250, rate=1.08)
 
 
 def test_the_other_calls_of_the_reply_are_held_back() -> None:
@@ -146,14 +125,14 @@ def test_a_value_the_history_gave_is_no_guess(facts: list[Message]) -> None:
     not see being made."""
     guard = _todos()
     guard.learn_facts(facts)
-    assert isinstance(guard.check(_reply("complete_todo", todo_id=1)), Execute)
+    assert isinstance(guard.check(reply("complete_todo", todo_id=1)), Execute)
 
 
 def test_corrections_are_not_facts() -> None:
     guard = _todos()
     nudge = Nudge(kind=MessageType.RETRY_NUDGE, role=Role.USER, content="todo 1 is the one")
     guard.learn_facts([nudge.message()])
-    assert isinstance(guard.check(_reply("complete_todo", todo_id=1)), ToolErrors)
+    assert isinstance(guard.check(reply("complete_todo", todo_id=1)), ToolErrors)
 
 
 def test_the_proxy_history_grounds_values_from_earlier_results() -> None:
@@ -167,26 +146,26 @@ def test_the_proxy_history_grounds_values_from_earlier_results() -> None:
             Message.user("Tick off the taxes."),
         ]
     )
-    assert isinstance(guard.check(_reply("complete_todo", todo_id=2)), Execute)
+    assert isinstance(guard.check(reply("complete_todo", todo_id=2)), Execute)
 
 
 def test_nothing_is_judged_without_a_request_or_with_the_option_off() -> None:
     bare = Guardrails([LIST_TODOS, COMPLETE_TODO], required_steps=["list_todos"])
-    assert isinstance(bare.check(_reply("complete_todo", todo_id=1)), Execute)
+    assert isinstance(bare.check(reply("complete_todo", todo_id=1)), Execute)
     off = Guardrails(
         [LIST_TODOS, COMPLETE_TODO],
         required_steps=["list_todos", "complete_todo"],
         options=GuardrailOptions(ground_arguments=False),
     )
     off.new_turn("I filed my taxes, tick that off.")
-    assert isinstance(off.check(_reply("complete_todo", todo_id=1)), Execute)
+    assert isinstance(off.check(reply("complete_todo", todo_id=1)), Execute)
 
 
 def test_no_step_and_no_candidate_means_no_refusal() -> None:
     """With nothing to point at, a correction could only say "guess again"."""
     guard = Guardrails([COMPLETE_TODO], required_steps=["complete_todo"], respond_tool=True)
     guard.new_turn("I filed my taxes, tick that off.")
-    assert isinstance(guard.check(_reply("complete_todo", todo_id=1)), Execute)
+    assert isinstance(guard.check(reply("complete_todo", todo_id=1)), Execute)
 
 
 # --- ArgumentGrounding on its own ---------------------------------------------------------------

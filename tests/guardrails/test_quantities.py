@@ -3,39 +3,16 @@ uses it: the real 0.5B converted 1 euro, not the 250 it was asked about, and ans
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
+from guard_support import ran, reply, spec
 
-from forge_rt.core import LLMResponse, ToolCall, ToolSpec
-from forge_rt.guardrails import Execute, GuardrailOptions, Guardrails, ToolErrors, ToolResult
+from forge_rt.core import ToolCall
+from forge_rt.guardrails import Execute, GuardrailOptions, Guardrails, ToolErrors
 from forge_rt.guardrails._quantities import RequestQuantities, request_numbers
 
-
-def _spec(name: str, **fields: str) -> ToolSpec:
-    return ToolSpec(
-        name=name,
-        parameters={
-            "type": "object",
-            "properties": {k: {"type": t} for k, t in fields.items()},
-            "required": list(fields),
-        },
-    )
-
-
-RATE = _spec("get_exchange_rate", base="string", quote="string")
-CONVERT = _spec("convert", amount="number", rate="number")
-WEATHER = _spec("get_weather", city="string")
-
-
-def _reply(tool: str, **args: Any) -> LLMResponse:
-    return LLMResponse(result=[ToolCall(tool=tool, args=args)])
-
-
-def _ran(guard: Guardrails, tool: str, output: str, **args: Any) -> None:
-    action = guard.check(_reply(tool, **args))
-    assert isinstance(action, Execute), action
-    guard.record([ToolResult(call=action.calls[0], output=output)])
+RATE = spec("get_exchange_rate", base="string", quote="string")
+CONVERT = spec("convert", amount="number", rate="number")
+WEATHER = spec("get_weather", city="string")
 
 
 def _converted(amount: float, options: GuardrailOptions | None = None) -> Guardrails:
@@ -46,27 +23,27 @@ def _converted(amount: float, options: GuardrailOptions | None = None) -> Guardr
         **({"options": options} if options is not None else {}),
     )
     guard.new_turn("How many US dollars is 250 euros?")
-    _ran(guard, "get_exchange_rate", "1 EUR = 1.08 USD", base="EUR", quote="USD")
-    _ran(guard, "convert", f"{amount * 1.08:.2f}", amount=amount, rate=1.08)
+    ran(guard, "get_exchange_rate", "1 EUR = 1.08 USD", base="EUR", quote="USD")
+    ran(guard, "convert", f"{amount * 1.08:.2f}", amount=amount, rate=1.08)
     return guard
 
 
 def test_an_answer_that_lost_the_requests_number_is_sent_back_with_the_call() -> None:
     guard = _converted(1)
-    action = guard.check(_reply("respond", message="1.08 USD"))
+    action = guard.check(reply("respond", message="1.08 USD"))
     assert isinstance(action, ToolErrors)
     (nudge,) = action.errors
     assert "250" in nudge.content
     assert '{"name": "convert", "arguments": {"amount": 250, "rate": 1.08}}' in nudge.content
     assert "respond" not in {t.name for t in guard.callable_now()}  # the next reply is the call
-    _ran(guard, "convert", "270.00", amount=250, rate=1.08)
-    assert isinstance(guard.check(_reply("respond", message="270.00 USD")), Execute)
+    ran(guard, "convert", "270.00", amount=250, rate=1.08)
+    assert isinstance(guard.check(reply("respond", message="270.00 USD")), Execute)
 
 
 def test_once_per_turn() -> None:
     guard = _converted(1)
-    assert isinstance(guard.check(_reply("respond", message="1.08 USD")), ToolErrors)
-    assert isinstance(guard.check(_reply("respond", message="1.08 USD")), Execute)
+    assert isinstance(guard.check(reply("respond", message="1.08 USD")), ToolErrors)
+    assert isinstance(guard.check(reply("respond", message="1.08 USD")), Execute)
 
 
 @pytest.mark.parametrize(
@@ -76,20 +53,20 @@ def test_once_per_turn() -> None:
 )
 def test_a_number_that_was_used_or_stated_passes(answer: str) -> None:
     guard = _converted(250 if answer == "270.00" else 1)
-    assert isinstance(guard.check(_reply("respond", message=answer)), Execute)
+    assert isinstance(guard.check(reply("respond", message=answer)), Execute)
 
 
 def test_nothing_is_refused_without_a_call_that_takes_a_number() -> None:
     """'in 2 hours' asked of a tool that takes no number is no lost input."""
     guard = Guardrails([WEATHER], required_steps=["get_weather"], respond_tool=True)
     guard.new_turn("Will it rain in Paris in 2 hours?")
-    _ran(guard, "get_weather", "Paris: light rain", city="Paris")
-    assert isinstance(guard.check(_reply("respond", message="Light rain.")), Execute)
+    ran(guard, "get_weather", "Paris: light rain", city="Paris")
+    assert isinstance(guard.check(reply("respond", message="Light rain.")), Execute)
 
 
 def test_off_with_cover_lists() -> None:
     guard = _converted(1, GuardrailOptions(cover_lists=False))
-    assert isinstance(guard.check(_reply("respond", message="1.08 USD")), Execute)
+    assert isinstance(guard.check(reply("respond", message="1.08 USD")), Execute)
 
 
 @pytest.mark.parametrize(
@@ -112,7 +89,7 @@ def test_the_number_goes_where_the_requests_own_number_is_not() -> None:
     field is filled before a fractional one."""
     quantities = RequestQuantities()
     quantities.reset("Convert 250 at the rate you find")
-    rate_first = _spec("convert", rate="number", amount="number")
+    rate_first = spec("convert", rate="number", amount="number")
     quantities.add_call(
         rate_first, ToolCall(tool="convert", args={"rate": 1.08, "amount": 1}), ok=True
     )

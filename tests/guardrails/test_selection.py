@@ -3,33 +3,16 @@ is sent back once with that item's id: the real 0.5B listed the todos and comple
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
+from guard_support import reply, spec
 
-from forge_rt.core import LLMResponse, ToolCall, ToolSpec
+from forge_rt.core import ToolCall
 from forge_rt.guardrails import Execute, GuardrailOptions, Guardrails, ToolErrors, ToolResult
 from forge_rt.guardrails._selection import ItemSelection
 
-
-def _spec(name: str, **fields: str) -> ToolSpec:
-    return ToolSpec(
-        name=name,
-        parameters={
-            "type": "object",
-            "properties": {k: {"type": t} for k, t in fields.items()},
-            "required": list(fields),
-        },
-    )
-
-
-LIST_TODOS = _spec("list_todos")
-COMPLETE_TODO = _spec("complete_todo", todo_id="integer")
+LIST_TODOS = spec("list_todos")
+COMPLETE_TODO = spec("complete_todo", todo_id="integer")
 TODOS = "1: water plants; 2: file taxes; 3: walk dog"
-
-
-def _reply(tool: str, **args: Any) -> LLMResponse:
-    return LLMResponse(result=[ToolCall(tool=tool, args=args)])
 
 
 def _listed(options: GuardrailOptions | None = None) -> Guardrails:
@@ -40,7 +23,7 @@ def _listed(options: GuardrailOptions | None = None) -> Guardrails:
         **({"options": options} if options is not None else {}),
     )
     guard.new_turn("I filed my taxes, tick that off.")
-    action = guard.check(_reply("list_todos"))
+    action = guard.check(reply("list_todos"))
     assert isinstance(action, Execute)
     guard.record([ToolResult(call=action.calls[0], output=TODOS)])
     return guard
@@ -48,26 +31,26 @@ def _listed(options: GuardrailOptions | None = None) -> Guardrails:
 
 def test_the_item_the_request_names_is_shown_in_place_of_the_one_picked() -> None:
     guard = _listed()
-    action = guard.check(_reply("complete_todo", todo_id=1))
+    action = guard.check(reply("complete_todo", todo_id=1))
     assert isinstance(action, ToolErrors)
     (nudge,) = action.errors
     assert "'water plants'" in nudge.content
     assert "'file taxes'" in nudge.content
     assert '{"name": "complete_todo", "arguments": {"todo_id": 2}}' in nudge.content
-    assert isinstance(guard.check(_reply("complete_todo", todo_id=2)), Execute)
+    assert isinstance(guard.check(reply("complete_todo", todo_id=2)), Execute)
 
 
 def test_once_per_turn_and_the_named_item_passes() -> None:
     guard = _listed()
-    assert isinstance(guard.check(_reply("complete_todo", todo_id=2)), Execute)
+    assert isinstance(guard.check(reply("complete_todo", todo_id=2)), Execute)
     guard = _listed()
-    assert isinstance(guard.check(_reply("complete_todo", todo_id=1)), ToolErrors)
-    assert isinstance(guard.check(_reply("complete_todo", todo_id=1)), Execute)
+    assert isinstance(guard.check(reply("complete_todo", todo_id=1)), ToolErrors)
+    assert isinstance(guard.check(reply("complete_todo", todo_id=1)), Execute)
 
 
 def test_off_with_ground_arguments() -> None:
     guard = _listed(GuardrailOptions(ground_arguments=False))
-    assert isinstance(guard.check(_reply("complete_todo", todo_id=1)), Execute)
+    assert isinstance(guard.check(reply("complete_todo", todo_id=1)), Execute)
 
 
 @pytest.mark.parametrize(

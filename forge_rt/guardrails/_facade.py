@@ -416,8 +416,8 @@ class Guardrails:
         start = starts[-1]
         for earlier in starts[:-1]:
             self._chains.remember_request(messages[earlier].content)
-        self.learn_facts(messages[:start])
         self.new_turn(messages[start].content)
+        self.learn_facts(messages)  # the turn's results too: the ids a call may use
         calls = {c.call_id: c for m in messages[start:] for c in m.tool_calls or ()}
         for message in messages[start + 1 :]:
             call = calls.get(message.tool_call_id or "")

@@ -149,6 +149,23 @@ def test_the_proxy_history_grounds_values_from_earlier_results() -> None:
     assert isinstance(guard.check(reply("complete_todo", todo_id=2)), Execute)
 
 
+def test_the_proxy_history_grounds_values_from_the_turns_own_results() -> None:
+    guard = Guardrails(
+        [LIST_TODOS, COMPLETE_TODO],
+        required_steps=["list_todos", "complete_todo"],
+        respond_tool=True,
+    )
+    listing = ToolCall(tool="list_todos")
+    guard.observe_history(
+        [
+            Message.user("I filed my taxes, tick that off."),
+            Message.assistant_calls([listing]),
+            Message.tool_result(listing, TODOS),
+        ]
+    )
+    assert isinstance(guard.check(reply("complete_todo", todo_id=2)), Execute)
+
+
 def test_nothing_is_judged_without_a_request_or_with_the_option_off() -> None:
     bare = Guardrails([LIST_TODOS, COMPLETE_TODO], required_steps=["list_todos"])
     assert isinstance(bare.check(reply("complete_todo", todo_id=1)), Execute)

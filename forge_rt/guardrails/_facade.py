@@ -82,7 +82,7 @@ from forge_rt.guardrails._nudges import (
     uncovered_item_nudge,
 )
 from forge_rt.guardrails._options import GuardrailOptions
-from forge_rt.guardrails._placeholders import EchoCorpus, has_echo_markup
+from forge_rt.guardrails._placeholders import EchoCorpus, has_echo_markup, strip_echo_markup
 from forge_rt.guardrails._quantities import RequestQuantities
 from forge_rt.guardrails._refused import RefusedCalls
 from forge_rt.guardrails._rescue_args import hinted_args, schema_of
@@ -276,7 +276,8 @@ class Guardrails:
         self._idle = 0  # batches in a row that did not advance a required step
         self._stale = 0  # batches in a row that only repeated calls that had succeeded
         self._specs = {spec.name: spec for spec in self._validator.tools}
-        self._echoes = EchoCorpus()  # what the model was told, to catch it copied back
+        # What the model was told, to catch it copied back; a result it relays is no copy.
+        self._echoes = EchoCorpus(known=self._guesses.holds)
         self._ignored: dict[str, tuple[str, ...]] = {}  # arguments dropped from the calls to run
         self._markup_answered = False  # this turn's answer was tool-result markup
         self._refused = RefusedCalls(self._specs)  # calls that would be refused again
@@ -436,7 +437,8 @@ class Guardrails:
         not facts and are skipped."""
         for message in messages:
             if message.type in _FACTS:
-                self._guesses.learn(message.content)
+                # A result's [Note] is ours, not the tool's: a copy of it stays an echo.
+                self._guesses.learn(strip_echo_markup(message.content))
 
     def _learn_result(self, call: ToolCall, output: str) -> None:
         """A non-terminal call of this turn succeeded with ``output``: what answer grounding

@@ -37,6 +37,7 @@ from typing import Any, TypeGuard
 import msgspec
 
 from forge_rt.core import ToolCall
+from forge_rt.guardrails._placeholders import normalise
 
 __all__ = ["CORPUS_CHARS", "MAX_GUESS_REFUSALS", "ArgumentGrounding", "Guess", "shape_of"]
 
@@ -74,6 +75,7 @@ class ArgumentGrounding:
         self._facts: collections.deque[str] = collections.deque()
         self._chars = 0
         self._folded: str | None = None  # the facts, lowercased and joined; rebuilt on change
+        self._normalised: str | None = None  # the facts as normalise() folds them
         self._numbers: set[float] | None = None
         self._request = ""
         self._refused: set[tuple[str, str, str]] = set()  # (tool, field, value) this turn
@@ -87,6 +89,7 @@ class ArgumentGrounding:
         while self._chars > self._limit and len(self._facts) > 1:
             self._chars -= len(self._facts.popleft())
         self._folded = None
+        self._normalised = None
         self._numbers = None
 
     def learn_args(self, args: Mapping[str, Any]) -> None:
@@ -120,6 +123,15 @@ class ArgumentGrounding:
             self._refused.add(key)
             return Guess(field=field, value=value, candidates=candidates)
         return None
+
+    def holds(self, folded: str) -> bool:
+        """Whether ``folded`` (a value as :func:`~forge_rt.guardrails._placeholders.normalise`
+        folds it) is in the facts: a relayed result is no echo of a correction."""
+        if not folded:
+            return False
+        if self._normalised is None:
+            self._normalised = "\n".join(normalise(f) for f in self._facts)
+        return folded in self._normalised
 
     def _seen(self, value: str | int | float, schema: Any) -> bool:
         """Whether ``value`` is among the facts, or one its schema lists."""

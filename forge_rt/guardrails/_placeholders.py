@@ -21,7 +21,7 @@ import difflib
 import itertools
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from forge_rt.core import ArgumentError
@@ -186,11 +186,16 @@ class EchoCorpus:
     """The corrections and notes the model was shown, kept for telling an echo from a value.
 
     Only text the guardrails wrote goes in (nudges, notes), without its JSON (the example calls
-    carry the model's own values). The last ``limit`` texts are kept.
+    carry the model's own values). The last ``limit`` texts are kept. ``known`` says whether a
+    folded value is among the facts the model was given (a tool's result): that is never an
+    echo, though a correction quoted it (the real 0.5B, told that an answer of its was a copied
+    correction, had its next answer -- the tool's own result, "summary of 13 characters" --
+    refused as a copy of that correction's quote).
     """
 
-    def __init__(self, limit: int = 32) -> None:
+    def __init__(self, limit: int = 32, known: Callable[[str], bool] | None = None) -> None:
         self._texts: collections.deque[str] = collections.deque(maxlen=limit)
+        self._known = known
 
     def add(self, text: str) -> None:
         """Remember one text the model was shown."""
@@ -200,7 +205,7 @@ class EchoCorpus:
 
     def source(self, folded: str) -> str | None:
         """The shown text that ``folded`` (a :func:`normalise`-d value) mostly copies, if any."""
-        if len(folded) < _MIN_COPY:
+        if len(folded) < _MIN_COPY or (self._known is not None and self._known(folded)):
             return None
         for text in reversed(self._texts):
             if len(text) < _ECHO_SHARE * len(folded):

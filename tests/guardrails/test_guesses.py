@@ -274,3 +274,21 @@ def test_the_oldest_facts_go_first() -> None:
     grounding.learn("todo 22 is the newest fact here")
     assert _check(grounding, todo_id=22) is None
     assert _check(grounding, todo_id=11) is not None
+
+
+def test_a_relayed_result_is_no_echo_of_a_correction_that_quoted_it() -> None:
+    """The real 0.5B answered with a note's words around a result, was told that was a copied
+    correction (the correction quoting it), and then had the result itself refused as a copy."""
+    summarize = spec("summarize", text="string")
+    guard = Guardrails([summarize], required_steps=["summarize"], respond_tool=True)
+    guard.new_turn("Summarize this for me.")
+    ran(guard, "summarize", "summary of 13 characters", text="some text here")
+    ran(guard, "summarize", "summary of 13 characters", text="some text here")
+    copied = (
+        "The summary of 13 characters is done; the result is the same as before. Now answer "
+        "the user with the facts from the results above"
+    )
+    refused = guard.check(reply("respond", message=copied))
+    assert isinstance(refused, ToolErrors)
+    assert "copied from a correction" in refused.errors[0].content
+    assert isinstance(guard.check(reply("respond", message="summary of 13 characters")), Execute)

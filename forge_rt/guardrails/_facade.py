@@ -51,7 +51,6 @@ from forge_rt.guardrails._actions import (
     ToolErrors,
 )
 from forge_rt.guardrails._chains import LookupChains
-from forge_rt.guardrails._compound import fed_own_result
 from forge_rt.guardrails._coverage import ListCoverage
 from forge_rt.guardrails._dialects import Dialect
 from forge_rt.guardrails._errors_budget import ErrorTracker
@@ -74,7 +73,6 @@ from forge_rt.guardrails._nudges import (
     markup_answer_nudge,
     next_step_text,
     other_item_nudge,
-    own_result_nudge,
     repeat_note,
     resolution_text,
     retry_nudge,
@@ -272,10 +270,6 @@ class Guardrails:
         # next batch runs, the constraint offers only that step (the real 0.5B, told to call
         # list_todos first, sent the same complete_todo(todo_id=1) again).
         self._finding: str | None = None
-        # This turn's last successful call of each tool and its output, and whether a call
-        # fed its tool's own result was sent back (once per turn).
-        self._last_of: dict[str, tuple[ToolCall, str]] = {}
-        self._compounded = False
         self._failing: dict[str, int] = {}  # tool -> failures in a row
         self._last_ok: frozenset[str] = frozenset()  # tools that succeeded in the last batch
         self._pending_before = len(self._tracker.pending(self._steps.required_steps))
@@ -402,8 +396,6 @@ class Guardrails:
         self._covering = False
         self._covered = ()
         self._finding = None
-        self._last_of = {}
-        self._compounded = False
         self._failing.clear()
         self._last_ok = frozenset()
         self._pending_before = len(self._tracker.pending(self._steps.required_steps))
@@ -615,13 +607,7 @@ class Guardrails:
             refused = verdict or []
         refused_ids = {r.call.call_id for r in refused}
         runnable = [c for c in result.calls if c.call_id not in refused_ids]
-        guessed = (
-            None
-            if refused
-            else self._guessed(runnable)
-            or self._picked_wrong(runnable)
-            or self._fed_own_result(runnable)
-        )
+        guessed = None if refused else self._guessed(runnable) or self._picked_wrong(runnable)
         if guessed:
             return ToolErrors(
                 calls=result.calls,
@@ -736,34 +722,6 @@ class Guardrails:
                 named=other.named,
                 source=other.tool,
             )
-            return [
-                Nudge(
-                    kind=MessageType.RETRY_NUDGE,
-                    role=Role.TOOL,
-                    content=content,
-                    call_id=call.call_id,
-                    tool=call.tool,
-                )
-            ]
-        return []
-
-    def _fed_own_result(self, runnable: Sequence[ToolCall]) -> list[Nudge]:
-        """The correction for the first call of a reply that runs a tool on what that tool just
-        returned (all else the same), the first time in a turn (part of ``ground_answers``; see
-        :mod:`forge_rt.guardrails._compound`)."""
-        if self._compounded or not self.options.ground_answers:
-            return []
-        for call in runnable:
-            last = self._last_of.get(call.tool)
-            if last is None:
-                continue
-            field = fed_own_result(call.args, last[0].args, last[1])
-            if field is None:
-                continue
-            # Refused once, not barred: "double it twice" runs a tool on its own result rightly.
-            self._compounded = True
-            log.info("guardrails.fed_own_result", tool=call.tool, field=field)
-            content = own_result_nudge(call.tool, field, last[1], self.next_step(avoid=call.tool))
             return [
                 Nudge(
                     kind=MessageType.RETRY_NUDGE,
@@ -1000,7 +958,6 @@ class Guardrails:
                 self._steps.record(result.call)
                 if result.call.tool not in self.terminal_tools and not self._told_user(result.call):
                     self._learn_result(result.call, result.output or "")
-                    self._last_of[result.call.tool] = (result.call, result.output or "")
             elif result.error is not None:  # always, once not ok: it narrows the type
                 if not isinstance(result.error, ToolDeclinedError | ToolInterruptedError):
                     self._failed_with[key] = error_detail(result.error)

@@ -57,7 +57,6 @@ __all__ = [
     "lost_number_nudge",
     "markup_answer_nudge",
     "other_item_nudge",
-    "own_result_nudge",
     "premature_terminal_nudge",
     "prerequisite_nudge",
     "resolution_text",
@@ -759,18 +758,6 @@ def other_item_nudge(
         f"`{source}`'s result, which your request does not mention; it names {named!r}. "
         f"For example: {example_call(spec, args)}"
     )
-
-
-def own_result_nudge(tool: str, field: str, output: str, next_step: str) -> str:
-    """The correction for a call of ``tool`` whose ``field`` is what ``tool`` itself just
-    returned (``output``; see :mod:`forge_rt.guardrails._compound`): running it on its own
-    result applies it twice. ``next_step`` says what to do instead (see
-    :meth:`~forge_rt.guardrails.Guardrails.next_step`)."""
-    return (
-        f"[ArgumentError] `{tool}` was not run: its `{field}` is what `{tool}` itself just "
-        f"returned ({' '.join(output.split())[:80]}), so this would apply it a second time. If that result answers the request, "
-        f"use it as it is. {next_step}"
-    ).rstrip()
 
 
 def lost_number_nudge(number: float, call: ToolSpec, args: Mapping[str, Any]) -> str:

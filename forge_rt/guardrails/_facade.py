@@ -26,7 +26,6 @@ from forge_rt.core import (
     Prerequisite,
     Role,
     StepTracker,
-    ToolArgumentError,
     ToolCall,
     ToolSpec,
     Workflow,
@@ -56,12 +55,13 @@ from forge_rt.guardrails._dialects import Dialect
 from forge_rt.guardrails._errors_budget import ErrorTracker
 from forge_rt.guardrails._exclude import StartsWith
 from forge_rt.guardrails._grounding import AnswerGrounding
-from forge_rt.guardrails._guesses import ArgumentGrounding, Guess
+from forge_rt.guardrails._guesses import ArgumentGrounding
 from forge_rt.guardrails._loop_guard import LoopGuard
 from forge_rt.guardrails._nudges import (
     MAX_TIER,
     Nudge,
     again_note,
+    call_nudge,
     declined_text,
     error_detail,
     example_call,
@@ -85,7 +85,7 @@ from forge_rt.guardrails._options import GuardrailOptions
 from forge_rt.guardrails._placeholders import EchoCorpus, has_echo_markup, strip_echo_markup
 from forge_rt.guardrails._quantities import RequestQuantities
 from forge_rt.guardrails._refused import RefusedCalls
-from forge_rt.guardrails._rescue_args import hinted_args, schema_of
+from forge_rt.guardrails._rescue_args import hinted_args, schema_of, valid_with
 from forge_rt.guardrails._respond import respond_spec
 from forge_rt.guardrails._selection import ItemSelection
 from forge_rt.guardrails._steps import StepEnforcer
@@ -540,8 +540,7 @@ class Guardrails:
         for spec in self.tools:
             if pending and spec.name in self.terminal_tools:
                 continue
-            prereqs = self._steps.prerequisites.get(spec.name, ())
-            if not all(self._tracker.is_done(p.tool) for p in prereqs):
+            if not self._prerequisites_met(spec.name):
                 continue
             allowed.append(spec)
         # The preferences below narrow the choice only while something is left to call: the
@@ -679,19 +678,16 @@ class Guardrails:
             guess = self._guesses.check(call, props, source=source.name if source else None)
             if guess is None:
                 continue
-            fixed = self._with_candidate(spec, call, guess)
-            if fixed is None and source is None:
-                continue  # no candidate fits the schema, and no step to point at
-            if fixed is None and source is not None:
+            fits = (valid_with(spec, call.args, guess.field, c) for c in guess.candidates)
+            fixed = next((args for args in fits if args is not None), None)
+            if fixed is None:
+                if source is None:
+                    continue  # no candidate fits the schema, and no step to point at
                 self._finding = source.name
             log.info("guardrails.guessed_argument", tool=call.tool, field=guess.field)
             found.append(
-                Nudge(
-                    kind=MessageType.RETRY_NUDGE,
-                    role=Role.TOOL,
-                    content=guessed_argument_nudge(spec, guess.field, fixed=fixed, source=source),
-                    call_id=call.call_id,
-                    tool=call.tool,
+                call_nudge(
+                    call, guessed_argument_nudge(spec, guess.field, fixed=fixed, source=source)
                 )
             )
         return found
@@ -709,9 +705,8 @@ class Guardrails:
             other = self._selection.check(call)
             if other is None:
                 continue
-            try:
-                args = spec.validate_args({**call.args, other.field: other.value})
-            except ToolArgumentError:
+            args = valid_with(spec, call.args, other.field, other.value)
+            if args is None:
                 continue
             log.info("guardrails.other_item", tool=call.tool, field=other.field)
             content = other_item_nudge(
@@ -722,15 +717,7 @@ class Guardrails:
                 named=other.named,
                 source=other.tool,
             )
-            return [
-                Nudge(
-                    kind=MessageType.RETRY_NUDGE,
-                    role=Role.TOOL,
-                    content=content,
-                    call_id=call.call_id,
-                    tool=call.tool,
-                )
-            ]
+            return [call_nudge(call, content)]
         return []
 
     def _guess_source(self, tool: str) -> ToolSpec | None:
@@ -741,20 +728,14 @@ class Guardrails:
         for step in self._tracker.pending(self.required_steps):
             if step == tool or step in self.terminal_tools:
                 continue
-            prereqs = self._steps.prerequisites.get(step, ())
-            if all(self._tracker.is_done(p.tool) for p in prereqs) and step in self._specs:
+            if self._prerequisites_met(step) and step in self._specs:
                 return self._specs[step]
         return None
 
-    @staticmethod
-    def _with_candidate(spec: ToolSpec, call: ToolCall, guess: Guess) -> dict[str, Any] | None:
-        """The call's arguments with the first of the guess's candidates its schema accepts."""
-        for candidate in guess.candidates:
-            try:
-                return spec.validate_args({**call.args, guess.field: candidate})
-            except ToolArgumentError:
-                continue
-        return None
+    def _prerequisites_met(self, tool: str) -> bool:
+        """Whether every prerequisite tool of ``tool`` has succeeded (one that must match an
+        argument is checked once the call's arguments are known)."""
+        return all(self._tracker.is_done(p.tool) for p in self._steps.prerequisites.get(tool, ()))
 
     def _uncovered(self, runnable: Sequence[ToolCall]) -> Nudge | None:
         """The correction for a reply that is only a terminal call while an item the turn
@@ -771,14 +752,11 @@ class Guardrails:
         self._covering = True
         self._covered = self._coverage.calls_of(found.call.tool)
         log.info("guardrails.uncovered_item", tool=found.call.tool, item=found.item)
-        return Nudge(
-            kind=MessageType.RETRY_NUDGE,
-            role=Role.TOOL,
-            content=uncovered_item_nudge(
+        return call_nudge(
+            call,
+            uncovered_item_nudge(
                 found.source, found.covered, found.item, found.call.tool, spec, found.call.args
             ),
-            call_id=call.call_id,
-            tool=call.tool,
         )
 
     def _lost_number(self, runnable: Sequence[ToolCall]) -> Nudge | None:
@@ -795,13 +773,7 @@ class Guardrails:
             return None
         self._covering = True  # as for an uncovered item: the next reply may not answer
         log.info("guardrails.lost_number", tool=lost.call.tool)
-        return Nudge(
-            kind=MessageType.RETRY_NUDGE,
-            role=Role.TOOL,
-            content=lost_number_nudge(lost.number, spec, lost.call.args),
-            call_id=call.call_id,
-            tool=call.tool,
-        )
+        return call_nudge(call, lost_number_nudge(lost.number, spec, lost.call.args))
 
     def _ungrounded(self, runnable: Sequence[ToolCall]) -> Nudge | None:
         """The correction for a reply that is only a ``respond`` whose answer uses nothing the
@@ -816,13 +788,7 @@ class Guardrails:
             return None
         log.info("guardrails.ungrounded_answer", tool=call.tool)
         self._answer_from(())
-        return Nudge(
-            kind=MessageType.RETRY_NUDGE,
-            role=Role.TOOL,
-            content=nudge,
-            call_id=call.call_id,
-            tool=call.tool,
-        )
+        return call_nudge(call, nudge)
 
     def _markup_answer(self, error: Nudge, calls: Sequence[ToolCall]) -> Nudge | None:
         """A correction that shows the results to relay, in place of ``error``, when it refuses
@@ -858,12 +824,8 @@ class Guardrails:
         log.info("guardrails.superseded_answer", tool=call.tool, chain_ends=ends.tools)
         if self.is_synthetic_respond(call):
             self._answer_from(ends.results)
-        return Nudge(
-            kind=MessageType.RETRY_NUDGE,
-            role=Role.TOOL,
-            content=superseded_answer_nudge(ends.tools, ends.results, spec, call.args, ends.field),
-            call_id=call.call_id,
-            tool=call.tool,
+        return call_nudge(
+            call, superseded_answer_nudge(ends.tools, ends.results, spec, call.args, ends.field)
         )
 
     def _refused_answer(self, result: ValidationResult) -> None:

@@ -37,6 +37,7 @@ from typing import Any, TypeGuard
 import msgspec
 
 from forge_rt.core import ToolCall
+from forge_rt.guardrails._coverage import shape
 from forge_rt.guardrails._placeholders import normalise
 
 __all__ = ["CORPUS_CHARS", "MAX_GUESS_REFUSALS", "ArgumentGrounding", "Guess", "shape_of"]
@@ -196,10 +197,9 @@ def _checkable(value: object, field: str) -> TypeGuard[str | int | float]:
 def shape_of(token: str) -> str:
     """What kind of identifier ``token`` is: a path or an address by kind, anything else by
     its pattern of letters, digits and separators (``ORD-0042`` and ``A-1`` are alike,
-    ``2026-12-03`` and ``19:00`` are not)."""
+    ``2026-12-03`` and ``19:00`` are not; the list-coverage :func:`shape`, case folded)."""
     if "@" in token:
         return "@"
     if "/" in token or "\\" in token:
         return "/"
-    pattern = re.sub(r"[^\W\d_]+", "a", token)
-    return re.sub(r"\d+", "9", pattern)
+    return shape(token.lower())

@@ -44,6 +44,7 @@ __all__ = [
     "RetryCause",
     "again_note",
     "bad_args_nudge",
+    "call_nudge",
     "declined_text",
     "describe_field",
     "error_detail",
@@ -615,6 +616,18 @@ def held_back_nudge(tool: str, blocked: Sequence[str]) -> str:
         f"[NotExecuted] `{tool}` was not run because the call to {_names(blocked)} in the same "
         f"reply was rejected (see its error). Send `{tool}` again, without the rejected call or "
         "with it fixed."
+    )
+
+
+def call_nudge(call: ToolCall, content: str) -> Nudge:
+    """A correction of ``call`` on the tool channel (paired with it by ``call_id``), asking
+    for the reply again: how a refused call is answered."""
+    return Nudge(
+        kind=MessageType.RETRY_NUDGE,
+        role=Role.TOOL,
+        content=content,
+        call_id=call.call_id,
+        tool=call.tool,
     )
 
 

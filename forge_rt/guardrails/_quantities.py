@@ -23,8 +23,8 @@ from typing import Any
 
 import msgspec
 
-from forge_rt.core import ToolArgumentError, ToolCall, ToolSpec
-from forge_rt.guardrails._rescue_args import schema_of
+from forge_rt.core import ToolCall, ToolSpec
+from forge_rt.guardrails._rescue_args import schema_of, valid_with
 
 __all__ = ["LostNumber", "RequestQuantities", "request_numbers"]
 
@@ -121,13 +121,11 @@ def _with_number(
         if not (isinstance(call.args.get(f), int | float) and float(call.args[f]) in asked)
     ]
     fields.sort(key=lambda f: _whole(call.args.get(f)) != whole)
+    value: Any = int(number) if whole else number
     for field in fields:
-        value: Any = int(number) if whole else number
-        try:
-            args = spec.validate_args({**call.args, field: value})
-        except ToolArgumentError:
-            continue
-        return ToolCall(tool=call.tool, args={**args, field: value})  # 250, not 250.0
+        args = valid_with(spec, call.args, field, value)
+        if args is not None:
+            return ToolCall(tool=call.tool, args={**args, field: value})  # 250, not 250.0
     return None
 
 

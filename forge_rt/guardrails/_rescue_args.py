@@ -35,6 +35,7 @@ __all__ = [
     "repair_args",
     "schema_of",
     "top_field",
+    "valid_with",
 ]
 
 _MAX_NUMBER = 400
@@ -506,6 +507,17 @@ def hinted_args(
         except ToolArgumentError:
             continue
     return _swapped_args(spec, args, message, props)
+
+
+def valid_with(
+    spec: ToolSpec, args: Mapping[str, Any], field: str, value: Any
+) -> dict[str, Any] | None:
+    """``args`` with ``value`` in ``field``, validated (coerced) by ``spec``, or ``None`` where
+    the schema refuses them: what every correction that puts one value in a call checks."""
+    try:
+        return spec.validate_args({**args, field: value})
+    except ToolArgumentError:
+        return None
 
 
 def _fragment(candidate: str) -> bool:

@@ -22,8 +22,6 @@ from actors import quiet_logger
 from forge_rt.core import (
     ArgumentError,
     LLMResponse,
-    MessageType,
-    Role,
     TextResponse,
     ToolArgumentError,
     ToolCall,
@@ -35,6 +33,7 @@ from forge_rt.guardrails._nudges import (
     Nudge,
     RetryCause,
     bad_args_nudge,
+    call_nudge,
     unknown_tool_nudge,
     withheld_tool_nudge,
 )
@@ -48,7 +47,7 @@ from forge_rt.guardrails._placeholders import (
 )
 from forge_rt.guardrails._repetition import REPETITION_FINISH_REASON
 from forge_rt.guardrails._rescue import rescue
-from forge_rt.guardrails._rescue_args import schema_of, top_field
+from forge_rt.guardrails._rescue_args import schema_of, top_field, valid_with
 
 __all__ = [
     "CallKey",
@@ -400,13 +399,14 @@ class ResponseValidator:
             value = args.get(field)
             if not isinstance(value, str):
                 continue
-            for candidate in self._facts.candidates(value):
-                try:
-                    spec.validate_args({**args, **given, field: candidate})
-                except ToolArgumentError:
-                    continue
-                given[field] = candidate
-                break
+            fits = (
+                c
+                for c in self._facts.candidates(value)
+                if valid_with(spec, {**args, **given}, field, c)
+            )
+            found = next(fits, None)
+            if found is not None:
+                given[field] = found
         return given
 
     def _check(
@@ -438,7 +438,7 @@ class ResponseValidator:
                 )
                 if reason is not None:
                     log.info("guardrails.withheld_call", tool=call.tool)
-                errors.append(_tool_error(call, text))
+                errors.append(call_nudge(call, text))
                 checked.append(call)
                 continue
             unknown = spec.unknown_args(call.args)
@@ -463,7 +463,7 @@ class ResponseValidator:
                     ignored=dropped,
                     given=self._given(spec, args, unusable),
                 )
-                errors.append(_tool_error(call, nudge))
+                errors.append(call_nudge(call, nudge))
                 checked.append(call)
                 continue
             runnable = msgspec.structs.replace(call, args=valid)
@@ -487,16 +487,6 @@ class ResponseValidator:
             reasoning=reasoning,
             rescued=rescued,
         )
-
-
-def _tool_error(call: ToolCall, content: str) -> Nudge:
-    return Nudge(
-        kind=MessageType.RETRY_NUDGE,
-        role=Role.TOOL,
-        content=content,
-        call_id=call.call_id,
-        tool=call.tool,
-    )
 
 
 def _unpack(response: Reply) -> tuple[str, str | None, list[ToolCall]]:

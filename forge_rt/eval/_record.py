@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -44,6 +45,14 @@ class RunRecord(msgspec.Struct, kw_only=True):
     background_ttft_s: float | None = None
     # The run's trace (forge_rt.trace), relative to the results file's folder.
     trace: str | None = None
+    # Which suite the case is from ("own", "generated", "bfcl") and its half (forge_rt.eval._split).
+    suite: str = "own"
+    split: str = ""
+    # Benchmark cases (BFCL): each answer as the client received it, the calls decoded from them
+    # ({name: arguments}, per turn and step for multi-turn cases) and the benchmark's verdict.
+    replies: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    calls: list[Any] = msgspec.field(default_factory=list)
+    checker: dict[str, Any] = msgspec.field(default_factory=dict)
 
     @property
     def key(self) -> tuple[str, str, str, str, int]:

@@ -1,0 +1,134 @@
+"""Send a BFCL case as a client would: chat-completion requests over HTTP to the proxy.
+
+Single-turn: the case's messages and tools in one request; the calls in the answer are the
+case's output. Multi-turn: BFCL's own loop, client side -- each user turn is sent, every call
+the answer holds is run on the case's executable API instances (BFCL's ``execute`` function,
+its classes), the results go back as tool messages, and the turn ends when an answer holds no
+call or after :data:`MAX_STEPS` answers (BFCL's step limit), which ends the run there
+("force-terminated", as BFCL counts it).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import msgspec
+
+from forge_rt.eval.bfcl._cases import BfclCase
+from forge_rt.eval.bfcl._check import Call, as_python_call
+from forge_rt.eval.bfcl._package import checkers
+
+__all__ = ["MAX_STEPS", "Exchange", "Reply", "ask", "run_multi_turn"]
+
+MAX_STEPS = 20
+"""Answers one user turn may take before the run is cut off (BFCL's own limit)."""
+
+
+class Reply(msgspec.Struct, frozen=True, kw_only=True):
+    """One answer as the client received it.
+
+    ``content``: the text; ``calls``: the tool calls under their BFCL names (a name the case
+    does not define is kept as the model wrote it); ``message``: the answer's message object as
+    sent (the raw reply a client sees); ``attempts`` and ``rescued``: the proxy's
+    ``x-forge-attempts`` and ``x-forge-rescued`` headers.
+    """
+
+    content: str
+    calls: tuple[Call, ...]
+    message: dict[str, Any]
+    attempts: int = 1
+    rescued: tuple[str, ...] = ()
+
+
+class Exchange(msgspec.Struct, kw_only=True):
+    """What a multi-turn run produced: per turn, each answer's calls; every answer as sent."""
+
+    steps_per_turn: list[list[list[Call]]] = msgspec.field(default_factory=list)
+    replies: list[Reply] = msgspec.field(default_factory=list)
+    cut_off: bool = False
+
+
+def _arguments(text: str) -> dict[str, Any]:
+    decoded = json.loads(text) if text.strip() else {}
+    if not isinstance(decoded, dict):
+        raise ValueError(f"tool-call arguments are not a JSON object: {text[:200]!r}")
+    return decoded
+
+
+async def ask(
+    http: httpx.AsyncClient,
+    case: BfclCase,
+    messages: list[dict[str, Any]],
+    *,
+    model: str,
+    temperature: float = 0.0,
+) -> Reply:
+    """One chat-completion request with the case's tools; raises on an HTTP error status."""
+    response = await http.post(
+        "/v1/chat/completions",
+        json={
+            "model": model,
+            "messages": messages,
+            "tools": list(case.tools),
+            "temperature": temperature,
+        },
+    )
+    response.raise_for_status()
+    message = response.json()["choices"][0]["message"]
+    calls = tuple(
+        Call(
+            name=case.names.get(c["function"]["name"], c["function"]["name"]),
+            arguments=_arguments(c["function"].get("arguments") or ""),
+        )
+        for c in message.get("tool_calls") or ()
+    )
+    rescued = response.headers.get("x-forge-rescued", "")
+    return Reply(
+        content=message.get("content") or "",
+        calls=calls,
+        message=message,
+        attempts=int(response.headers.get("x-forge-attempts", "1")),
+        rescued=tuple(r for r in rescued.split(",") if r),
+    )
+
+
+async def run_multi_turn(
+    http: httpx.AsyncClient, case: BfclCase, *, model: str, instance_prefix: str
+) -> Exchange:
+    """Play every user turn of a multi-turn case, running the calls on BFCL's API classes.
+
+    ``instance_prefix`` names this run's API instances in BFCL's registry (see
+    :func:`~forge_rt.eval.bfcl._check.executed_instances`, which the caller wraps this in).
+    """
+    execute = checkers().execute_multi_turn_func_call
+    exchange = Exchange()
+    history: list[dict[str, Any]] = []
+    for turn in case.turns:
+        history.extend(turn)
+        steps: list[list[Call]] = []
+        exchange.steps_per_turn.append(steps)
+        for _ in range(MAX_STEPS):
+            reply = await ask(http, case, history, model=model)
+            exchange.replies.append(reply)
+            steps.append(list(reply.calls))
+            if not reply.calls:
+                history.append({"role": "assistant", "content": reply.content})
+                break
+            results, _ = execute(
+                func_call_list=[as_python_call(c) for c in reply.calls],
+                initial_config=case.initial_config,
+                involved_classes=list(case.involved_classes),
+                model_name=instance_prefix,
+                test_entry_id=case.id,
+            )
+            history.append(reply.message)
+            wire_calls = reply.message.get("tool_calls") or ()
+            for wire, result in zip(wire_calls, results, strict=True):
+                history.append({"role": "tool", "tool_call_id": wire["id"], "content": result})
+        else:
+            exchange.cut_off = True
+            exchange.steps_per_turn.pop()
+            return exchange
+    return exchange

@@ -1,0 +1,218 @@
+"""Run BFCL cases through forge_rt's proxy and record BFCL's verdicts, resumably.
+
+Each ablation is a proxy configuration in front of the same backend (see
+:data:`PROXY_ABLATIONS`); each case is sent over HTTP as a client sends it. Every case gets one
+:class:`~forge_rt.eval.RunRecord` (suite ``bfcl``, the case's half, its replies as received,
+the decoded calls and BFCL's verdict), appended as it ends, so an interrupted run resumes where
+it stopped. ``correct`` is BFCL's ``valid``; ``completed`` says the proxy answered at all (a
+guardrail budget that ran out is a 502 the model earned: recorded, not completed). A failure of
+the backend -- anything else that is not a 200 -- ends the run with
+:class:`~forge_rt.errors.BackendError`: charging the model for it would be wrong.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+import trio
+
+from forge_rt.core import LLMClient
+from forge_rt.errors import BackendError, FaultKind
+from forge_rt.eval._record import RunRecord, append_record, read_records
+from forge_rt.eval._split import split_of
+from forge_rt.eval.bfcl._cases import BfclCase
+from forge_rt.eval.bfcl._check import (
+    Call,
+    CheckVerdict,
+    check_multi_turn,
+    check_single_turn,
+    executed_instances,
+)
+from forge_rt.eval.bfcl._drive import Reply, ask, run_multi_turn
+from forge_rt.proxy import BackendConfig, ProxyConfig, serve_proxy
+
+__all__ = ["PROXY_ABLATIONS", "BfclPlan", "proxy_config", "run_bfcl", "run_case"]
+
+PROXY_ABLATIONS: dict[str, dict[str, Any]] = {
+    "full": {},
+    "unconstrained": {"constrain": "never"},
+    "constrained": {"constrain": "always"},
+    "no_rescue": {"rescue": False},
+    "no_nudge": {"max_retries": 0},
+    "bare": {"rescue": False, "max_retries": 0, "respond_tool": False, "constrain": "never"},
+}
+"""The eval's ablations as proxy settings: the switches the proxy has (``full`` is its
+defaults, as a user gets them; ``bare`` turns every guardrail off)."""
+
+# The proxy's answer when the model could not produce what its guardrails accept.
+_GUARDRAIL_ERROR = "tool_call_error"
+_HTTP_TIMEOUT_S = 900.0
+
+
+class BfclPlan(msgspec.Struct, kw_only=True):
+    """What to run: cases x ablations x runs, labelled with a backend and model.
+
+    ``served_model``: the model name sent in requests (what the backend serves);
+    ``temperature``: every request's (BFCL's runs use greedy decoding).
+    """
+
+    backend: str
+    model: str
+    cases: Sequence[BfclCase]
+    ablations: Sequence[str]
+    runs: int
+    out: Path
+    served_model: str = "model"
+    temperature: float = 0.0
+
+
+def proxy_config(ablation: str, backend: BackendConfig) -> ProxyConfig:
+    """The proxy in front of ``backend`` under ``ablation``, on a free loopback port."""
+    if ablation not in PROXY_ABLATIONS:
+        raise ValueError(
+            f"ablation {ablation!r} has no proxy equivalent; BFCL runs through the proxy, "
+            f"which has {sorted(PROXY_ABLATIONS)}"
+        )
+    return ProxyConfig(port=0, backend=backend, **PROXY_ABLATIONS[ablation])
+
+
+def _calls_json(calls: Sequence[Call]) -> list[dict[str, Any]]:
+    return [{c.name: c.arguments} for c in calls]
+
+
+def _guardrail_failure(response: httpx.Response) -> dict[str, Any] | None:
+    """The proxy's error object when ``response`` is a guardrail budget that ran out."""
+    if response.status_code != 502:
+        return None
+    error = response.json().get("error", {})
+    return error if error.get("type") == _GUARDRAIL_ERROR else None
+
+
+def _backend_failure(response: httpx.Response) -> BackendError:
+    status = response.status_code
+    return BackendError(
+        f"the proxy answered {status}, not a model's answer: {response.text[:300]}",
+        kind=FaultKind.SERVER_ERROR if status >= 500 else FaultKind.CLIENT_ERROR,
+        retry_safe=False,
+        status=status,
+        body=response.text[:2000],
+        url=str(response.request.url),
+    )
+
+
+def _instance_prefix() -> str:
+    # BFCL names instances f"{model_name}_{case}_{class}_instance" with [-./:] made "_".
+    return re.sub(r"[^a-z0-9_]", "_", f"forge_rt_{uuid.uuid4().hex}")
+
+
+async def run_case(
+    http: httpx.AsyncClient, case: BfclCase, *, ablation: str, run: int, plan: BfclPlan
+) -> RunRecord:
+    """One run of one case through the proxy ``http`` talks to; BFCL's verdict recorded."""
+    record = RunRecord(
+        scenario=case.id,
+        tags=(case.category,),
+        run=run,
+        ablation=ablation,
+        backend=plan.backend,
+        model=plan.model,
+        completed=False,
+        correct=False,
+        suite="bfcl",
+        split=split_of(case.id),
+    )
+    started = trio.current_time()
+    replies: list[Reply] = []
+    verdict: CheckVerdict
+    try:
+        if case.check == "multi_turn":
+            prefix = _instance_prefix()
+            with executed_instances(prefix):
+                exchange = await run_multi_turn(
+                    http, case, model=plan.served_model, instance_prefix=prefix
+                )
+            replies = exchange.replies
+            record.calls = [[_calls_json(step) for step in turn] for turn in exchange.steps_per_turn]
+            verdict = check_multi_turn(case, exchange.steps_per_turn, model_name=_instance_prefix())
+        else:
+            messages = [dict(m) for m in case.turns[0]]
+            reply = await ask(
+                http, case, messages, model=plan.served_model, temperature=plan.temperature
+            )
+            replies = [reply]
+            record.calls = _calls_json(reply.calls)
+            verdict = check_single_turn(case, reply.calls, model_name=plan.model)
+        record.completed = True
+    except httpx.HTTPStatusError as exc:
+        failure = _guardrail_failure(exc.response)
+        if failure is None:
+            raise _backend_failure(exc.response) from exc
+        record.error_type = str(failure.get("code") or _GUARDRAIL_ERROR)
+        record.error = str(failure.get("message", ""))[:500]
+        record.replies = [{"error": failure}]
+        verdict = CheckVerdict(
+            valid=False, error_type="forge_rt:no_answer", errors=(record.error_type,)
+        )
+    record.wall_s = trio.current_time() - started
+    if replies:
+        record.replies = [r.message for r in replies]
+        record.output = replies[-1].content[:500]
+        record.inferences = sum(r.attempts for r in replies)
+        record.rescued = {}
+        for r in replies:
+            for dialect in r.rescued:
+                record.rescued[dialect] = record.rescued.get(dialect, 0) + 1
+    record.tool_calls = sum(len(r.calls) for r in replies)
+    record.correct = verdict.valid
+    record.reason = "" if verdict.valid else "; ".join((verdict.error_type, *verdict.errors))[:500]
+    record.checker = msgspec.to_builtins(verdict)
+    return record
+
+
+def pending(plan: BfclPlan) -> list[tuple[str, BfclCase, int]]:
+    """The (ablation, case, run) triples ``plan.out`` does not hold yet, ablation by ablation."""
+    done = {r.key for r in read_records(plan.out)}
+    return [
+        (ablation, case, run)
+        for ablation in plan.ablations
+        for run in range(plan.runs)
+        for case in plan.cases
+        if (plan.backend, plan.model, ablation, case.id, run) not in done
+    ]
+
+
+async def run_bfcl(
+    plan: BfclPlan,
+    backend: BackendConfig,
+    *,
+    client: LLMClient | None = None,
+    on_start: Callable[[str, BfclCase, int], None] | None = None,
+    on_record: Callable[[RunRecord, int, int], None] | None = None,
+) -> list[RunRecord]:
+    """Run what ``plan.out`` lacks; one proxy per ablation in front of ``backend`` (or
+    ``client``, which replaces it, as :func:`~forge_rt.proxy.serve_proxy` takes it)."""
+    for name in plan.ablations:
+        proxy_config(name, backend)  # an unknown ablation fails before any run
+    todo = pending(plan)
+    new: list[RunRecord] = []
+    for ablation in dict.fromkeys(a for a, _, _ in todo):
+        batch = [(case, run) for a, case, run in todo if a == ablation]
+        async with (
+            serve_proxy(proxy_config(ablation, backend), client=client) as url,
+            httpx.AsyncClient(base_url=url, timeout=_HTTP_TIMEOUT_S) as http,
+        ):
+            for case, run in batch:
+                if on_start is not None:
+                    on_start(ablation, case, run)
+                record = await run_case(http, case, ablation=ablation, run=run, plan=plan)
+                append_record(plan.out, record)
+                new.append(record)
+                if on_record is not None:
+                    on_record(record, len(new), len(todo))
+    return new

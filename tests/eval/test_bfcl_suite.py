@@ -1,0 +1,259 @@
+"""The BFCL suite: BFCL's own data and checkers, cases sent through the real proxy over HTTP.
+
+A simulated backend scripted with each case's ground truth is a perfect model: BFCL's checker
+must call every such run valid, and call a run invalid when the script is wrong. These tests
+read the installed ``bfcl-eval`` package's files; they never name its cases' contents.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from forge_rt.backends.sim import SimBackend, SimConfig, SimReply, SimToolCall
+from forge_rt.eval import read_records
+from forge_rt.eval._split import split_of
+from forge_rt.eval.bfcl._check import executed_instances
+from forge_rt.eval.bfcl._package import checkers
+from forge_rt.eval.bfcl import (
+    CATEGORIES,
+    MULTI_TURN,
+    SINGLE_TURN,
+    BfclCase,
+    BfclPlan,
+    Call,
+    check_single_turn,
+    load_category,
+    proxy_config,
+    run_bfcl,
+    sample_cases,
+    tool_name,
+)
+from forge_rt.proxy import BackendConfig
+
+_JSON_TYPES = {"object", "array", "string", "number", "integer", "boolean"}
+
+
+def _first_answer(options: dict[str, list[Any]]) -> dict[str, Any]:
+    """One argument set BFCL accepts: each parameter's first listed value ("" = left out)."""
+    return {k: next(v for v in values if v != "") for k, values in options.items() if values != [""] and any(v != "" for v in values)}
+
+
+def _perfect_calls(case: BfclCase) -> list[Call]:
+    return [
+        Call(name=name, arguments=_first_answer(options))
+        for answer in case.ground_truth
+        for name, options in answer.items()
+    ]
+
+
+def _wire(case: BfclCase, call: Call) -> SimToolCall:
+    back = {bfcl: wire for wire, bfcl in case.names.items()}
+    return SimToolCall(name=back[call.name], arguments=call.arguments)
+
+
+def _first_user_text(case: BfclCase) -> str:
+    return next(m["content"] for m in case.turns[0] if m["role"] == "user")
+
+
+def _schemas(node: dict[str, Any]) -> list[dict[str, Any]]:
+    found = [node]
+    for child in node.get("properties", {}).values():
+        found += _schemas(child)
+    if "items" in node:
+        found += _schemas(node["items"])
+    return found
+
+
+def test_dotted_names_become_wire_names_and_map_back() -> None:
+    assert tool_name("shop.cart.add") == "shop_cart_add"
+    assert tool_name("shop.cart.add", taken={"shop_cart_add"}) == "shop_cart_add_2"
+    dotted = [c for name in SINGLE_TURN for c in load_category(name) if "." in c.functions[0]["name"]]
+    assert dotted, "BFCL names some functions with dots"
+    for case in dotted[:50]:
+        for wire, bfcl in case.names.items():
+            assert "." not in wire
+            assert wire.replace("_", "") == bfcl.replace(".", "").replace("_", "")[: len(wire)]
+        assert sorted(case.names.values()) == sorted(f["name"] for f in case.functions)
+
+
+@pytest.mark.parametrize("category", sorted(CATEGORIES))
+def test_every_tool_schema_is_json_schema(category: str) -> None:
+    for case in load_category(category):
+        for tool in case.tools:
+            parameters = tool["function"]["parameters"]
+            assert parameters["type"] == "object"
+            for schema in _schemas(parameters):
+                assert schema.get("type", "object") in _JSON_TYPES, (case.id, schema)
+
+
+def test_samples_keep_their_split_and_grow_by_prefix() -> None:
+    small = sample_cases(SINGLE_TURN, 5, split="dev", seed=3)
+    large = sample_cases(SINGLE_TURN, 10, split="dev", seed=3)
+    assert len(small) == 25 and len(large) == 50
+    for name in SINGLE_TURN:
+        assert [c.id for c in small if c.category == name] == [
+            c.id for c in large if c.category == name
+        ][:5]
+    assert {split_of(c.id) for c in large} == {"dev"}
+    tests = sample_cases(SINGLE_TURN, 10, split="test", seed=3)
+    assert not {c.id for c in tests} & {c.id for c in large}
+    assert [c.id for c in sample_cases(["simple"], 5, split="dev", seed=4)] != [
+        c.id for c in small if c.category == "simple"
+    ]
+
+
+def test_an_unknown_category_is_refused_with_the_real_ones() -> None:
+    with pytest.raises(ValueError, match="choose from"):
+        load_category("simple_rust")
+
+
+@pytest.mark.parametrize("category", ["simple", "multiple", "parallel", "parallel_multiple"])
+def test_bfcl_checker_accepts_the_ground_truth_and_rejects_a_changed_value(category: str) -> None:
+    for case in sample_cases([category], 8, split="all"):
+        calls = _perfect_calls(case)
+        assert check_single_turn(case, calls, model_name="m").valid, case.id
+        first = calls[0]
+        if not first.arguments:
+            continue
+        key = sorted(first.arguments)[0]
+        wrong = Call(name=first.name, arguments={**first.arguments, key: ["not", "this"]})
+        verdict = check_single_turn(case, [wrong, *calls[1:]], model_name="m")
+        assert not verdict.valid and verdict.error_type, case.id
+
+
+def test_irrelevance_is_valid_only_without_a_call() -> None:
+    case = sample_cases(["irrelevance"], 1, split="all")[0]
+    assert check_single_turn(case, [], model_name="m").valid
+    invented = Call(name=case.functions[0]["name"], arguments={})
+    verdict = check_single_turn(case, [invented], model_name="m")
+    assert not verdict.valid and verdict.error_type == "irrelevance_error:decoder_success"
+
+
+def test_a_call_less_reply_is_a_decoder_failure_for_an_ast_case() -> None:
+    case = sample_cases(["simple"], 1, split="all")[0]
+    verdict = check_single_turn(case, [], model_name="m")
+    assert not verdict.valid and verdict.error_type == "ast_decoder:decoder_failed"
+
+
+DECLINE = "None of the available tools can do that."
+# How a model answers in text where the proxy offers its ``respond`` tool.
+ANSWER = SimReply(tool_calls=(SimToolCall(name="respond", arguments={"message": DECLINE}),))
+
+
+def _scripts(cases: list[BfclCase], *, wrong: str | None = None) -> dict[str, list[SimReply]]:
+    """A perfect model for every case (an answer, no call, for irrelevance); ``wrong`` writes
+    prose where the proxy wants a call, every time it is asked."""
+    script: dict[str, list[SimReply]] = {}
+    for case in cases:
+        if case.id == wrong:
+            reply = SimReply(text=DECLINE)
+        elif case.check == "irrelevance":
+            reply = ANSWER
+        else:
+            reply = SimReply(tool_calls=tuple(_wire(case, c) for c in _perfect_calls(case)))
+        script[_first_user_text(case)] = [reply] * 4  # the same answer to any retry
+    return script
+
+
+async def test_perfect_replies_through_the_proxy_are_valid_and_a_resume_adds_nothing(
+    tmp_path: Path,
+) -> None:
+    cases = sample_cases(SINGLE_TURN, 2, split="dev", seed=1)
+    wrong = next(c.id for c in cases if c.category == "parallel")
+    out = tmp_path / "bfcl.jsonl"
+    plan = BfclPlan(
+        backend="sim", model="sim", cases=cases, ablations=["unconstrained"], runs=1, out=out
+    )
+    with trio.fail_after(60):
+        async with SimBackend.serve(SimConfig(script=_scripts(cases, wrong=wrong))) as sim:
+            backend = BackendConfig(url=sim.url, kind="llamaserver")
+            new = await run_bfcl(plan, backend)
+            again = await run_bfcl(plan, backend)
+    assert again == []
+    records = {r.scenario: r for r in read_records(out)}
+    assert len(new) == len(records) == len(cases)
+    for case in cases:
+        record = records[case.id]
+        assert record.suite == "bfcl" and record.split == "dev" and record.tags == (case.category,)
+        assert record.replies
+        assert record.completed is record.correct is (case.id != wrong), (case.id, record.reason)
+    declined = next(r for r in records.values() if r.tags == ("irrelevance",))
+    assert declined.calls == [] and declined.output == DECLINE
+    # Prose where a call is wanted, past the retry budget: the client gets no answer (a 502).
+    failed = records[wrong]
+    assert failed.error_type == "tool_call_retries_exhausted"
+    assert failed.checker["error_type"] == "forge_rt:no_answer" and failed.calls == []
+    parallel = next(r for r in records.values() if r.tags == ("parallel",) and r.correct)
+    assert len(parallel.calls) >= 2 and parallel.tool_calls == len(parallel.calls)
+
+
+def _parsed(case: BfclCase, text: str) -> Call:
+    """A ground-truth call string (``name(a, key=value)``) as a call with named arguments."""
+    node = ast.parse(text, mode="eval").body
+    assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+    doc = next(f for f in case.functions if f["name"] == node.func.id)
+    order = list(doc["parameters"]["properties"])
+    arguments = {order[i]: ast.literal_eval(a) for i, a in enumerate(node.args)}
+    arguments.update({k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg})
+    return Call(name=node.func.id, arguments=arguments)
+
+
+async def test_a_multi_turn_case_runs_on_bfcls_api_classes_and_its_checker_judges_it(
+    tmp_path: Path,
+) -> None:
+    case = next(c for c in sample_cases(MULTI_TURN, 10, split="all") if len(c.turns) <= 4)
+    execute = checkers().execute_multi_turn_func_call
+    replies: list[SimReply] = []
+    with executed_instances("test_truth"):
+        for turn in case.ground_truth:
+            replies += [SimReply(tool_calls=(_wire(case, _parsed(case, text)),)) for text in turn]
+            results, _ = execute(turn, case.initial_config, list(case.involved_classes), "test_truth", case.id)
+            # A perfect answer reports what the calls returned.
+            summary = "Done: " + "; ".join(results)
+            replies.append(SimReply(tool_calls=(SimToolCall(name="respond", arguments={"message": summary}),)))
+    broken = [*replies[:1], *([SimReply(text="I cannot.")] * 4)]
+    out = tmp_path / "mt.jsonl"
+    outcomes = {}
+    for label, script in (("perfect", replies), ("broken", broken)):
+        plan = BfclPlan(backend="sim", model=label, cases=[case], ablations=["full"], runs=1, out=out)
+        with trio.fail_after(60):
+            async with SimBackend.serve(SimConfig(script={_first_user_text(case): script})) as sim:
+                [record] = await run_bfcl(plan, BackendConfig(url=sim.url, kind="llamaserver"))
+        outcomes[label] = record
+    perfect, failed = outcomes["perfect"], outcomes["broken"]
+    assert perfect.correct, perfect.reason
+    assert len(perfect.calls) == len(case.turns)
+    assert sum(len(step) for turn in perfect.calls for step in turn) == sum(
+        len(t) for t in case.ground_truth
+    )
+    assert not failed.correct and failed.checker["error_type"] == "forge_rt:no_answer"
+
+
+def test_ablations_without_a_proxy_switch_are_refused() -> None:
+    backend = BackendConfig(url="http://127.0.0.1:9", kind="llamaserver")
+    assert proxy_config("bare", backend).rescue is False
+    assert proxy_config("unconstrained", backend).constrain == "never"
+    with pytest.raises(ValueError, match="no proxy equivalent"):
+        proxy_config("no_compact", backend)
+
+
+def test_records_hold_json_the_report_can_read(tmp_path: Path) -> None:
+    """A BFCL record's extra fields survive a JSONL round trip."""
+    from forge_rt.eval import RunRecord, append_record
+
+    record = RunRecord(
+        scenario="x_1", tags=("simple",), run=0, ablation="full", backend="b", model="m",
+        completed=True, correct=False, suite="bfcl", split="test",
+        replies=[{"content": "hi"}], calls=[{"f": {"a": 1}}], checker={"valid": False},
+    )  # fmt: skip
+    path = tmp_path / "r.jsonl"
+    append_record(path, record)
+    [back] = read_records(path)
+    assert back == record
+    assert json.loads(path.read_text())["calls"] == [{"f": {"a": 1}}]

@@ -110,6 +110,7 @@ def test_schemas_are_object_schemas_the_runtime_can_validate_with() -> None:
     for scenario in SUITE:
         for tool in scenario.build().workflow.tools.values():
             schema = tool.spec.parameters
+            assert isinstance(schema, dict)
             assert schema["type"] == "object"
             assert set(schema["required"]) <= set(schema["properties"])
             model_from_json_schema(tool.spec.name, schema)

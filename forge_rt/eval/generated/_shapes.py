@@ -117,6 +117,11 @@ def _chain(rng: random.Random, world: World) -> Draft:
 _NUMERIC = frozenset({"count", "decimal", "percent"})
 
 
+def _plural(noun: str) -> str:
+    """``seed batch`` -> ``seed batches``, ``van`` -> ``vans``."""
+    return noun + ("es" if noun.endswith(("s", "x", "ch", "sh")) else "s")
+
+
 def _number(text: str) -> float:
     return float(re.sub(r"[^\d.]", "", text))
 
@@ -131,19 +136,19 @@ def _fanout(rng: random.Random, world: World) -> Draft:
     if compare:
         template = rng.choice(
             (
-                "Which of these {noun}s has the highest {fact}: {listed}? Give me each value too.",
+                "Which of these {noun} has the highest {fact}: {listed}? Give me each value too.",
                 "Compare the {fact} of {listed} and tell me which is highest.",
             )
         )
     else:
         template = rng.choice(
             (
-                "What is the {fact} of each of these {noun}s: {listed}?",
+                "What is the {fact} of each of these {noun}: {listed}?",
                 "Give me the {fact} for {listed}.",
                 "I need the {fact} of {listed}.",
             )
         )
-    request = template.format(noun=entity.noun, fact=entity.fact, listed=listed)
+    request = template.format(noun=_plural(entity.noun), fact=entity.fact, listed=listed)
     answer = "; ".join(f"{n}: {f}" for n, f in zip(names, facts, strict=True))
     expected = list(facts)
     if compare:
@@ -155,7 +160,7 @@ def _fanout(rng: random.Random, world: World) -> Draft:
     return Draft(
         shape="fanout",
         features=(f"width-{width}", *(("compare",) if compare else ())),
-        description=f"the same lookup for {width} named {entity.noun}s, then one answer",
+        description=f"the same lookup for {width} named {_plural(entity.noun)}, then one answer",
         turns=(request,),
         needed=(world.find_tool,),
         plans=(tuple(steps),),

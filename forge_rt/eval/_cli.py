@@ -63,6 +63,7 @@ from forge_rt.eval._report import (
 )
 from forge_rt.eval._runner import EvalPlan, lines_for, pending_runs, run_eval, sim_client
 from forge_rt.eval._scenario import Scenario
+from forge_rt.eval._split import SPLITS, SplitName, split_of, take_split
 
 if TYPE_CHECKING:
     from forge_rt.clients import ClientKind
@@ -72,6 +73,8 @@ __all__ = ["default_report_path", "eval_command"]
 _ARGV = "forge_rt.eval.argv"
 _LOCAL_MODELS = ("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")
 _SIM_MODEL = "sim"
+SUITES = ("own", "generated", "bfcl")
+_GENERATED_CASES = 60
 
 
 def default_report_path(out: Path) -> Path:
@@ -378,6 +381,70 @@ async def _run_plan(
         return await run_eval(plan, shared, on_record=on_record, on_start=on_start)
 
 
+def _run_bfcl_command(
+    ctx: click.Context,
+    *,
+    ablations: tuple[str, ...],
+    report_path: Path | None,
+    **options: Any,
+) -> None:
+    """``--suite bfcl``: run, then the tables per category and the HTML report."""
+    from forge_rt.eval._bfcl_cli import BfclOptions, run_bfcl_command
+
+    for name in ("sim_rates", "cache_lines", "max_tokens", "seed"):
+        if given(ctx, name, config=False):
+            raise click.UsageError(
+                f"--{name.replace('_', '-')} does not apply to --suite bfcl (BFCL decodes "
+                "greedily, one request at a time)"
+            )
+    _quiet_guardrail_logs(ctx)
+    records = run_bfcl_command(
+        BfclOptions(ablations=_split(ablations), command=_command_line(ctx), **options)
+    )
+    out: Path = options["out"]
+    _print_and_write(
+        records,
+        (*DEFAULT_GROUP_BY, "tier"),
+        source=out,
+        html=report_path or default_report_path(out),
+    )
+
+
+def _check_suite_options(
+    ctx: click.Context,
+    suite: str,
+    *,
+    scenarios: tuple[str, ...],
+    cases: int | None,
+    categories: tuple[str, ...],
+    per: int | None,
+) -> None:
+    """Refuse an option of another suite than the one chosen."""
+    belongs = {
+        "scenarios": ("own", scenarios),
+        "cases": ("generated", cases),
+        "categories": ("bfcl", categories),
+        "per_category": ("bfcl", per),
+    }
+    for name, (owner, value) in belongs.items():
+        if value and owner != suite:
+            option = "--" + name.replace("_", "-")
+            raise click.UsageError(f"{option} applies to --suite {owner}, not {suite}")
+    if suite == "own" and given(ctx, "suite_seed", config=False):
+        raise click.UsageError("--suite-seed applies to --suite generated or bfcl, not own")
+
+
+def _in_split(chosen: list[Scenario], split: SplitName) -> list[Scenario]:
+    kept = take_split(chosen, split, lambda s: s.name)
+    if chosen and not kept:
+        raise click.UsageError(
+            f"none of the chosen scenarios is in the {split} split "
+            f"({', '.join(f'{s.name}: {split_of(s.name)}' for s in chosen[:8])}); "
+            "pass --split all, or choose others"
+        )
+    return kept
+
+
 @click.group(
     "eval",
     cls=_EvalGroup,
@@ -394,6 +461,48 @@ async def _run_plan(
     f"model (required); sim: a label [default: {_SIM_MODEL}]."
 )
 @n_ctx_option("local: context tokens of the embedded model's slot.")
+@click.option(
+    "--suite",
+    type=click.Choice(SUITES),
+    default="own",
+    show_default=True,
+    help="own: the 30 hand-written scenarios; generated: seeded random workflows (--cases, "
+    "--suite-seed); bfcl: the Berkeley Function Calling Leaderboard's cases and checkers, "
+    "through the proxy (--categories, --per-category; needs the bfcl extra).",
+)
+@click.option(
+    "--split",
+    type=click.Choice(SPLITS),
+    default="all",
+    show_default=True,
+    help="The half of the suite by a hash of each case id: try rules and compare variants on "
+    "dev; run test only to publish a figure.",
+)
+@click.option(
+    "--cases",
+    type=click.IntRange(min=1),
+    default=None,
+    help="generated: how many workflows to generate before the split [default: 60].",
+)
+@click.option(
+    "--categories",
+    multiple=True,
+    metavar="NAMES",
+    help="bfcl: categories, repeatable or comma-separated [default: simple, multiple, "
+    "parallel, parallel_multiple, irrelevance].",
+)
+@click.option(
+    "--per-category",
+    type=click.IntRange(min=1),
+    default=None,
+    help="bfcl: cases drawn from each category's half [default: 40].",
+)
+@click.option(
+    "--suite-seed",
+    type=int,
+    default=None,
+    help="generated: the generator's seed; bfcl: the order cases are drawn in [default: 0].",
+)
 @click.option(
     "--scenarios",
     "-s",
@@ -481,6 +590,12 @@ def eval_command(
     max_tokens: int | None,
     cache_lines: int | None,
     seed: int | None,
+    suite: str,
+    split: str,
+    cases: int | None,
+    categories: tuple[str, ...],
+    per_category: int | None,
+    suite_seed: int | None,
 ) -> None:
     """Run eval scenarios under guardrail ablations and report completion and score.
 
@@ -502,7 +617,34 @@ def eval_command(
                 "after its name"
             )
         return
-    chosen = _select_scenarios(scenarios)
+    _check_suite_options(
+        ctx, suite, scenarios=scenarios, cases=cases, categories=categories, per=per_category
+    )
+    if suite == "bfcl":
+        _run_bfcl_command(
+            ctx,
+            backend=backend,
+            backend_kind=backend_kind,
+            backend_api_key=backend_api_key,
+            model=model,
+            n_ctx=n_ctx,
+            runs=runs,
+            ablations=ablations,
+            out=out,
+            report_path=report_path,
+            split=cast("SplitName", split),
+            categories=_split(categories),
+            per_category=per_category,
+            seed=suite_seed or 0,
+        )
+        return
+    if suite == "generated":
+        from forge_rt.eval.generated import generate_suite
+
+        chosen = generate_suite(seed=suite_seed or 0, count=cases or _GENERATED_CASES)
+    else:
+        chosen = _select_scenarios(scenarios)
+    chosen = _in_split(chosen, cast("SplitName", split))
     presets = _select_ablations(ablations)
     resolved = _resolve_backend(
         ctx,
@@ -532,6 +674,7 @@ def eval_command(
     plan = EvalPlan(
         backend=resolved.label,
         model=resolved.model,
+        suite=suite,
         scenarios=chosen,
         ablations=presets,
         runs=runs,

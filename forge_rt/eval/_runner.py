@@ -31,6 +31,7 @@ from forge_rt.errors import BackendError, ConstraintUnsupportedError, ForgeError
 from forge_rt.eval._ablation import Ablation
 from forge_rt.eval._record import RunRecord, append_record, read_records
 from forge_rt.eval._scenario import Scenario, ScenarioRun
+from forge_rt.eval._split import split_of
 from forge_rt.guardrails import rescue, workflow_tool_specs
 from forge_rt.runtime import RunStats, Session, WorkflowResult
 
@@ -62,11 +63,14 @@ class EvalPlan(msgspec.Struct, kw_only=True):
     ``sampling.seed`` as it is. ``cache_lines``: the backend KV slots each run's Session uses
     as cache lines (``Session.open(cache_lines=...)``; the backend must serve that many slots),
     so a preempted background call returns to its own warm cache; ``None`` for none.
+    ``suite`` labels the records (``own``, ``generated``); each record also carries its
+    scenario's half (:func:`~forge_rt.eval._split.split_of`).
     """
 
     backend: str
     model: str
     scenarios: Sequence[Scenario]
+    suite: str = "own"
     ablations: Sequence[Ablation]
     runs: int
     out: Path
@@ -395,6 +399,8 @@ async def run_eval(
                 cache_lines=plan.cache_lines,
             )
         record.trace = trace.relative_to(plan.out.parent).as_posix()
+        record.suite = plan.suite
+        record.split = split_of(scenario.name)
         append_record(plan.out, record)
         new.append(record)
         if on_record is not None:

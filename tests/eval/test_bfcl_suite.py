@@ -18,8 +18,6 @@ import trio
 from forge_rt.backends.sim import SimBackend, SimConfig, SimReply, SimToolCall
 from forge_rt.eval import read_records
 from forge_rt.eval._split import split_of
-from forge_rt.eval.bfcl._check import executed_instances
-from forge_rt.eval.bfcl._package import checkers
 from forge_rt.eval.bfcl import (
     CATEGORIES,
     MULTI_TURN,
@@ -34,6 +32,8 @@ from forge_rt.eval.bfcl import (
     sample_cases,
     tool_name,
 )
+from forge_rt.eval.bfcl._check import executed_instances
+from forge_rt.eval.bfcl._package import checkers
 from forge_rt.proxy import BackendConfig
 
 _JSON_TYPES = {"object", "array", "string", "number", "integer", "boolean"}
@@ -41,7 +41,11 @@ _JSON_TYPES = {"object", "array", "string", "number", "integer", "boolean"}
 
 def _first_answer(options: dict[str, list[Any]]) -> dict[str, Any]:
     """One argument set BFCL accepts: each parameter's first listed value ("" = left out)."""
-    return {k: next(v for v in values if v != "") for k, values in options.items() if values != [""] and any(v != "" for v in values)}
+    return {
+        k: next(v for v in values if v != "")
+        for k, values in options.items()
+        if values != [""] and any(v != "" for v in values)
+    }
 
 
 def _perfect_calls(case: BfclCase) -> list[Call]:
@@ -73,7 +77,9 @@ def _schemas(node: dict[str, Any]) -> list[dict[str, Any]]:
 def test_dotted_names_become_wire_names_and_map_back() -> None:
     assert tool_name("shop.cart.add") == "shop_cart_add"
     assert tool_name("shop.cart.add", taken={"shop_cart_add"}) == "shop_cart_add_2"
-    dotted = [c for name in SINGLE_TURN for c in load_category(name) if "." in c.functions[0]["name"]]
+    dotted = [
+        c for name in SINGLE_TURN for c in load_category(name) if "." in c.functions[0]["name"]
+    ]
     assert dotted, "BFCL names some functions with dots"
     for case in dotted[:50]:
         for wire, bfcl in case.names.items():
@@ -95,7 +101,8 @@ def test_every_tool_schema_is_json_schema(category: str) -> None:
 def test_samples_keep_their_split_and_grow_by_prefix() -> None:
     small = sample_cases(SINGLE_TURN, 5, split="dev", seed=3)
     large = sample_cases(SINGLE_TURN, 10, split="dev", seed=3)
-    assert len(small) == 25 and len(large) == 50
+    assert len(small) == 25
+    assert len(large) == 50
     for name in SINGLE_TURN:
         assert [c.id for c in small if c.category == name] == [
             c.id for c in large if c.category == name
@@ -124,7 +131,8 @@ def test_bfcl_checker_accepts_the_ground_truth_and_rejects_a_changed_value(categ
         key = sorted(first.arguments)[0]
         wrong = Call(name=first.name, arguments={**first.arguments, key: ["not", "this"]})
         verdict = check_single_turn(case, [wrong, *calls[1:]], model_name="m")
-        assert not verdict.valid and verdict.error_type, case.id
+        assert not verdict.valid, case.id
+        assert verdict.error_type, case.id
 
 
 def test_irrelevance_is_valid_only_without_a_call() -> None:
@@ -132,13 +140,15 @@ def test_irrelevance_is_valid_only_without_a_call() -> None:
     assert check_single_turn(case, [], model_name="m").valid
     invented = Call(name=case.functions[0]["name"], arguments={})
     verdict = check_single_turn(case, [invented], model_name="m")
-    assert not verdict.valid and verdict.error_type == "irrelevance_error:decoder_success"
+    assert not verdict.valid
+    assert verdict.error_type == "irrelevance_error:decoder_success"
 
 
 def test_a_call_less_reply_is_a_decoder_failure_for_an_ast_case() -> None:
     case = sample_cases(["simple"], 1, split="all")[0]
     verdict = check_single_turn(case, [], model_name="m")
-    assert not verdict.valid and verdict.error_type == "ast_decoder:decoder_failed"
+    assert not verdict.valid
+    assert verdict.error_type == "ast_decoder:decoder_failed"
 
 
 DECLINE = "None of the available tools can do that."
@@ -180,23 +190,29 @@ async def test_perfect_replies_through_the_proxy_are_valid_and_a_resume_adds_not
     assert len(new) == len(records) == len(cases)
     for case in cases:
         record = records[case.id]
-        assert record.suite == "bfcl" and record.split == "dev" and record.tags == (case.category,)
+        assert record.suite == "bfcl"
+        assert record.split == "dev"
+        assert record.tags == (case.category,)
         assert record.replies
         assert record.completed is record.correct is (case.id != wrong), (case.id, record.reason)
     declined = next(r for r in records.values() if r.tags == ("irrelevance",))
-    assert declined.calls == [] and declined.output == DECLINE
+    assert declined.calls == []
+    assert declined.output == DECLINE
     # Prose where a call is wanted, past the retry budget: the client gets no answer (a 502).
     failed = records[wrong]
     assert failed.error_type == "tool_call_retries_exhausted"
-    assert failed.checker["error_type"] == "forge_rt:no_answer" and failed.calls == []
+    assert failed.checker["error_type"] == "forge_rt:no_answer"
+    assert failed.calls == []
     parallel = next(r for r in records.values() if r.tags == ("parallel",) and r.correct)
-    assert len(parallel.calls) >= 2 and parallel.tool_calls == len(parallel.calls)
+    assert len(parallel.calls) >= 2
+    assert parallel.tool_calls == len(parallel.calls)
 
 
 def _parsed(case: BfclCase, text: str) -> Call:
     """A ground-truth call string (``name(a, key=value)``) as a call with named arguments."""
     node = ast.parse(text, mode="eval").body
-    assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+    assert isinstance(node, ast.Call)
+    assert isinstance(node.func, ast.Name)
     doc = next(f for f in case.functions if f["name"] == node.func.id)
     order = list(doc["parameters"]["properties"])
     arguments = {order[i]: ast.literal_eval(a) for i, a in enumerate(node.args)}
@@ -213,15 +229,21 @@ async def test_a_multi_turn_case_runs_on_bfcls_api_classes_and_its_checker_judge
     with executed_instances("test_truth"):
         for turn in case.ground_truth:
             replies += [SimReply(tool_calls=(_wire(case, _parsed(case, text)),)) for text in turn]
-            results, _ = execute(turn, case.initial_config, list(case.involved_classes), "test_truth", case.id)
+            results, _ = execute(
+                turn, case.initial_config, list(case.involved_classes), "test_truth", case.id
+            )
             # A perfect answer reports what the calls returned.
             summary = "Done: " + "; ".join(results)
-            replies.append(SimReply(tool_calls=(SimToolCall(name="respond", arguments={"message": summary}),)))
+            replies.append(
+                SimReply(tool_calls=(SimToolCall(name="respond", arguments={"message": summary}),))
+            )
     broken = [*replies[:1], *([SimReply(text="I cannot.")] * 4)]
     out = tmp_path / "mt.jsonl"
     outcomes = {}
     for label, script in (("perfect", replies), ("broken", broken)):
-        plan = BfclPlan(backend="sim", model=label, cases=[case], ablations=["full"], runs=1, out=out)
+        plan = BfclPlan(
+            backend="sim", model=label, cases=[case], ablations=["full"], runs=1, out=out
+        )
         with trio.fail_after(60):
             async with SimBackend.serve(SimConfig(script={_first_user_text(case): script})) as sim:
                 [record] = await run_bfcl(plan, BackendConfig(url=sim.url, kind="llamaserver"))
@@ -232,7 +254,8 @@ async def test_a_multi_turn_case_runs_on_bfcls_api_classes_and_its_checker_judge
     assert sum(len(step) for turn in perfect.calls for step in turn) == sum(
         len(t) for t in case.ground_truth
     )
-    assert not failed.correct and failed.checker["error_type"] == "forge_rt:no_answer"
+    assert not failed.correct
+    assert failed.checker["error_type"] == "forge_rt:no_answer"
 
 
 def test_ablations_without_a_proxy_switch_are_refused() -> None:

@@ -68,7 +68,13 @@ CATEGORIES: dict[str, Category] = {
     )
 }
 
-SINGLE_TURN: tuple[str, ...] = ("simple", "multiple", "parallel", "parallel_multiple", "irrelevance")
+SINGLE_TURN: tuple[str, ...] = (
+    "simple",
+    "multiple",
+    "parallel",
+    "parallel_multiple",
+    "irrelevance",
+)
 """The five non-live single-turn categories: the default selection."""
 
 MULTI_TURN: tuple[str, ...] = ("multi_turn_base",)
@@ -134,7 +140,9 @@ def _json_schema(spec: dict[str, Any], types: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-def _tools(functions: Sequence[dict[str, Any]]) -> tuple[tuple[dict[str, Any], ...], dict[str, str]]:
+def _tools(
+    functions: Sequence[dict[str, Any]],
+) -> tuple[tuple[dict[str, Any], ...], dict[str, str]]:
     types = checkers().type_mapping
     names: dict[str, str] = {}
     tools: list[dict[str, Any]] = []

@@ -32,7 +32,8 @@ class Reply(msgspec.Struct, frozen=True, kw_only=True):
     ``content``: the text; ``calls``: the tool calls under their BFCL names (a name the case
     does not define is kept as the model wrote it); ``message``: the answer's message object as
     sent (the raw reply a client sees); ``attempts`` and ``rescued``: the proxy's
-    ``x-forge-attempts`` and ``x-forge-rescued`` headers.
+    ``x-forge-attempts`` and ``x-forge-rescued`` headers; the tokens: the answer's ``usage``
+    (every attempt's, as the proxy counts them).
     """
 
     content: str
@@ -40,6 +41,8 @@ class Reply(msgspec.Struct, frozen=True, kw_only=True):
     message: dict[str, Any]
     attempts: int = 1
     rescued: tuple[str, ...] = ()
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
 
 class Exchange(msgspec.Struct, kw_only=True):
@@ -76,7 +79,9 @@ async def ask(
         },
     )
     response.raise_for_status()
-    message = response.json()["choices"][0]["message"]
+    body = response.json()
+    message = body["choices"][0]["message"]
+    usage = body.get("usage") or {}
     calls = tuple(
         Call(
             name=case.names.get(c["function"]["name"], c["function"]["name"]),
@@ -91,6 +96,8 @@ async def ask(
         message=message,
         attempts=int(response.headers.get("x-forge-attempts", "1")),
         rescued=tuple(r for r in rescued.split(",") if r),
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        completion_tokens=int(usage.get("completion_tokens") or 0),
     )
 
 

@@ -91,7 +91,8 @@ def data_dir() -> Path:
     """The folder of BFCL's data files inside the installed ``bfcl-eval``."""
     _require()
     spec = importlib.util.find_spec("bfcl_eval")
-    assert spec is not None and spec.submodule_search_locations is not None
+    assert spec is not None, "found by _require"
+    assert spec.submodule_search_locations is not None, "bfcl_eval is a package"
     folder = Path(next(iter(spec.submodule_search_locations))) / "data"
     if not folder.is_dir():
         raise ConfigurationError(f"bfcl-eval is installed without its data folder {folder}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -138,7 +139,9 @@ async def run_case(
                     http, case, model=plan.served_model, instance_prefix=prefix
                 )
             replies = exchange.replies
-            record.calls = [[_calls_json(step) for step in turn] for turn in exchange.steps_per_turn]
+            record.calls = [
+                [_calls_json(step) for step in turn] for turn in exchange.steps_per_turn
+            ]
             verdict = check_multi_turn(case, exchange.steps_per_turn, model_name=_instance_prefix())
         else:
             messages = [dict(m) for m in case.turns[0]]
@@ -164,6 +167,8 @@ async def run_case(
         record.replies = [r.message for r in replies]
         record.output = replies[-1].content[:500]
         record.inferences = sum(r.attempts for r in replies)
+        record.prompt_tokens = sum(r.prompt_tokens for r in replies)
+        record.completion_tokens = sum(r.completion_tokens for r in replies)
         record.rescued = {}
         for r in replies:
             for dialect in r.rescued:
@@ -176,13 +181,15 @@ async def run_case(
 
 
 def pending(plan: BfclPlan) -> list[tuple[str, BfclCase, int]]:
-    """The (ablation, case, run) triples ``plan.out`` does not hold yet, ablation by ablation."""
+    """The (ablation, case, run) triples ``plan.out`` does not hold yet, case by case: every
+    ablation of a case runs back to back, so the backend's prompt cache serves the same prompt
+    to each of them (BFCL's cases share little prefix with each other)."""
     done = {r.key for r in read_records(plan.out)}
     return [
         (ablation, case, run)
-        for ablation in plan.ablations
         for run in range(plan.runs)
         for case in plan.cases
+        for ablation in plan.ablations
         if (plan.backend, plan.model, ablation, case.id, run) not in done
     ]
 
@@ -195,24 +202,27 @@ async def run_bfcl(
     on_start: Callable[[str, BfclCase, int], None] | None = None,
     on_record: Callable[[RunRecord, int, int], None] | None = None,
 ) -> list[RunRecord]:
-    """Run what ``plan.out`` lacks; one proxy per ablation in front of ``backend`` (or
+    """Run what ``plan.out`` lacks: one proxy per ablation, all in front of ``backend`` (or
     ``client``, which replaces it, as :func:`~forge_rt.proxy.serve_proxy` takes it)."""
     for name in plan.ablations:
         proxy_config(name, backend)  # an unknown ablation fails before any run
     todo = pending(plan)
     new: list[RunRecord] = []
-    for ablation in dict.fromkeys(a for a, _, _ in todo):
-        batch = [(case, run) for a, case, run in todo if a == ablation]
-        async with (
-            serve_proxy(proxy_config(ablation, backend), client=client) as url,
-            httpx.AsyncClient(base_url=url, timeout=_HTTP_TIMEOUT_S) as http,
-        ):
-            for case, run in batch:
-                if on_start is not None:
-                    on_start(ablation, case, run)
-                record = await run_case(http, case, ablation=ablation, run=run, plan=plan)
-                append_record(plan.out, record)
-                new.append(record)
-                if on_record is not None:
-                    on_record(record, len(new), len(todo))
+    async with AsyncExitStack() as stack:
+        clients: dict[str, httpx.AsyncClient] = {}
+        for ablation in dict.fromkeys(a for a, _, _ in todo):
+            url = await stack.enter_async_context(
+                serve_proxy(proxy_config(ablation, backend), client=client)
+            )
+            clients[ablation] = await stack.enter_async_context(
+                httpx.AsyncClient(base_url=url, timeout=_HTTP_TIMEOUT_S)
+            )
+        for ablation, case, run in todo:
+            if on_start is not None:
+                on_start(ablation, case, run)
+            record = await run_case(clients[ablation], case, ablation=ablation, run=run, plan=plan)
+            append_record(plan.out, record)
+            new.append(record)
+            if on_record is not None:
+                on_record(record, len(new), len(todo))
     return new

@@ -136,7 +136,7 @@ def run_bfcl_command(options: BfclOptions) -> list[RunRecord]:
     from forge_rt.eval._record import read_records
 
     try:
-        from forge_rt.eval.bfcl import SINGLE_TURN, BfclPlan, proxy_config, sample_cases
+        from forge_rt.eval.bfcl import SINGLE_TURN, BfclPlan, check_ablation, sample_cases
 
         cases = sample_cases(
             options.categories or SINGLE_TURN,
@@ -149,10 +149,14 @@ def run_bfcl_command(options: BfclOptions) -> list[RunRecord]:
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--categories") from None
     label, model = _model_label(options)
-    probe = BackendConfig(url="http://127.0.0.1:1", kind="llamaserver")
+    probe = BackendConfig(
+        url="http://127.0.0.1:1",
+        kind="llamaserver" if options.backend == "local" else options.backend_kind,
+        model=model,
+    )
     for name in options.ablations:
         try:
-            proxy_config(name, probe)
+            check_ablation(name, probe)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--ablation") from None
     settings = _settings(options, label, model)

@@ -9,6 +9,7 @@ renders a section as a rich table; :func:`render_html` renders every section as 
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections import Counter, defaultdict
@@ -116,12 +117,16 @@ class Section(msgspec.Struct, kw_only=True):
 def failure_kind(record: RunRecord) -> str | None:
     """Why a run was not correct, as a short kind (None when it was correct).
 
-    A typed error's class name; else how the run ended unfinished; else ``wrong answer``.
+    A typed error's class name; a benchmark checker's error type (BFCL's
+    ``simple_function_checker:wrong_count``, ...); else how the run ended unfinished; else
+    ``wrong answer``.
     """
     if record.correct:
         return None
     if record.error_type:
         return record.error_type
+    if record.checker.get("error_type"):
+        return str(record.checker["error_type"])
     if record.completed:
         return "wrong answer"
     if record.reason.startswith("ended in text holding"):
@@ -524,6 +529,10 @@ def _failed_runs_html(records: Sequence[RunRecord], *, source: Path, html_dir: P
         if r.trace is not None:
             href = os.path.relpath(source.parent / r.trace, html_dir)
             link = f'<a href="{escape(Path(href).as_posix())}">{escape(r.trace)}</a>'
+        elif r.replies:
+            # A benchmark case: what the client received and the calls read from it.
+            said = json.dumps(r.calls) if r.calls else json.dumps(r.replies[-1])
+            link = f"<code>{escape(said[:300])}</code>"
         else:
             link = "(no trace)"
         why = r.error_type or failure_kind(r) or ""
@@ -534,7 +543,8 @@ def _failed_runs_html(records: Sequence[RunRecord], *, source: Path, html_dir: P
         )
     return (
         f"<h2>Failed runs ({len(failed)})</h2><table><tr><th class='l'>ablation</th>"
-        "<th class='l'>scenario</th><th>run</th><th class='l'>why</th><th class='l'>trace</th>"
+        "<th class='l'>scenario</th><th>run</th><th class='l'>why</th>"
+        "<th class='l'>trace, or the calls received</th>"
         f"</tr>{''.join(rows)}</table>"
     )
 

@@ -25,6 +25,7 @@ from forge_rt.eval.bfcl import (
     BfclCase,
     BfclPlan,
     Call,
+    check_ablation,
     check_single_turn,
     load_category,
     proxy_config,
@@ -260,10 +261,35 @@ async def test_a_multi_turn_case_runs_on_bfcls_api_classes_and_its_checker_judge
 
 def test_ablations_without_a_proxy_switch_are_refused() -> None:
     backend = BackendConfig(url="http://127.0.0.1:9", kind="llamaserver")
-    assert proxy_config("bare", backend).rescue is False
+    assert proxy_config("no_rescue", backend).rescue is False
     assert proxy_config("unconstrained", backend).constrain == "never"
+    check_ablation("bare", backend)
     with pytest.raises(ValueError, match="no proxy equivalent"):
-        proxy_config("no_compact", backend)
+        check_ablation("no_compact", backend)
+    with pytest.raises(ValueError, match="OpenAI-compatible"):
+        check_ablation("bare", BackendConfig(url="http://127.0.0.1:9", kind="ollama", model="m"))
+
+
+async def test_bare_goes_straight_to_the_backend_and_text_is_what_bfcl_decodes(
+    tmp_path: Path,
+) -> None:
+    """Without forge_rt a reply in prose is the answer: no call for an AST case (invalid), a
+    decline for irrelevance (valid) -- no guardrail asks for a call."""
+    cases = [
+        *sample_cases(["simple"], 1, split="all"),
+        *sample_cases(["irrelevance"], 1, split="all"),
+    ]
+    script = {_first_user_text(c): [SimReply(text=DECLINE)] for c in cases}
+    out = tmp_path / "bare.jsonl"
+    plan = BfclPlan(backend="sim", model="sim", cases=cases, ablations=["bare"], runs=1, out=out)
+    with trio.fail_after(30):
+        async with SimBackend.serve(SimConfig(script=script)) as sim:
+            records = await run_bfcl(plan, BackendConfig(url=sim.url, kind="llamaserver"))
+            assert sim.stats.requests["/v1/chat/completions"] == 2  # one each: no retry
+    simple, irrelevance = records
+    assert (simple.correct, irrelevance.correct) == (False, True)
+    assert simple.checker["error_type"] == "ast_decoder:decoder_failed"
+    assert irrelevance.output == DECLINE
 
 
 def test_records_hold_json_the_report_can_read(tmp_path: Path) -> None:
@@ -280,3 +306,16 @@ def test_records_hold_json_the_report_can_read(tmp_path: Path) -> None:
     [back] = read_records(path)
     assert back == record
     assert json.loads(path.read_text())["calls"] == [{"f": {"a": 1}}]
+
+
+def test_the_pinned_bfcl_release_is_the_installed_one_and_every_install_line_names_it() -> None:
+    from importlib.metadata import version
+
+    from forge_rt.eval.bfcl import BFCL_VERSION, INSTALL_HINT
+
+    assert version("bfcl-eval") == BFCL_VERSION
+    root = Path(__file__).resolve().parents[2]
+    pin = f"bfcl-eval=={BFCL_VERSION}"
+    for path in (".ci/run", "pyproject.toml", "README.md", "docs/eval/heldout.md"):
+        assert pin in (root / path).read_text(encoding="utf-8"), path
+    assert pin in INSTALL_HINT

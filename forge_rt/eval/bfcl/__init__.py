@@ -23,13 +23,16 @@ from forge_rt.eval.bfcl._drive import MAX_STEPS as MAX_STEPS
 from forge_rt.eval.bfcl._drive import Reply as Reply
 from forge_rt.eval.bfcl._package import BFCL_VERSION as BFCL_VERSION
 from forge_rt.eval.bfcl._package import INSTALL_HINT as INSTALL_HINT
+from forge_rt.eval.bfcl._suite import BARE as BARE
 from forge_rt.eval.bfcl._suite import PROXY_ABLATIONS as PROXY_ABLATIONS
 from forge_rt.eval.bfcl._suite import BfclPlan as BfclPlan
+from forge_rt.eval.bfcl._suite import check_ablation as check_ablation
 from forge_rt.eval.bfcl._suite import proxy_config as proxy_config
 from forge_rt.eval.bfcl._suite import run_bfcl as run_bfcl
 from forge_rt.eval.bfcl._suite import run_case as run_case
 
 __all__ = [
+    "BARE",
     "BFCL_VERSION",
     "CATEGORIES",
     "INSTALL_HINT",
@@ -44,6 +47,7 @@ __all__ = [
     "CheckVerdict",
     "Reply",
     "as_python_call",
+    "check_ablation",
     "check_multi_turn",
     "check_single_turn",
     "load_category",

@@ -1,7 +1,8 @@
 """Run BFCL cases through forge_rt's proxy and record BFCL's verdicts, resumably.
 
 Each ablation is a proxy configuration in front of the same backend (see
-:data:`PROXY_ABLATIONS`); each case is sent over HTTP as a client sends it. Every case gets one
+:data:`PROXY_ABLATIONS`), or, for ``bare``, the backend itself; each case is sent over HTTP as a
+client sends it. Every case gets one
 :class:`~forge_rt.eval.RunRecord` (suite ``bfcl``, the case's half, its replies as received,
 the decoded calls and BFCL's verdict), appended as it ends, so an interrupted run resumes where
 it stopped. ``correct`` is BFCL's ``valid``; ``completed`` says the proxy answered at all (a
@@ -38,7 +39,15 @@ from forge_rt.eval.bfcl._check import (
 from forge_rt.eval.bfcl._drive import Reply, ask, run_multi_turn
 from forge_rt.proxy import BackendConfig, ProxyConfig, serve_proxy
 
-__all__ = ["PROXY_ABLATIONS", "BfclPlan", "proxy_config", "run_bfcl", "run_case"]
+__all__ = [
+    "BARE",
+    "PROXY_ABLATIONS",
+    "BfclPlan",
+    "check_ablation",
+    "proxy_config",
+    "run_bfcl",
+    "run_case",
+]
 
 PROXY_ABLATIONS: dict[str, dict[str, Any]] = {
     "full": {},
@@ -46,10 +55,14 @@ PROXY_ABLATIONS: dict[str, dict[str, Any]] = {
     "constrained": {"constrain": "always"},
     "no_rescue": {"rescue": False},
     "no_nudge": {"max_retries": 0},
-    "bare": {"rescue": False, "max_retries": 0, "respond_tool": False, "constrain": "never"},
 }
 """The eval's ablations as proxy settings: the switches the proxy has (``full`` is its
-defaults, as a user gets them; ``bare`` turns every guardrail off)."""
+defaults, as a user gets them)."""
+
+BARE = "bare"
+"""The ablation without forge_rt: each case goes straight to the backend's own
+``/v1/chat/completions``, so its replies are the model and server as a user without forge_rt
+gets them (a proxy with every switch off still answers for the tool-calling contract)."""
 
 # The proxy's answer when the model could not produce what its guardrails accept.
 _GUARDRAIL_ERROR = "tool_call_error"
@@ -78,9 +91,20 @@ def proxy_config(ablation: str, backend: BackendConfig) -> ProxyConfig:
     if ablation not in PROXY_ABLATIONS:
         raise ValueError(
             f"ablation {ablation!r} has no proxy equivalent; BFCL runs through the proxy, "
-            f"which has {sorted(PROXY_ABLATIONS)}"
+            f"which has {sorted(PROXY_ABLATIONS)}, or straight to the backend ({BARE!r})"
         )
     return ProxyConfig(port=0, backend=backend, **PROXY_ABLATIONS[ablation])
+
+
+def check_ablation(ablation: str, backend: BackendConfig) -> None:
+    """Raise ``ValueError`` unless ``ablation`` can run in front of (or on) ``backend``."""
+    if ablation != BARE:
+        proxy_config(ablation, backend)
+    elif backend.url is None or backend.kind not in (None, "openai", "llamaserver", "vllm"):
+        raise ValueError(
+            f"{BARE!r} sends cases straight to an OpenAI-compatible backend URL; this backend "
+            f"is {backend.kind or 'not a URL'}"
+        )
 
 
 def _calls_json(calls: Sequence[Call]) -> list[dict[str, Any]]:
@@ -107,6 +131,15 @@ def _backend_failure(response: httpx.Response) -> BackendError:
     )
 
 
+def _ideal_calls(case: BfclCase) -> int:
+    """The calls of BFCL's ground truth (none where no call is right)."""
+    if case.check == "multi_turn":
+        return sum(len(turn) for turn in case.ground_truth)
+    if case.check == "ast":
+        return len(case.ground_truth)
+    return 0
+
+
 def _instance_prefix() -> str:
     # BFCL names instances f"{model_name}_{case}_{class}_instance" with [-./:] made "_".
     return re.sub(r"[^a-z0-9_]", "_", f"forge_rt_{uuid.uuid4().hex}")
@@ -127,6 +160,7 @@ async def run_case(
         correct=False,
         suite="bfcl",
         split=split_of(case.id),
+        ideal_calls=_ideal_calls(case),
     )
     started = trio.current_time()
     replies: list[Reply] = []
@@ -205,15 +239,19 @@ async def run_bfcl(
     """Run what ``plan.out`` lacks: one proxy per ablation, all in front of ``backend`` (or
     ``client``, which replaces it, as :func:`~forge_rt.proxy.serve_proxy` takes it)."""
     for name in plan.ablations:
-        proxy_config(name, backend)  # an unknown ablation fails before any run
+        check_ablation(name, backend)  # an unknown ablation fails before any run
     todo = pending(plan)
     new: list[RunRecord] = []
     async with AsyncExitStack() as stack:
         clients: dict[str, httpx.AsyncClient] = {}
         for ablation in dict.fromkeys(a for a, _, _ in todo):
-            url = await stack.enter_async_context(
-                serve_proxy(proxy_config(ablation, backend), client=client)
-            )
+            if ablation == BARE:
+                assert backend.url is not None, "checked by check_ablation"
+                url = backend.url.rstrip("/").removesuffix("/v1")
+            else:
+                url = await stack.enter_async_context(
+                    serve_proxy(proxy_config(ablation, backend), client=client)
+                )
             clients[ablation] = await stack.enter_async_context(
                 httpx.AsyncClient(base_url=url, timeout=_HTTP_TIMEOUT_S)
             )

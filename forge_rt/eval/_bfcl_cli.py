@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 import trio
@@ -20,11 +20,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from forge_rt import __version__
 from forge_rt._cli_options import DEFAULT_N_CTX
+from forge_rt.core import LLMClient
 from forge_rt.errors import ConfigurationError, ForgeError
+from forge_rt.eval._ablation import ablation
 from forge_rt.eval._meta import Invocation, read_meta, utc_now, write_meta
 from forge_rt.eval._record import RunRecord
 from forge_rt.eval._split import SplitName
 from forge_rt.proxy import BackendConfig
+
+if TYPE_CHECKING:
+    from forge_rt.clients import ClientKind
 
 __all__ = ["BfclOptions", "run_bfcl_command"]
 
@@ -50,6 +55,7 @@ class BfclOptions:
         per_category: int | None,
         seed: int,
         command: str,
+        route: str = "proxy",
     ) -> None:
         self.backend = backend
         self.backend_kind = backend_kind
@@ -64,6 +70,7 @@ class BfclOptions:
         self.per_category = per_category or _DEFAULT_PER_CATEGORY
         self.seed = seed
         self.command = command
+        self.route = route
 
 
 def _model_label(options: BfclOptions) -> tuple[str, str]:
@@ -102,6 +109,7 @@ def _settings(options: BfclOptions, label: str, model: str) -> dict[str, Any]:
         "model": model,
         "sampling": {"temperature": 0.0},
         "suite": f"bfcl {BFCL_VERSION}",
+        "route": options.route,
     }
 
 
@@ -111,9 +119,11 @@ async def _run(
     on_start: Callable[[str, Any, int], None],
     on_record: Callable[[RunRecord, int, int], None],
 ) -> list[RunRecord]:
+    from forge_rt.clients import LlamaServerClient, make_client
     from forge_rt.eval.bfcl import run_bfcl
 
     async with AsyncExitStack() as stack:
+        client: LLMClient | None = None
         if options.backend == "local":
             from forge_rt.backends.local import LocalModelServer
 
@@ -121,6 +131,9 @@ async def _run(
                 LocalModelServer.start(plan.model, n_ctx=options.n_ctx or DEFAULT_N_CTX)
             )
             backend = BackendConfig(url=server.url, kind="llamaserver")
+            if options.route == "runtime":
+                # As the own suite's runs use the embedded model: raw generation.
+                client = LlamaServerClient(server.url, generation="raw")
         else:
             backend = BackendConfig(
                 url=options.backend,
@@ -128,7 +141,15 @@ async def _run(
                 api_key=options.backend_api_key,
                 model=options.model,
             )
-        return await run_bfcl(plan, backend, on_start=on_start, on_record=on_record)
+            if options.route == "runtime":
+                kind = cast("ClientKind", options.backend_kind)
+                extra: dict[str, object] = {"model": options.model}
+                if options.backend_api_key is not None and kind != "ollama":
+                    extra["api_key"] = options.backend_api_key
+                client = make_client(kind, options.backend, **extra)
+        if client is not None:
+            client = await stack.enter_async_context(client)  # type: ignore[arg-type]
+        return await run_bfcl(plan, backend, client=client, on_start=on_start, on_record=on_record)
 
 
 def run_bfcl_command(options: BfclOptions) -> list[RunRecord]:
@@ -156,7 +177,10 @@ def run_bfcl_command(options: BfclOptions) -> list[RunRecord]:
     )
     for name in options.ablations:
         try:
-            check_ablation(name, probe)
+            if options.route == "runtime":
+                ablation(name)
+            else:
+                check_ablation(name, probe)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--ablation") from None
     settings = _settings(options, label, model)
@@ -175,6 +199,7 @@ def run_bfcl_command(options: BfclOptions) -> list[RunRecord]:
         runs=options.runs,
         out=options.out,
         served_model=model,
+        route=options.route,  # type: ignore[arg-type]  # click.Choice admitted only routes
     )
     errors = Console(stderr=True, highlight=False, soft_wrap=True)
     options.out.parent.mkdir(parents=True, exist_ok=True)

@@ -418,6 +418,7 @@ def _check_suite_options(
     cases: int | None,
     categories: tuple[str, ...],
     per: int | None,
+    route: str | None,
 ) -> None:
     """Refuse an option of another suite than the one chosen."""
     belongs = {
@@ -425,6 +426,7 @@ def _check_suite_options(
         "cases": ("generated", cases),
         "categories": ("bfcl", categories),
         "per_category": ("bfcl", per),
+        "route": ("bfcl", route),
     }
     for name, (owner, value) in belongs.items():
         if value and owner != suite:
@@ -496,6 +498,13 @@ def _in_split(chosen: list[Scenario], split: SplitName) -> list[Scenario]:
     type=click.IntRange(min=1),
     default=None,
     help="bfcl: cases drawn from each category's half [default: 40].",
+)
+@click.option(
+    "--route",
+    type=click.Choice(("proxy", "runtime")),
+    default=None,
+    help="bfcl: how each case is sent: proxy (an HTTP request to the proxy, as a client sends "
+    "it; bare: to the backend) or runtime (a workflow on a Session) [default: proxy].",
 )
 @click.option(
     "--suite-seed",
@@ -596,6 +605,7 @@ def eval_command(
     categories: tuple[str, ...],
     per_category: int | None,
     suite_seed: int | None,
+    route: str | None,
 ) -> None:
     """Run eval scenarios under guardrail ablations and report completion and score.
 
@@ -618,7 +628,13 @@ def eval_command(
             )
         return
     _check_suite_options(
-        ctx, suite, scenarios=scenarios, cases=cases, categories=categories, per=per_category
+        ctx,
+        suite,
+        scenarios=scenarios,
+        cases=cases,
+        categories=categories,
+        per=per_category,
+        route=route,
     )
     if suite == "bfcl":
         _run_bfcl_command(
@@ -636,6 +652,7 @@ def eval_command(
             categories=_split(categories),
             per_category=per_category,
             seed=suite_seed or 0,
+            route=route or "proxy",
         )
         return
     if suite == "generated":

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import ast
 import json
+import queue
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -319,3 +323,137 @@ def test_the_pinned_bfcl_release_is_the_installed_one_and_every_install_line_nam
     for path in (".ci/run", "pyproject.toml", "README.md", "docs/eval/heldout.md"):
         assert pin in (root / path).read_text(encoding="utf-8"), path
     assert pin in INSTALL_HINT
+
+
+@contextmanager
+def _sim_in_thread(config: SimConfig) -> Iterator[str]:
+    """A simulated backend on its own trio loop in a thread (the CLI runs trio itself)."""
+    urls: queue.Queue[str] = queue.Queue()
+    stop = threading.Event()
+
+    async def serve() -> None:
+        async with SimBackend.serve(config) as sim:
+            urls.put(sim.url)
+            await trio.to_thread.run_sync(stop.wait)
+
+    thread = threading.Thread(target=trio.run, args=(serve,))
+    thread.start()
+    try:
+        yield urls.get(timeout=30)
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+
+
+def test_the_cli_runs_bfcl_against_a_url_backend_and_reports_by_category(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+    from structlog.testing import capture_logs
+
+    from forge_rt.eval._cli import eval_command
+    from forge_rt.eval._meta import read_meta
+
+    cases = sample_cases(["simple", "irrelevance"], 1, split="dev", seed=5)
+    out = tmp_path / "bfcl.jsonl"
+    args = [
+        "--suite", "bfcl", "--split", "dev", "--categories", "simple,irrelevance",
+        "--per-category", "1", "--suite-seed", "5", "-a", "full,bare", "--model", "sim",
+        "--backend-kind", "llamaserver", "--out", str(out),
+    ]  # fmt: skip
+    with _sim_in_thread(SimConfig(script=_scripts(cases))) as url, capture_logs():
+        result = CliRunner().invoke(eval_command, ["--backend", url, *args])
+    assert result.exit_code == 0, result.output
+    records = list(read_records(out))
+    assert sorted((r.ablation, r.scenario) for r in records) == sorted(
+        (a, c.id) for a in ("full", "bare") for c in cases
+    )
+    full = {r.tags[0]: r.correct for r in records if r.ablation == "full"}
+    assert full == {"simple": True, "irrelevance": True}
+    # bare: the respond call the script makes is a call BFCL sees (no proxy strips it).
+    bare = {r.tags[0]: r.correct for r in records if r.ablation == "bare"}
+    assert bare == {"simple": True, "irrelevance": False}
+    assert " · simple" in result.stdout
+    assert " · irrelevance" in result.stdout
+    assert out.with_suffix(".html").exists()
+    [invocation] = read_meta(out).invocations
+    assert invocation.outcome == "done"
+    assert invocation.scenarios == [c.id for c in cases]
+    assert invocation.settings["suite"] == "bfcl 2026.3.23"
+
+
+async def test_the_runtime_route_runs_cases_as_workflows_with_the_same_verdicts(
+    tmp_path: Path,
+) -> None:
+    """Through a Session: the calls that ran are what BFCL checks; each run leaves a trace."""
+    from forge_rt.clients import LlamaServerClient
+
+    cases = sample_cases(SINGLE_TURN, 1, split="dev", seed=2)
+    wrong = next(c.id for c in cases if c.category == "multiple")
+    out = tmp_path / "rt.jsonl"
+    plan = BfclPlan(
+        backend="sim", model="sim", cases=cases, ablations=["unconstrained"], runs=1, out=out,
+        route="runtime",
+    )  # fmt: skip
+    with trio.fail_after(60):
+        async with (
+            SimBackend.serve(SimConfig(script=_scripts(cases, wrong=wrong))) as sim,
+            LlamaServerClient(sim.url) as client,
+        ):
+            backend = BackendConfig(url=sim.url, kind="llamaserver")
+            records = {r.scenario: r for r in await run_bfcl(plan, backend, client=client)}
+    for case in cases:
+        record = records[case.id]
+        assert record.suite == "bfcl-runtime"
+        assert record.trace is not None
+        assert (out.parent / record.trace).exists()
+        assert record.correct is (case.id != wrong), (case.id, record.reason)
+    assert records[wrong].checker["error_type"] == "forge_rt:no_answer"
+    assert records[wrong].error_type == "ToolCallError"
+    parallel = next(r for r in records.values() if r.tags == ("parallel",))
+    assert len(parallel.calls) >= 2
+
+
+async def test_a_multi_turn_case_on_the_runtime_runs_bfcls_classes_turn_by_turn(
+    tmp_path: Path,
+) -> None:
+    from forge_rt.clients import LlamaServerClient
+
+    case = next(c for c in sample_cases(MULTI_TURN, 10, split="all") if len(c.turns) <= 4)
+    execute = checkers().execute_multi_turn_func_call
+    replies: list[SimReply] = []
+    with executed_instances("test_truth_rt"):
+        for turn in case.ground_truth:
+            replies += [SimReply(tool_calls=(_wire(case, _parsed(case, text)),)) for text in turn]
+            results, _ = execute(
+                turn, case.initial_config, list(case.involved_classes), "test_truth_rt", case.id
+            )
+            summary = "Done: " + "; ".join(results)
+            replies.append(
+                SimReply(tool_calls=(SimToolCall(name="respond", arguments={"message": summary}),))
+            )
+    out = tmp_path / "mt.jsonl"
+    plan = BfclPlan(
+        backend="sim", model="sim", cases=[case], ablations=["unconstrained"], runs=1, out=out,
+        route="runtime",
+    )  # fmt: skip
+    with trio.fail_after(60):
+        async with (
+            SimBackend.serve(SimConfig(script={_first_user_text(case): replies})) as sim,
+            LlamaServerClient(sim.url) as client,
+        ):
+            backend = BackendConfig(url=sim.url, kind="llamaserver")
+            [record] = await run_bfcl(plan, backend, client=client)
+    assert record.correct, record.reason
+    assert len(record.calls) == len(case.turns)
+    assert record.tool_calls == sum(len(t) for t in case.ground_truth)
+
+
+@pytest.mark.parametrize("category", [*SINGLE_TURN, *MULTI_TURN])
+def test_every_case_is_a_valid_runtime_workflow(category: str) -> None:
+    """Each case's tools pass the runtime's own schema checks, so no case aborts a run."""
+    from forge_rt.eval import ablation
+    from forge_rt.eval.bfcl._runtime import _workflow
+
+    for case in load_category(category):
+        workflow = _workflow(case, ablation("full"), [], instance_prefix="unused")
+        assert set(workflow.tools) == set(case.names)
+        assert workflow.terminal_tools >= ({"respond"} if category in SINGLE_TURN else set())

@@ -25,7 +25,9 @@ from forge_rt.eval.bfcl._package import BFCL_VERSION as BFCL_VERSION
 from forge_rt.eval.bfcl._package import INSTALL_HINT as INSTALL_HINT
 from forge_rt.eval.bfcl._suite import BARE as BARE
 from forge_rt.eval.bfcl._suite import PROXY_ABLATIONS as PROXY_ABLATIONS
+from forge_rt.eval.bfcl._suite import ROUTES as ROUTES
 from forge_rt.eval.bfcl._suite import BfclPlan as BfclPlan
+from forge_rt.eval.bfcl._suite import Route as Route
 from forge_rt.eval.bfcl._suite import check_ablation as check_ablation
 from forge_rt.eval.bfcl._suite import proxy_config as proxy_config
 from forge_rt.eval.bfcl._suite import run_bfcl as run_bfcl
@@ -39,6 +41,7 @@ __all__ = [
     "MAX_STEPS",
     "MULTI_TURN",
     "PROXY_ABLATIONS",
+    "ROUTES",
     "SINGLE_TURN",
     "BfclCase",
     "BfclPlan",
@@ -46,6 +49,7 @@ __all__ = [
     "Category",
     "CheckVerdict",
     "Reply",
+    "Route",
     "as_python_call",
     "check_ablation",
     "check_multi_turn",

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import msgspec
@@ -26,7 +26,9 @@ import trio
 
 from forge_rt.core import LLMClient
 from forge_rt.errors import BackendError, FaultKind
+from forge_rt.eval._ablation import ABLATIONS
 from forge_rt.eval._record import RunRecord, append_record, read_records
+from forge_rt.eval._runner import run_trace_path
 from forge_rt.eval._split import split_of
 from forge_rt.eval.bfcl._cases import BfclCase
 from forge_rt.eval.bfcl._check import (
@@ -37,6 +39,7 @@ from forge_rt.eval.bfcl._check import (
     executed_instances,
 )
 from forge_rt.eval.bfcl._drive import Reply, ask, run_multi_turn
+from forge_rt.eval.bfcl._runtime import run_in_runtime
 from forge_rt.proxy import BackendConfig, ProxyConfig, serve_proxy
 
 __all__ = [
@@ -64,6 +67,9 @@ BARE = "bare"
 ``/v1/chat/completions``, so its replies are the model and server as a user without forge_rt
 gets them (a proxy with every switch off still answers for the tool-calling contract)."""
 
+Route = Literal["proxy", "runtime"]
+ROUTES: tuple[Route, ...] = ("proxy", "runtime")
+
 # The proxy's answer when the model could not produce what its guardrails accept.
 _GUARDRAIL_ERROR = "tool_call_error"
 _HTTP_TIMEOUT_S = 900.0
@@ -73,7 +79,9 @@ class BfclPlan(msgspec.Struct, kw_only=True):
     """What to run: cases x ablations x runs, labelled with a backend and model.
 
     ``served_model``: the model name sent in requests (what the backend serves);
-    ``temperature``: every request's (BFCL's runs use greedy decoding).
+    ``temperature``: every request's (BFCL's runs use greedy decoding); ``route``: ``proxy``
+    (HTTP requests to a proxy, or to the backend for ``bare``) or ``runtime`` (a workflow on a
+    :class:`~forge_rt.runtime.Session`, see :mod:`forge_rt.eval.bfcl._runtime`).
     """
 
     backend: str
@@ -84,6 +92,7 @@ class BfclPlan(msgspec.Struct, kw_only=True):
     out: Path
     served_model: str = "model"
     temperature: float = 0.0
+    route: Route = "proxy"
 
 
 def proxy_config(ablation: str, backend: BackendConfig) -> ProxyConfig:
@@ -149,19 +158,7 @@ async def run_case(
     http: httpx.AsyncClient, case: BfclCase, *, ablation: str, run: int, plan: BfclPlan
 ) -> RunRecord:
     """One run of one case through the proxy ``http`` talks to; BFCL's verdict recorded."""
-    record = RunRecord(
-        scenario=case.id,
-        tags=(case.category,),
-        run=run,
-        ablation=ablation,
-        backend=plan.backend,
-        model=plan.model,
-        completed=False,
-        correct=False,
-        suite="bfcl",
-        split=split_of(case.id),
-        ideal_calls=_ideal_calls(case),
-    )
+    record = _new_record(case, ablation=ablation, run=run, plan=plan)
     started = trio.current_time()
     replies: list[Reply] = []
     verdict: CheckVerdict
@@ -208,10 +205,74 @@ async def run_case(
             for dialect in r.rescued:
                 record.rescued[dialect] = record.rescued.get(dialect, 0) + 1
     record.tool_calls = sum(len(r.calls) for r in replies)
+    return _finish(record, verdict)
+
+
+def _new_record(case: BfclCase, *, ablation: str, run: int, plan: BfclPlan) -> RunRecord:
+    return RunRecord(
+        scenario=case.id,
+        tags=(case.category,),
+        run=run,
+        ablation=ablation,
+        backend=plan.backend,
+        model=plan.model,
+        completed=False,
+        correct=False,
+        suite="bfcl" if plan.route == "proxy" else "bfcl-runtime",
+        split=split_of(case.id),
+        ideal_calls=_ideal_calls(case),
+    )
+
+
+def _finish(record: RunRecord, verdict: CheckVerdict) -> RunRecord:
     record.correct = verdict.valid
     record.reason = "" if verdict.valid else "; ".join((verdict.error_type, *verdict.errors))[:500]
     record.checker = msgspec.to_builtins(verdict)
     return record
+
+
+async def run_case_in_runtime(
+    client: LLMClient,
+    case: BfclCase,
+    *,
+    ablation: str,
+    run: int,
+    plan: BfclPlan,
+    trace: Path | None = None,
+) -> RunRecord:
+    """One run of one case as a workflow on the runtime; BFCL's verdict recorded."""
+    record = _new_record(case, ablation=ablation, run=run, plan=plan)
+    started = trio.current_time()
+    prefix = _instance_prefix()
+    with executed_instances(prefix):
+        outcome = await run_in_runtime(
+            client, case, ABLATIONS[ablation], instance_prefix=prefix, trace=trace
+        )
+    record.wall_s = trio.current_time() - started
+    record.inferences = outcome.inferences
+    record.prompt_tokens = outcome.prompt_tokens
+    record.completion_tokens = outcome.completion_tokens
+    record.retries = outcome.retries
+    record.rescued = outcome.rescued
+    record.replies = [{"answer": a} for a in outcome.answers]
+    record.output = outcome.answers[-1][:500] if outcome.answers else ""
+    record.tool_calls = sum(len(turn) for turn in outcome.calls_per_turn)
+    if outcome.failure is not None:
+        record.error_type, record.error = outcome.failure
+        record.calls = [_calls_json(turn) for turn in outcome.calls_per_turn]
+        return _finish(
+            record,
+            CheckVerdict(valid=False, error_type="forge_rt:no_answer", errors=(record.error_type,)),
+        )
+    record.completed = True
+    if case.check == "multi_turn":
+        # One step per call: BFCL's checker runs a turn's steps one after another either way.
+        steps = [[[c] for c in turn] for turn in outcome.calls_per_turn]
+        record.calls = [[_calls_json(step) for step in turn] for turn in steps]
+        return _finish(record, check_multi_turn(case, steps, model_name=_instance_prefix()))
+    [calls] = outcome.calls_per_turn
+    record.calls = _calls_json(calls)
+    return _finish(record, check_single_turn(case, calls, model_name=plan.model))
 
 
 def pending(plan: BfclPlan) -> list[tuple[str, BfclCase, int]]:
@@ -228,6 +289,34 @@ def pending(plan: BfclPlan) -> list[tuple[str, BfclCase, int]]:
     ]
 
 
+async def _run_in_runtime(
+    plan: BfclPlan,
+    client: LLMClient,
+    *,
+    on_start: Callable[[str, BfclCase, int], None] | None,
+    on_record: Callable[[RunRecord, int, int], None] | None,
+) -> list[RunRecord]:
+    for name in plan.ablations:
+        if name not in ABLATIONS:
+            raise ValueError(f"unknown ablation {name!r}; choose from {sorted(ABLATIONS)}")
+    todo = pending(plan)
+    new: list[RunRecord] = []
+    for ablation, case, run in todo:
+        if on_start is not None:
+            on_start(ablation, case, run)
+        trace = run_trace_path(plan.out, case.id, ablation, run)
+        trace.unlink(missing_ok=True)  # left by a run that ended without a record
+        record = await run_case_in_runtime(
+            client, case, ablation=ablation, run=run, plan=plan, trace=trace
+        )
+        record.trace = trace.relative_to(plan.out.parent).as_posix()
+        append_record(plan.out, record)
+        new.append(record)
+        if on_record is not None:
+            on_record(record, len(new), len(todo))
+    return new
+
+
 async def run_bfcl(
     plan: BfclPlan,
     backend: BackendConfig,
@@ -236,8 +325,14 @@ async def run_bfcl(
     on_start: Callable[[str, BfclCase, int], None] | None = None,
     on_record: Callable[[RunRecord, int, int], None] | None = None,
 ) -> list[RunRecord]:
-    """Run what ``plan.out`` lacks: one proxy per ablation, all in front of ``backend`` (or
-    ``client``, which replaces it, as :func:`~forge_rt.proxy.serve_proxy` takes it)."""
+    """Run what ``plan.out`` lacks. Route ``proxy``: one proxy per ablation, all in front of
+    ``backend`` (or ``client``, which replaces it, as :func:`~forge_rt.proxy.serve_proxy` takes
+    it). Route ``runtime``: a session per case over ``client`` (required), under the eval's
+    ablation presets (:data:`~forge_rt.eval.ABLATIONS`)."""
+    if plan.route == "runtime":
+        if client is None:
+            raise ValueError("the runtime route runs on an LLMClient: pass client")
+        return await _run_in_runtime(plan, client, on_start=on_start, on_record=on_record)
     for name in plan.ablations:
         check_ablation(name, backend)  # an unknown ablation fails before any run
     todo = pending(plan)

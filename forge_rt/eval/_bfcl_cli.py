@@ -21,9 +21,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from forge_rt import __version__
 from forge_rt._cli_options import DEFAULT_N_CTX
 from forge_rt.core import LLMClient
-from forge_rt.errors import ConfigurationError, ForgeError
+from forge_rt.errors import ConfigurationError
 from forge_rt.eval._ablation import ablation
-from forge_rt.eval._meta import Invocation, read_meta, utc_now, write_meta
+from forge_rt.eval._meta import Invocation, read_meta, recording, utc_now
 from forge_rt.eval._record import RunRecord
 from forge_rt.eval._split import SplitName
 from forge_rt.proxy import BackendConfig
@@ -217,40 +217,29 @@ def run_bfcl_command(options: BfclOptions) -> list[RunRecord]:
         runs=options.runs,
         version=__version__,
     )
-    meta.invocations.append(invocation)
-    write_meta(options.out, meta)
     new: list[RunRecord] = []
-    failure: ForgeError | None = None
-    try:
-        with Progress(
+    with (
+        recording(options.out, meta, invocation, new) as outcome,
+        Progress(
             TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
             console=errors,
             disable=not errors.is_terminal,
-        ) as progress:
-            task = progress.add_task("starting", total=None)
+        ) as progress,
+    ):
+        task = progress.add_task("starting", total=None)
 
-            def started(ablation: str, case: Any, run: int) -> None:
-                progress.update(task, description=f"{ablation} {case.id} #{run + 1}")
+        def started(ablation: str, case: Any, run: int) -> None:
+            progress.update(task, description=f"{ablation} {case.id} #{run + 1}")
 
-            def recorded(record: RunRecord, index: int, total: int) -> None:
-                new.append(record)
-                progress.update(task, completed=index, total=total)
+        def recorded(record: RunRecord, index: int, total: int) -> None:
+            new.append(record)
+            progress.update(task, completed=index, total=total)
 
-            trio.run(_run, options, plan, started, recorded)
-        invocation.outcome = "done"
-    except ForgeError as exc:
-        failure = exc
-        invocation.outcome = f"failed: {type(exc).__name__}: {exc}"[:500]
-    except KeyboardInterrupt:
-        invocation.outcome = "interrupted"
-        raise
-    finally:
-        invocation.finished = utc_now()
-        invocation.new_records = len(new)
-        write_meta(options.out, meta)
+        trio.run(_run, options, plan, started, recorded)
+    failure = outcome.failure
     errors.print(
         f"ran {len(new)} cases: {sum(r.correct for r in new)} valid by BFCL's checkers",
         markup=False,

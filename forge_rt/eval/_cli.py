@@ -51,7 +51,7 @@ from forge_rt.backends.sim import FailureRates
 from forge_rt.core import LLMClient, Sampling
 from forge_rt.errors import ForgeError
 from forge_rt.eval._ablation import ABLATIONS, Ablation, ablation
-from forge_rt.eval._meta import Invocation, meta_path, read_meta, utc_now, write_meta
+from forge_rt.eval._meta import Invocation, meta_path, read_meta, recording, utc_now
 from forge_rt.eval._presets import DEFAULT_SIM_RATES, SIM_RATE_PRESETS, parse_sim_rates
 from forge_rt.eval._record import RunRecord, read_records
 from forge_rt.eval._report import (
@@ -725,12 +725,10 @@ def eval_command(
         runs=runs,
         version=__version__,
     )
-    meta.invocations.append(invocation)
-    write_meta(out, meta)
     new: list[RunRecord] = []
-    failure: ForgeError | None = None
-    try:
-        with Progress(
+    with (
+        recording(out, meta, invocation, new) as outcome,
+        Progress(
             TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
@@ -739,25 +737,16 @@ def eval_command(
             TimeRemainingColumn(),
             console=errors,
             disable=not errors.is_terminal,
-        ) as progress:
-            view = _ProgressView(progress, todo)
+        ) as progress,
+    ):
+        view = _ProgressView(progress, todo)
 
-            def recorded(record: RunRecord, index: int, total: int) -> None:
-                new.append(record)
-                view.recorded(record, index, total)
+        def recorded(record: RunRecord, index: int, total: int) -> None:
+            new.append(record)
+            view.recorded(record, index, total)
 
-            trio.run(_run_plan, plan, resolved, view.started, recorded)
-        invocation.outcome = "done"
-    except ForgeError as exc:
-        failure = exc
-        invocation.outcome = f"failed: {type(exc).__name__}: {exc}"[:500]
-    except KeyboardInterrupt:
-        invocation.outcome = "interrupted"
-        raise
-    finally:
-        invocation.finished = utc_now()
-        invocation.new_records = len(new)
-        write_meta(out, meta)
+        trio.run(_run_plan, plan, resolved, view.started, recorded)
+    failure = outcome.failure
     errors.print(
         f"ran {len(new)} runs: {sum(r.completed for r in new)} completed, "
         f"{sum(r.correct for r in new)} correct",

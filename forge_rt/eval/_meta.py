@@ -12,12 +12,25 @@ from __future__ import annotations
 import datetime
 import os
 import tempfile
+from collections.abc import Iterator, Sized
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-__all__ = ["EvalMeta", "Invocation", "meta_path", "read_meta", "utc_now", "write_meta"]
+from forge_rt.errors import ForgeError
+
+__all__ = [
+    "EvalMeta",
+    "Invocation",
+    "Outcome",
+    "meta_path",
+    "read_meta",
+    "recording",
+    "utc_now",
+    "write_meta",
+]
 
 
 class Invocation(msgspec.Struct, kw_only=True):
@@ -99,3 +112,38 @@ def write_meta(out: Path, meta: EvalMeta) -> None:
 def utc_now() -> str:
     """Now, as an ISO-8601 UTC timestamp with seconds."""
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+class Outcome:
+    """How a recorded invocation ended: ``failure`` is the backend's error when it failed."""
+
+    def __init__(self) -> None:
+        self.failure: ForgeError | None = None
+
+
+@contextmanager
+def recording(out: Path, meta: EvalMeta, invocation: Invocation, new: Sized) -> Iterator[Outcome]:
+    """Write ``invocation`` to ``out``'s sidecar now and again when the block ends, with how
+    it ended (``done``, ``failed: ...``, ``interrupted``) and how many records it added
+    (``len(new)``).
+
+    A :class:`~forge_rt.errors.ForgeError` from the block ends it as ``failed`` and is kept on
+    the yielded :class:`Outcome` for the caller to report once the sidecar is written; anything
+    else propagates.
+    """
+    meta.invocations.append(invocation)
+    write_meta(out, meta)
+    outcome = Outcome()
+    try:
+        yield outcome
+        invocation.outcome = "done"
+    except ForgeError as exc:
+        outcome.failure = exc
+        invocation.outcome = f"failed: {type(exc).__name__}: {exc}"[:500]
+    except KeyboardInterrupt:
+        invocation.outcome = "interrupted"
+        raise
+    finally:
+        invocation.finished = utc_now()
+        invocation.new_records = len(new)
+        write_meta(out, meta)

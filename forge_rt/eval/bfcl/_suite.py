@@ -1,8 +1,9 @@
-"""Run BFCL cases through forge_rt's proxy and record BFCL's verdicts, resumably.
+"""Run BFCL cases the ways a user has and record BFCL's verdicts, resumably.
 
-Each ablation is a proxy configuration in front of the same backend (see
+Route ``proxy``: each ablation is a proxy configuration in front of the same backend (see
 :data:`PROXY_ABLATIONS`), or, for ``bare``, the backend itself; each case is sent over HTTP as a
-client sends it. Every case gets one
+client sends it. Route ``runtime``: each case is a workflow on a session
+(:mod:`forge_rt.eval.bfcl._runtime`). Every case gets one
 :class:`~forge_rt.eval.RunRecord` (suite ``bfcl``, the case's half, its replies as received,
 the decoded calls and BFCL's verdict), appended as it ends, so an interrupted run resumes where
 it stopped. ``correct`` is BFCL's ``valid``; ``completed`` says the proxy answered at all (a
@@ -45,11 +46,14 @@ from forge_rt.proxy import BackendConfig, ProxyConfig, serve_proxy
 __all__ = [
     "BARE",
     "PROXY_ABLATIONS",
+    "ROUTES",
     "BfclPlan",
+    "Route",
     "check_ablation",
     "proxy_config",
     "run_bfcl",
     "run_case",
+    "run_case_in_runtime",
 ]
 
 PROXY_ABLATIONS: dict[str, dict[str, Any]] = {

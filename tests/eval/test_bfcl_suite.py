@@ -457,3 +457,37 @@ def test_every_case_is_a_valid_runtime_workflow(category: str) -> None:
         workflow = _workflow(case, ablation("full"), [], instance_prefix="unused")
         assert set(workflow.tools) == set(case.names)
         assert workflow.terminal_tools >= ({"respond"} if category in SINGLE_TURN else set())
+
+
+async def test_a_request_the_backend_refuses_fails_that_case_and_the_run_goes_on(
+    tmp_path: Path,
+) -> None:
+    """A prompt longer than the context is a 400 for that case; the next case still runs."""
+    cases = sample_cases(["simple"], 2, split="dev", seed=3)
+    out = tmp_path / "ctx.jsonl"
+    plan = BfclPlan(
+        backend="sim", model="sim", cases=cases, ablations=["full", "bare"], runs=1, out=out
+    )
+    with trio.fail_after(60):
+        async with SimBackend.serve(SimConfig(script=_scripts(cases), n_ctx=64)) as sim:
+            records = await run_bfcl(plan, BackendConfig(url=sim.url, kind="llamaserver"))
+    assert len(records) == 4
+    for record in records:
+        assert not record.completed
+        assert record.checker["error_type"] == "forge_rt:no_answer"
+    assert {r.error_type for r in records if r.ablation == "bare"} == {"exceed_context_size_error"}
+    assert {r.error_type for r in records if r.ablation == "full"} == {"backend_rejected_request"}
+
+
+async def test_a_failing_backend_stops_the_run_with_backend_error(tmp_path: Path) -> None:
+    from forge_rt.backends.sim import Fault
+    from forge_rt.errors import BackendError
+
+    cases = sample_cases(["simple"], 2, split="dev", seed=3)
+    out = tmp_path / "down.jsonl"
+    plan = BfclPlan(backend="sim", model="sim", cases=cases, ablations=["bare"], runs=1, out=out)
+    config = SimConfig(script=_scripts(cases), fault_rates={Fault.HTTP_500: 1.0})
+    with trio.fail_after(60), pytest.raises(BackendError, match="500"):
+        async with SimBackend.serve(config) as sim:
+            await run_bfcl(plan, BackendConfig(url=sim.url, kind="llamaserver"))
+    assert list(read_records(out)) == []

@@ -7,8 +7,9 @@ client sends it. Route ``runtime``: each case is a workflow on a session
 :class:`~forge_rt.eval.RunRecord` (suite ``bfcl``, the case's half, its replies as received,
 the decoded calls and BFCL's verdict), appended as it ends, so an interrupted run resumes where
 it stopped. ``correct`` is BFCL's ``valid``; ``completed`` says the proxy answered at all (a
-guardrail budget that ran out is a 502 the model earned: recorded, not completed). A failure of
-the backend -- anything else that is not a 200 -- ends the run with
+guardrail budget that ran out is a 502 the model earned, and a 400 is this case's request
+refused -- a history longer than the context, say: both recorded, not completed). A failure of
+the backend -- any other status but 200 -- ends the run with
 :class:`~forge_rt.errors.BackendError`: charging the model for it would be wrong.
 """
 
@@ -124,12 +125,17 @@ def _calls_json(calls: Sequence[Call]) -> list[dict[str, Any]]:
     return [{c.name: c.arguments} for c in calls]
 
 
-def _guardrail_failure(response: httpx.Response) -> dict[str, Any] | None:
-    """The proxy's error object when ``response`` is a guardrail budget that ran out."""
-    if response.status_code != 502:
+def _case_failure(response: httpx.Response) -> dict[str, Any] | None:
+    """The error object when ``response`` fails this case, not the backend: a guardrail budget
+    that ran out (the proxy's 502 ``tool_call_error``), or a 400 -- the backend refused the
+    request this case's history made (longer than its context, say), as it would for a client."""
+    status = response.status_code
+    if status not in (400, 502):
         return None
     error = response.json().get("error", {})
-    return error if error.get("type") == _GUARDRAIL_ERROR else None
+    if status == 400 or error.get("type") == _GUARDRAIL_ERROR:
+        return error if isinstance(error, dict) else {"message": str(error)}
+    return None
 
 
 def _backend_failure(response: httpx.Response) -> BackendError:
@@ -188,10 +194,14 @@ async def run_case(
             verdict = check_single_turn(case, reply.calls, model_name=plan.model)
         record.completed = True
     except httpx.HTTPStatusError as exc:
-        failure = _guardrail_failure(exc.response)
+        status = exc.response.status_code
+        failure = _case_failure(exc.response)
         if failure is None:
             raise _backend_failure(exc.response) from exc
-        record.error_type = str(failure.get("code") or _GUARDRAIL_ERROR)
+        # The proxy names the failure in ``code``; llama-server's ``code`` is the status, its
+        # ``type`` the name.
+        code = failure.get("code")
+        record.error_type = code if isinstance(code, str) else str(failure.get("type", status))
         record.error = str(failure.get("message", ""))[:500]
         record.replies = [{"error": failure}]
         verdict = CheckVerdict(

@@ -67,17 +67,18 @@ async def ask(
     *,
     model: str,
     temperature: float = 0.0,
+    max_tokens: int | None = None,
 ) -> Reply:
     """One chat-completion request with the case's tools; raises on an HTTP error status."""
-    response = await http.post(
-        "/v1/chat/completions",
-        json={
-            "model": model,
-            "messages": messages,
-            "tools": list(case.tools),
-            "temperature": temperature,
-        },
-    )
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "tools": list(case.tools),
+        "temperature": temperature,
+    }
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
+    response = await http.post("/v1/chat/completions", json=body)
     response.raise_for_status()
     body = response.json()
     message = body["choices"][0]["message"]
@@ -102,7 +103,12 @@ async def ask(
 
 
 async def run_multi_turn(
-    http: httpx.AsyncClient, case: BfclCase, *, model: str, instance_prefix: str
+    http: httpx.AsyncClient,
+    case: BfclCase,
+    *,
+    model: str,
+    instance_prefix: str,
+    max_tokens: int | None = None,
 ) -> Exchange:
     """Play every user turn of a multi-turn case, running the calls on BFCL's API classes.
 
@@ -117,7 +123,7 @@ async def run_multi_turn(
         steps: list[list[Call]] = []
         exchange.steps_per_turn.append(steps)
         for _ in range(MAX_STEPS):
-            reply = await ask(http, case, history, model=model)
+            reply = await ask(http, case, history, model=model, max_tokens=max_tokens)
             exchange.replies.append(reply)
             steps.append(list(reply.calls))
             if not reply.calls:

@@ -72,6 +72,12 @@ BARE = "bare"
 ``/v1/chat/completions``, so its replies are the model and server as a user without forge_rt
 gets them (a proxy with every switch off still answers for the tool-calling contract)."""
 
+BARE_MAX_TOKENS = 1024
+"""The reply cap a ``bare`` request carries. The proxy bounds every reply by what its tools
+need; without it a small model that repeats a call goes on to the end of the context (minutes on
+a CPU for one case). The cap is a client's setting, not a guardrail: a reply it cuts is judged
+as it stands."""
+
 Route = Literal["proxy", "runtime"]
 ROUTES: tuple[Route, ...] = ("proxy", "runtime")
 
@@ -177,7 +183,11 @@ async def run_case(
             prefix = _instance_prefix()
             with executed_instances(prefix):
                 exchange = await run_multi_turn(
-                    http, case, model=plan.served_model, instance_prefix=prefix
+                    http,
+                    case,
+                    model=plan.served_model,
+                    instance_prefix=prefix,
+                    max_tokens=BARE_MAX_TOKENS if ablation == BARE else None,
                 )
             replies = exchange.replies
             record.calls = [
@@ -187,7 +197,12 @@ async def run_case(
         else:
             messages = [dict(m) for m in case.turns[0]]
             reply = await ask(
-                http, case, messages, model=plan.served_model, temperature=plan.temperature
+                http,
+                case,
+                messages,
+                model=plan.served_model,
+                temperature=plan.temperature,
+                max_tokens=BARE_MAX_TOKENS if ablation == BARE else None,
             )
             replies = [reply]
             record.calls = _calls_json(reply.calls)

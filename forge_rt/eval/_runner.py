@@ -37,6 +37,7 @@ from forge_rt.runtime import RunStats, Session, WorkflowResult
 
 __all__ = [
     "EvalPlan",
+    "add_stats",
     "lines_for",
     "pending_runs",
     "run_eval",
@@ -122,7 +123,7 @@ def _with_ablation(instance: ScenarioRun, ablation: Ablation) -> ScenarioRun:
     return msgspec.structs.replace(instance, workflow=workflow)
 
 
-def _add_stats(total: RunStats, turn: RunStats) -> None:
+def add_stats(total: RunStats, turn: RunStats) -> None:
     """Fold one turn's stats into ``total`` (a multi-turn run's record covers every turn)."""
     for name in (
         "iterations",
@@ -169,7 +170,7 @@ async def _run_turns(
             result = await handle.send(turn, on_chunk=track)
         finally:
             if handle.last_stats is not None:
-                _add_stats(stats, handle.last_stats)
+                add_stats(stats, handle.last_stats)
                 handle.last_stats = None
     assert result is not None, "a scenario has at least one turn"
     return result, stats

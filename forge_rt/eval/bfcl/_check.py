@@ -25,6 +25,7 @@ __all__ = [
     "as_python_call",
     "check_multi_turn",
     "check_single_turn",
+    "execute_on_instances",
     "executed_instances",
 ]
 
@@ -99,6 +100,19 @@ def as_python_call(call: Call) -> str:
     """The call as BFCL's executable format writes it: ``name(key=repr(value), ...)``."""
     arguments = ",".join(f"{key}={value!r}" for key, value in call.arguments.items())
     return f"{call.name}({arguments})"
+
+
+def execute_on_instances(case: BfclCase, calls: Sequence[Call], *, prefix: str) -> list[str]:
+    """Run ``calls`` on the case's BFCL API instances named by ``prefix`` (BFCL's ``execute``);
+    each call's result as BFCL renders it (an error is its text, as the model should see it)."""
+    results, _ = checkers().execute_multi_turn_func_call(
+        func_call_list=[as_python_call(c) for c in calls],
+        initial_config=case.initial_config,
+        involved_classes=list(case.involved_classes),
+        model_name=prefix,
+        test_entry_id=case.id,
+    )
+    return [str(r) for r in results]
 
 
 @contextmanager

@@ -17,8 +17,7 @@ import httpx
 import msgspec
 
 from forge_rt.eval.bfcl._cases import BfclCase
-from forge_rt.eval.bfcl._check import Call, as_python_call
-from forge_rt.eval.bfcl._package import checkers
+from forge_rt.eval.bfcl._check import Call, execute_on_instances
 
 __all__ = ["MAX_STEPS", "Exchange", "Reply", "ask", "run_multi_turn"]
 
@@ -115,7 +114,6 @@ async def run_multi_turn(
     ``instance_prefix`` names this run's API instances in BFCL's registry (see
     :func:`~forge_rt.eval.bfcl._check.executed_instances`, which the caller wraps this in).
     """
-    execute = checkers().execute_multi_turn_func_call
     exchange = Exchange()
     history: list[dict[str, Any]] = []
     for turn in case.turns:
@@ -129,13 +127,7 @@ async def run_multi_turn(
             if not reply.calls:
                 history.append({"role": "assistant", "content": reply.content})
                 break
-            results, _ = execute(
-                func_call_list=[as_python_call(c) for c in reply.calls],
-                initial_config=case.initial_config,
-                involved_classes=list(case.involved_classes),
-                model_name=instance_prefix,
-                test_entry_id=case.id,
-            )
+            results = execute_on_instances(case, reply.calls, prefix=instance_prefix)
             history.append(reply.message)
             wire_calls = reply.message.get("tool_calls") or ()
             for wire, result in zip(wire_calls, results, strict=True):

@@ -26,11 +26,11 @@ import msgspec
 from forge_rt.core import RESPOND_TOOL_NAME, LLMClient, Sampling, ToolDef, ToolSpec, Workflow
 from forge_rt.errors import BudgetExhaustedError
 from forge_rt.eval._ablation import Ablation
+from forge_rt.eval._runner import add_stats
 from forge_rt.eval.bfcl._cases import BfclCase
-from forge_rt.eval.bfcl._check import Call, as_python_call
+from forge_rt.eval.bfcl._check import Call, execute_on_instances
 from forge_rt.eval.bfcl._drive import MAX_STEPS
-from forge_rt.eval.bfcl._package import checkers
-from forge_rt.runtime import Session, WorkflowResult
+from forge_rt.runtime import RunStats, Session, WorkflowResult
 
 __all__ = ["RuntimeOutcome", "run_in_runtime"]
 
@@ -38,7 +38,8 @@ _SYSTEM_PROMPT = "You are a helpful assistant. Use the tools when they fit the r
 
 
 class RuntimeOutcome(msgspec.Struct, kw_only=True):
-    """What the workflow did: the calls that ran, per turn; each turn's answer; how it ended.
+    """What the workflow did: the calls that ran, per turn; each turn's answer; every turn's
+    stats together; how it ended.
 
     ``failure``: the typed error's name and message when a budget ran out (the run then has
     the turns up to the failed one, which is dropped, as BFCL drops a force-terminated turn).
@@ -46,11 +47,7 @@ class RuntimeOutcome(msgspec.Struct, kw_only=True):
 
     calls_per_turn: list[list[Call]] = msgspec.field(default_factory=list)
     answers: list[str] = msgspec.field(default_factory=list)
-    inferences: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    retries: dict[str, int] = msgspec.field(default_factory=dict)
-    rescued: dict[str, int] = msgspec.field(default_factory=dict)
+    stats: RunStats = msgspec.field(default_factory=RunStats)
     failure: tuple[str, str] | None = None
 
 
@@ -65,7 +62,6 @@ def _workflow(
     case: BfclCase, ablation: Ablation, log: list[list[Call]], *, instance_prefix: str
 ) -> Workflow:
     multi = case.check == "multi_turn"
-    execute = checkers().execute_multi_turn_func_call
     tools: list[ToolDef] = []
     for wire_tool, function in zip(case.tools, case.functions, strict=True):
         wire = wire_tool["function"]["name"]
@@ -76,14 +72,8 @@ def _workflow(
             log[-1].append(call)
             if not multi:
                 return "ok"
-            [result], _ = execute(
-                func_call_list=[as_python_call(call)],
-                initial_config=case.initial_config,
-                involved_classes=list(case.involved_classes),
-                model_name=instance_prefix,
-                test_entry_id=case.id,
-            )
-            return str(result)
+            [result] = execute_on_instances(case, [call], prefix=instance_prefix)
+            return result
 
         tools.append(_tool(wire, function, wire_tool["function"]["parameters"], run))
     return Workflow(
@@ -96,11 +86,6 @@ def _workflow(
         system_prompt_template=_SYSTEM_PROMPT,
         constrain=ablation.constrain,
     )
-
-
-def _add(counts: dict[str, int], more: dict[str, int]) -> None:
-    for key, value in more.items():
-        counts[key] = counts.get(key, 0) + value
 
 
 def _user_text(turn: tuple[dict[str, Any], ...]) -> str:
@@ -137,13 +122,8 @@ async def run_in_runtime(
                 log.pop()
                 outcome.failure = (type(exc).__name__, str(exc)[:500])
             finally:
-                stats = handle.last_stats
-                if stats is not None:
-                    outcome.inferences += stats.inferences
-                    outcome.prompt_tokens += stats.prompt_tokens
-                    outcome.completion_tokens += stats.completion_tokens
-                    _add(outcome.retries, stats.retries)
-                    _add(outcome.rescued, stats.rescued)
+                if handle.last_stats is not None:
+                    add_stats(outcome.stats, handle.last_stats)
                     handle.last_stats = None
             if result is None:
                 break

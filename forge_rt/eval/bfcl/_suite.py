@@ -278,11 +278,12 @@ async def run_case_in_runtime(
             client, case, ABLATIONS[ablation], instance_prefix=prefix, trace=trace
         )
     record.wall_s = trio.current_time() - started
-    record.inferences = outcome.inferences
-    record.prompt_tokens = outcome.prompt_tokens
-    record.completion_tokens = outcome.completion_tokens
-    record.retries = outcome.retries
-    record.rescued = outcome.rescued
+    stats = outcome.stats
+    record.inferences = stats.inferences
+    record.prompt_tokens = stats.prompt_tokens
+    record.completion_tokens = stats.completion_tokens
+    record.retries = dict(stats.retries)
+    record.rescued = dict(stats.rescued)
     record.replies = [{"answer": a} for a in outcome.answers]
     record.output = outcome.answers[-1][:500] if outcome.answers else ""
     record.tool_calls = sum(len(turn) for turn in outcome.calls_per_turn)

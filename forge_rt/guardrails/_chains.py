@@ -1,11 +1,11 @@
 """An answer that leaves out what the end of a chain of lookups found is sent back once.
 
-Multi-hop tasks chain their lookups: a value one tool returned (``dept_id=D-12``) is the
-argument of the next call (``get_department(dept_id="D-12")``), whose result feeds the one
+Multi-hop tasks chain their lookups: a value one tool returned (``dept_id=G-40``) is the
+argument of the next call (``get_department(dept_id="G-40")``), whose result feeds the one
 after. A small model that has walked the whole chain often answers from a link in the middle:
-the real Qwen2.5-Coder-0.5B found Sarah Chen's department, its manager's id and the manager
-("E-301 is Priya Natarajan"), wandered on, and answered "D-12 Research, manager_id=E-301"; it
-found Grace Hopper's user id, then her email, and answered "Grace Hopper, user_id=u-7f3a9".
+the real Qwen2.5-Coder-0.5B found Maren Holt's department, its manager's id and the manager
+("P-118 is Tomas Okafor"), wandered on, and answered "G-40 Logistics, manager_id=P-118"; it
+found Ilse Brandt's user id, then her email, and answered "Ilse Brandt, user_id=u-2c8d1".
 Answer grounding (:mod:`forge_rt.guardrails._grounding`) passes both -- they come from a
 result -- but from one the chain had already moved past.
 
@@ -81,7 +81,7 @@ class LookupChains:
     def new_turn(self, request: str) -> None:
         """A new turn, asked by ``request``: its results, and its one refusal, start over.
         The last :data:`REQUESTS_KEPT` requests are kept: a value the user gave in an earlier
-        turn ("ORD-0042") links no two lookups of a later one."""
+        turn ("INV-0317") links no two lookups of a later one."""
         self.remember_request(request)
         self._results = []
         self._seen = set()
@@ -122,7 +122,7 @@ class LookupChains:
         """What a terminal call with ``args`` left out, when it is refused (this turn's
         refusal is then spent), else ``None``. With ``steps`` (the workflow's required steps),
         only a chain that ends in one of them counts: a detour through another tool is not
-        what the task asked for (the real 0.5B fed ACME's price to ``translate_text``, got
+        what the task asked for (the real 0.5B fed ZENX's price to ``translate_text``, got
         "not relevant to this request", and was held to answer with that)."""
         if self._refused:
             return None

@@ -1,21 +1,21 @@
 """An answer given before a listed fan-out is done is sent back once.
 
-Small models stop a fan-out after its first item: asked "Which is warmer right now, Oslo or
-Cairo?", the real Qwen2.5-Coder-0.5B looked up Oslo and answered "Weather in Oslo: 3C, snow";
-given "orders: A-1, A-2" it totalled one order. The answer passes every schema and every
+Small models stop a fan-out after its first item: asked "Which is warmer right now, Turku or
+Lima?", the real Qwen2.5-Coder-0.5B looked up Turku and answered "Weather in Turku: 2C, sleet";
+given "orders: K-7, K-8" it totalled one order. The answer passes every schema and every
 grounding check (it relays a real result), and the run ends wrong.
 
 :class:`ListCoverage` keeps the turn's *sources* -- the user's message and the successful tool
 results -- and every call made in the turn. When the reply is a terminal call alone, it looks
-for a call whose argument value is one item of an enumeration in a source ("Oslo or Cairo",
-"A-1, A-2", "eggs, milk and flour") and whose sibling items were never sent to that tool in that
+for a call whose argument value is one item of an enumeration in a source ("Turku or Lima",
+"K-7, K-8", "eggs, butter and flour") and whose sibling items were never sent to that tool in that
 argument. The first time in a turn it refuses the terminal call with the sibling's call, built
 from the model's own arguments, to copy; the next answer is taken as it is (the model may know
 better: a listing it rightly chose one item from).
 
-Only siblings with the same *shape* as the value count (``Oslo`` and ``Cairo`` are both a
-capitalised word, ``A-1`` and ``A-2`` a letter, a dash and a digit), so the words an
-enumeration is embedded in ("Which is warmer right now, Oslo") are never taken for items.
+Only siblings with the same *shape* as the value count (``Turku`` and ``Lima`` are both a
+capitalised word, ``K-7`` and ``K-8`` a letter, a dash and a digit), so the words an
+enumeration is embedded in ("Which is warmer right now, Turku") are never taken for items.
 """
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ _SPLIT = re.compile(_SEPARATOR, re.IGNORECASE)
 
 
 def enumerations(text: str) -> list[list[str]]:
-    """The enumerations in ``text``, each as its items in order (``"Oslo or Cairo"`` ->
-    ``["Oslo", "Cairo"]``); a list of one item is none. An item may carry words of the
-    sentence around it ("right now, Oslo" has ``right now`` as an item): :func:`shape` keeps
+    """The enumerations in ``text``, each as its items in order (``"Turku or Lima"`` ->
+    ``["Turku", "Lima"]``); a list of one item is none. An item may carry words of the
+    sentence around it ("right now, Turku" has ``right now`` as an item): :func:`shape` keeps
     them from counting."""
     found = []
     for match in _ENUMERATION.finditer(text):
@@ -56,7 +56,7 @@ def enumerations(text: str) -> list[list[str]]:
 
 def shape(value: str) -> str:
     """What kind of token ``value`` looks like: each run of capitals ``A``, of small letters
-    ``a``, of digits ``9``, and every other character itself (``Oslo`` -> ``Aa``, ``A-12`` ->
+    ``a``, of digits ``9``, and every other character itself (``Turku`` -> ``Aa``, ``A-12`` ->
     ``A-9``, ``eggs`` -> ``a``). Two items of one list with the same shape are siblings."""
     out: list[str] = []
     for char in value:
@@ -155,10 +155,10 @@ def _siblings(sent: str, items: list[str]) -> list[str]:
     """The items of ``items`` beside ``sent`` (if it is one of them) with its shape.
 
     An item at either end of an enumeration may carry words of its sentence ("Buy eggs" in
-    "Buy eggs, milk and flour"; "Cairo warmer right" in "Is Oslo or Cairo warmer right now"),
+    "Buy eggs, butter and flour"; "Lima warmer right" in "Is Turku or Lima warmer right now"),
     so an item is the run of as many words as ``sent`` has that touches a separator: the first
-    item's last words, the last item's first, a middle item whole. "Paris" is no item of
-    "Weather and forecast for Paris" (its last item starts with "forecast")."""
+    item's last words, the last item's first, a middle item whole. "Lyon" is no item of
+    "Weather and forecast for Lyon" (its last item starts with "forecast")."""
     width = len(sent.split())
     edges = [_edge(item, width, i, len(items)) for i, item in enumerate(items)]
     lowered = [e.lower() if e is not None else None for e in edges]

@@ -2,7 +2,7 @@
 
 A small model that has run the right tools often answers with words that come from nowhere in
 its results: the real Qwen2.5-Coder-0.5B answered "You complete your request." after
-``get_weather`` returned "Weather in Rome: 24C, sunny", and "Hello world!" after a weather
+``get_weather`` returned "Weather in Porto: 27C, clear", and "Hello world!" after a weather
 lookup for a comparison. Both pass every schema, and a run that accepts them ends with a wrong
 answer. :class:`AnswerGrounding` keeps the words and numbers of the turn's tool results; an
 answer that shares none of them is refused **once per turn** with a call to copy that answers
@@ -14,18 +14,18 @@ for it.
 
 What counts as shared is deliberately loose -- any word of three letters or more that is not a
 stop word, or any number, in common -- so an answer that relays a result in its own words
-("It is 24 degrees and sunny in Rome") passes; only an answer with no link at all is refused.
+("It is 27 degrees and clear in Porto") passes; only an answer with no link at all is refused.
 Results with no such words ("ok", "{}") give nothing to check against, and nothing is refused;
 nor do results that are only numbers ("-3 C" is rightly answered "Cold."), though their
-numbers count as shared, and so do the words of the calls' own arguments ("Rome is warm.").
+numbers count as shared, and so do the words of the calls' own arguments ("Porto is warm.").
 
 Sharing only words of the user's own request is not enough when the answer goes on to say
-things found nowhere: asked "What's ACME trading at?", the real 0.5B looked the price up
-("ACME: 412.30 USD") and then answered with a paragraph about cryptocurrency markets that it had
-written itself -- "ACME" and "trading" were its only link to anything. An answer whose shared
+things found nowhere: asked "What's ZENX trading at?", the real 0.5B looked the price up
+("ZENX: 187.45 USD") and then answered with a paragraph about cryptocurrency markets that it had
+written itself -- "ZENX" and "trading" were its only link to anything. An answer whose shared
 words all come from the request, and that brings :data:`INVENTED_WORDS` or more words from
 neither the request nor the results, is refused the same way (still once per turn). A terse
-answer in the request's words ("Cairo is warmer.") brings nothing new and passes.
+answer in the request's words ("Lima is warmer.") brings nothing new and passes.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ __all__ = [
 # Words of an answer found in neither the request nor the results, from which an answer that
 # shares only the request's words is taken as written from nowhere.
 INVENTED_WORDS = 3
-# The most words an argument value has to count as the subject of a lookup ("Sarah Chen").
+# The most words an argument value has to count as the subject of a lookup ("Maren Holt").
 SUBJECT_WORDS = 4
 
 _WORD = re.compile(r"[^\W\d_]{3,}|\d+(?:[.,]\d+)*", re.UNICODE)
@@ -106,7 +106,7 @@ class AnswerGrounding:
 
     def add_subject(self, values: Iterable[object]) -> None:
         """The argument values of a call of this turn: an answer that names what was looked
-        up ("Rome is warm." after ``get_weather(city="Rome")`` returned "28 C") is about the
+        up ("Porto is warm." after ``get_weather(city="Porto")`` returned "28 C") is about the
         task, though the result's own words are too few to share. Only a short value (up to
         :data:`SUBJECT_WORDS` words) names what was looked up: a longer one is text the model
         wrote itself (the 0.5B sent a made-up paragraph to ``translate_text``, then answered
@@ -145,7 +145,7 @@ class AnswerGrounding:
     def recent_successes(self) -> tuple[str, ...]:
         """Of those, the results of calls that succeeded: what an answer may relay word for
         word (a tool's error is no answer; the 0.5B, held to the recent results, answered
-        "unknown symbol 'AAPL'; try ACME")."""
+        "unknown symbol 'AAPL'; try ZENX")."""
         return _last_distinct([text for text, failed in self._results if not failed])
 
     def _linked(self, answer: set[str]) -> bool:

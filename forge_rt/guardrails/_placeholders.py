@@ -8,7 +8,7 @@ correction it was just sent (``"Please call `fetch_sales_data` first."``). Each 
 them with an error that says which rule fired.
 
 Every rule is written to leave real content alone, and the tests hold both sides: JSON written
-as a string (``"[1, 2]"``), plain lists (``"[Paris, London]"``), markdown links and citations,
+as a string (``"[1, 2]"``), plain lists (``"[Lyon, London]"``), markdown links and citations,
 HTML and generic types (``"<div>"``, ``"List<String>"``, ``"#include <iostream>"``), "What is
 your name?", "Your order is here.", and facts copied from a tool's result (relaying a result is
 what an answer is for; only text the guardrails wrote counts as an echo).
@@ -140,7 +140,7 @@ _TEMPLATE_SEGMENT = re.compile(
 
 # How much text must match for a copy to count: blocks shorter than this are coincidence.
 _MIN_BLOCK = 6
-# A value shorter than this (normalised) is too short to call a copy ("Paris", "Q4").
+# A value shorter than this (normalised) is too short to call a copy ("Lyon", "Q3").
 _MIN_COPY = 16
 # Share of the value that must come from a correction for it to be an echo.
 _ECHO_SHARE = 0.6
@@ -243,7 +243,7 @@ _EDGE_MARKUP = re.compile(
 
 # The notes forge_rt appends to a tool result ("\n[Note] You already called ..."): a model that
 # relays the result copies them along, on a new line or the same one (the real 0.5B wrote
-# "Weather in Rome: 24C, sunny [Note] You already called ..."); the result before is the answer.
+# "Weather in Porto: 27C, clear [Note] You already called ..."); the result before is the answer.
 _NOTE_TAIL = re.compile(r"\s*\[Note\] .*\Z", re.S)
 # The same place in a reply's raw JSON text, where the line break is also JSON's escape.
 _NOTE_IN_JSON = re.compile(r"(?:\\n|\s)*\[Note\] ")
@@ -265,11 +265,11 @@ def before_copied_note(raw: str) -> str | None:
 def strip_echo_markup(value: Any) -> Any:
     """``value`` with the chat template's result and call tags taken off the ends of strings,
     and with a ``[Note]`` forge_rt appended to a tool result cut off the end (the real 0.5B
-    answered "Weather in Paris: 18C, light rain\n[Note] You already called get_weather ...").
+    answered "Weather in Lyon: 16C, drizzle\n[Note] You already called get_weather ...").
 
     Small models (Qwen2.5-Coder-0.5B on its own template) open an answer with the
-    ``<tool_response>`` tag they saw around tool results: "<tool_response>The weather in Rome
-    is 24C." The tag is markup, the rest is the answer. Markup inside a value, or a value that
+    ``<tool_response>`` tag they saw around tool results: "<tool_response>The weather in Porto
+    is 27C." The tag is markup, the rest is the answer. Markup inside a value, or a value that
     is nothing but markup, is left as it is, for the echo check to refuse.
     """
     if isinstance(value, str):
@@ -381,7 +381,7 @@ def _reads_as_slot(inner: str, key: str | None, names: frozenset[str]) -> bool:
     """Whether the text inside ``[...]`` is a slot to fill rather than content.
 
     JSON (``[1, 2]``, ``["a"]``), citations (``[1]``), checkboxes (``[x]``) and plain lists of
-    single words or names (``[Paris, London]``) are content; a phrase with a slot word in it
+    single words or names (``[Lyon, London]``) are content; a phrase with a slot word in it
     ("Your report", "Summary of findings") or a lone argument name (``[city]``) is a slot.
     """
     text = inner.strip()

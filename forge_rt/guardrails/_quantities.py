@@ -1,13 +1,13 @@
 """An answer given while a number of the request never reached a tool is sent back once.
 
-Asked "How many US dollars is 250 euros?", the real Qwen2.5-Coder-0.5B looked the rate up ("1
-EUR = 1.08 USD"), called ``convert(amount=1, rate=1.08)`` -- the 1 of the result, not the 250
-of the request -- and answered "1.08 USD", 2 runs of 3. Every call was valid and every answer
+Asked "How many pounds is 180 euros?", the real Qwen2.5-Coder-0.5B looked the rate up ("1
+EUR = 0.86 GBP"), called ``convert(amount=1, rate=0.86)`` -- the 1 of the result, not the 180
+of the request -- and answered "0.86 GBP", 2 runs of 3. Every call was valid and every answer
 grounded in a result; only the user's own number was lost on the way.
 
 :class:`RequestQuantities` keeps the numbers the turn's request states as words of their own
-("250", "0.5"; not the 4 of "Q4" or the digits of "ORD-42"), the numbers every call of the turn
-sent (in numbers, and as digits inside strings: ``"ORD-0042"`` uses 42), and the latest
+("180", "0.5"; not the 3 of "Q3" or the digits of "INV-317"), the numbers every call of the turn
+sent (in numbers, and as digits inside strings: ``"INV-0317"`` uses 317), and the latest
 successful call that takes a number. When the reply is a terminal call whose text does not state
 a request number that no call used either, it is refused **once per turn** with that call, the
 number put in the field it most likely belongs in (one whose value is not the request's own, a
@@ -125,7 +125,7 @@ def _with_number(
     for field in fields:
         args = valid_with(spec, call.args, field, value)
         if args is not None:
-            return ToolCall(tool=call.tool, args={**args, field: value})  # 250, not 250.0
+            return ToolCall(tool=call.tool, args={**args, field: value})  # 180, not 180.0
     return None
 
 

@@ -8,9 +8,9 @@ Two kinds of call fail the same way every time they are sent:
   four times in a row, each refused, and the run ended in ToolCallError; it answered with the
   same copied correction six times.
 - one whose tool refused its arguments (:class:`~forge_rt.errors.ToolResolutionError`: "unknown
-  symbol 'AAPL'; try ACME"): the same arguments resolve the same way while nothing else
+  symbol 'AAPL'; try ZENX"): the same arguments resolve the same way while nothing else
   changed. The real 0.5B sent ``get_stock_price(symbol="AAPL")`` again right after the tool
-  said to try ACME, until the loop guard ended the run.
+  said to try ZENX, until the loop guard ended the run.
 
 :class:`RefusedCalls` remembers both for the constraint to exclude (``Guardrails.excluded_calls``
 → ``NarrowedConstraint.to(..., exclude=...)``): the tool stays callable, with arguments that

@@ -233,9 +233,9 @@ class RepetitionDetector:
         of one to :data:`CYCLE_LINES` lines over and over, at least :data:`LINE_REPEATS` lines
         (and three blocks) in a row.
 
-        The real 0.5B looped in a respond message, "Total of one order: 40 EUR\\nTotal of one
-        order: 65 EUR\\n..." for 2,048 tokens (67 s) with no raw line break. A value is data,
-        so a line that recurs is no loop by itself ("Quarter: Q4" heads each of ten records);
+        The real 0.5B looped in a respond message, "Total of one order: 35 EUR\\nTotal of one
+        order: 80 EUR\\n..." for 2,048 tokens (67 s) with no raw line break. A value is data,
+        so a line that recurs is no loop by itself ("Quarter: Q3" heads each of ten records);
         only a block repeated back to back is.
         """
         line = self._take_line()

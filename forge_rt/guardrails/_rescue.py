@@ -200,7 +200,7 @@ _NOT_ARGS = frozenset({*NAME_KEYS, "type", "id", "call_id"})
 
 
 class _Flat:
-    """Arguments written beside the name (``{"name": "x", "city": "Paris"}``)."""
+    """Arguments written beside the name (``{"name": "x", "city": "Lyon"}``)."""
 
     __slots__ = ("items",)
 

@@ -8,7 +8,7 @@ types) is left as written so validation can report it to the model.
 When a call is rejected anyway, the correction shows the call as it should have been, built from
 the model's own arguments: :func:`repair_args` keeps the valid values and corrects the wrong ones
 where the value says what was meant, and :func:`hinted_args` puts in the value a tool's own error
-message suggests ("no such order; use ORD-0042"). Small models copy a concrete call far more
+message suggests ("no such order; use INV-0317"). Small models copy a concrete call far more
 reliably than they follow a description of one.
 """
 
@@ -220,7 +220,7 @@ class ArgRepair(msgspec.Struct, frozen=True, kw_only=True):
     """A rejected call's arguments as they should have been, built from the model's own.
 
     ``args`` keeps every valid value, with wrong ones corrected where the model's value says
-    what it meant (``"Q4"`` for an integer quarter is 4, ``"celcius"`` for an enum is
+    what it meant (``"Q3"`` for an integer quarter is 3, ``"celcius"`` for an enum is
     ``"celsius"``, a misnamed argument is renamed); ``corrected`` names the fields changed.
     ``missing`` names the fields no rule could fill: they are left out of ``args`` (never filled
     with a placeholder the model could copy) and must be described to the model instead. With
@@ -408,7 +408,7 @@ def _corrections(value: Any, schema: Mapping[str, Any], coercer: _Coercer) -> It
 
 # --- hints in a tool's own error ---------------------------------------------------------------
 
-# "use ORD-0042", "did you mean 'Paris'?", "try 2024", "instead: X", "e.g. ORD-0042"
+# "use INV-0317", "did you mean 'Lyon'?", "try 2023", "instead: X", "e.g. INV-0317"
 _CUE = re.compile(
     # The cue must be a whole word: "use" inside "user_id" is not a cue.
     r"(?:\b(?:use|try|did you mean|you meant|perhaps|maybe|instead(?: use)?|for example|such as)\b"
@@ -417,8 +417,8 @@ _CUE = re.compile(
     r"\s*:?\s*[`'\"]?(?=([A-Za-z0-9][\w.\-/@:+]*))",
     re.IGNORECASE,
 )
-# A sentence that names the right value: "(Australia's is Canberra)", "the correct region is
-# us", "the nearest match is ORD-0042". The real 0.5B and 1.5B both looped on a call to the
+# A sentence that names the right value: "(Canada's is Ottawa)", "the correct region is
+# us", "the nearest match is INV-0317". The real 0.5B and 1.5B both looped on a call to the
 # same wrong city, 3 runs of 3, when an error named the right one only in this form. A
 # possessive names the value only with its noun left out: "the order's status is gone" says
 # what something is, not what to send.
@@ -428,9 +428,9 @@ _NAMED_CUE = re.compile(
     r"\s+(?:is|would be)\s*:?\s*[`'\"]?(?=([A-Za-z0-9][\w.\-/@:+]*))",
     re.IGNORECASE,
 )
-# A list of the valid values names them too ("the only id is ORD-7", "must be one of: eu"), but
-# only a list of one names *the* value: with several ("ids are A-1 and A-2") a corrected call
-# built from the first led the real 1.5B to total A-1 alone and stop (2 runs of 3 that were
+# A list of the valid values names them too ("the only id is INV-7", "must be one of: eu"), but
+# only a list of one names *the* value: with several ("ids are K-7 and K-8") a corrected call
+# built from the first led the real 1.5B to total K-7 alone and stop (2 runs of 3 that were
 # right before), so a list of more than one gives no corrected call.
 _LIST_CUE = re.compile(
     r"\b(?:one of|(?:ids?|values?|options?|choices?|names?|keys?|codes?)\s+(?:are|is|include))\b"
@@ -470,19 +470,19 @@ def hinted_args(
 ) -> dict[str, Any] | None:
     """``args`` with the value a tool's error message suggests put in, or ``None``.
 
-    A tool that raises ToolResolutionError("no such order; use ORD-0042") says what to send;
+    A tool that raises ToolResolutionError("no such order; use INV-0317") says what to send;
     the corrected call shows it in place. The value goes into the argument the message names,
-    else the string argument it most resembles (``ORD-42`` for ``ORD-0042``). Candidates that
+    else the string argument it most resembles (``INV-317`` for ``INV-0317``). Candidates that
     name a tool (``use list_files``) are not argument values and are skipped; so is a hint that
     leaves the arguments invalid or unchanged. With no such value, a message that names two of
-    the call's values as a pair the other way round ("only EUR->USD") gives the call with them
+    the call's values as a pair the other way round ("only EUR->GBP") gives the call with them
     exchanged (see :func:`_swapped_args`). ``several``: a list of several valid values
-    ("ids are A-1 and A-2") gives its first one too -- for a call the model already sent once
+    ("ids are K-7 and K-8") gives its first one too -- for a call the model already sent once
     and saw fail, when naming the values in words did not help.
     """
     names = set(tools)
     # Only a value the message offers after a cue ("use X", "did you mean X"): a quoted value
-    # without one is usually the model's own wrong value echoed back ("no user 'Grace_Hopper'"),
+    # without one is usually the model's own wrong value echoed back ("no user 'Ilse_Brandt'"),
     # and a corrected call built from it teaches the model garbage.
     listed = _list_values(message, several=several)
     cued = [*_CUE.findall(message), *_NAMED_CUE.findall(message), *listed]
@@ -521,13 +521,13 @@ def valid_with(
 
 
 def _fragment(candidate: str) -> bool:
-    """Whether a hinted value is only the start of one: "use ORD- and 4 digits" names a prefix
-    (the real 0.5B, shown the corrected call with ``"ORD-"``, sent ``"ORD-42"`` until the loop
-    guard ended the run; the same message's "e.g. ORD-0042" is the value)."""
+    """Whether a hinted value is only the start of one: "use INV- and 4 digits" names a prefix
+    (the real 0.5B, shown the corrected call with ``"INV-"``, sent ``"INV-317"`` until the loop
+    guard ended the run; the same message's "e.g. INV-0317" is the value)."""
     return candidate[-1] in "-_/.:@+"
 
 
-# Two values joined as a direction: "EUR->USD", "EUR/USD", "from Paris to Rome".
+# Two values joined as a direction: "EUR->GBP", "EUR/GBP", "from Lyon to Porto".
 _PAIR = re.compile(
     r"(?<![\w.\-@:+])[`'\"]?([A-Za-z0-9][\w.\-@:+]*?)[`'\"]?"
     r"\s*(?:->|\u2192|=>|/|\bto\b|\binto\b)\s*"
@@ -540,16 +540,16 @@ def _swapped_args(
     spec: ToolSpec, args: Mapping[str, Any], message: str, props: Mapping[str, Any]
 ) -> dict[str, Any] | None:
     """``args`` with two of its string values exchanged, where ``message`` names them as a
-    pair in the other order ("only EUR->USD is available" for ``base="USD", quote="EUR"``) --
+    pair in the other order ("only EUR->GBP is available" for ``base="GBP", quote="EUR"``) --
     or, where the message names a pair with an arrow and neither of the two values, with the
     pair put in their place when they are its names spelled another way (``base="euros",
-    quote="dollars"``: one of them starts as its code does).
+    quote="pounds"``: one of them starts as its code does).
 
     The pair's order is read as the order of the two arguments in the schema (``base`` before
     ``quote``, ``origin`` before ``destination``). The real 0.5B swapped them and sent the same
     failing call until the loop guard ended the run, 3 runs of 3: the error named both values,
-    but no cue said which goes where. Told "only EUR->USD" after sending ``"euros"`` and
-    ``"dollars"``, it sent them again until the loop guard ended the run, then guessed a rate.
+    but no cue said which goes where. Told "only EUR->GBP" after sending ``"euros"`` and
+    ``"pounds"``, it sent them again until the loop guard ended the run, then guessed a rate.
     """
     fields = [k for k in props if isinstance(args.get(k), str) and args[k]]
     said = message.lower()
@@ -580,7 +580,7 @@ _ARROW = re.compile(r"->|\u2192|=>")
 def _respelled(sent: tuple[str, str], pair: tuple[str, str], message: str) -> bool:
     """Whether the two values ``sent`` (lowercased) read as ``pair`` spelled another way: the
     ``message`` names neither of them, and one starts with its counterpart, of three letters
-    or more ("euros" for ``EUR``) -- not a pair of other things ("Paris", "Rome" for
+    or more ("euros" for ``EUR``) -- not a pair of other things ("Lyon", "Porto" for
     ``Berlin->Munich``)."""
     if any(re.search(rf"(?<!\w){re.escape(v)}(?!\w)", message) for v in sent):
         return False

@@ -1,8 +1,8 @@
 """A call that picks an item of a listing the request does not name is sent back once, with
 the item it does name.
 
-Asked "I filed my taxes, tick that off", the real Qwen2.5-Coder-0.5B listed the todos ("1:
-water plants; 2: file taxes; 3: walk dog") and completed todo 1, 3 runs of 3 -- the first id
+Asked "I renewed my passport, tick that off", the real Qwen2.5-Coder-0.5B listed the todos ("1:
+wash car; 2: renew passport; 3: call plumber") and completed todo 1, 3 runs of 3 -- the first id
 of the list, not the one the user named. The value is a real id from a real result, so neither
 the schema nor :mod:`~forge_rt.guardrails._guesses` can object.
 

@@ -338,7 +338,7 @@ class ResponseValidator:
         calls = [*found.calls, *found.unknown_calls]
         if not calls and cut is not None and (kept := before_copied_note(raw)) is not None:
             # Stopped while copying a result on into the note we appended to it: the result
-            # copied before the note is the value (the real 0.5B, relaying "Canberra: 467,000
+            # copied before the note is the value (the real 0.5B, relaying "Ottawa: 1,017,000
             # people", went on into the note's lines until the repetition stop, five times).
             salvaged = rescue(kept, self.tools, constrained=constrained)
             if salvaged.calls:

@@ -12,7 +12,7 @@ sees nothing), since neither can be cut into something true.
 
 **The request's history.** A client runs the calls it gets and sends the whole history back
 with the next request, so the proxy sees which calls were already answered. Small models loop
-by re-sending one of those (``get_weather("Paris")`` six times over). A call identical to one
+by re-sending one of those (``get_weather("Lyon")`` six times over). A call identical to one
 answered in the history -- same tool, same arguments after validation, the guardrails'
 :func:`call_key` -- is never returned again:
 

@@ -78,9 +78,14 @@ class JsonSchemaConstraint(msgspec.Struct, frozen=True, tag="json_schema"):
 
 
 class GrammarConstraint(msgspec.Struct, frozen=True, tag="grammar"):
-    """Constrain the output to a GBNF grammar (llama.cpp)."""
+    """Constrain the output to a GBNF grammar (llama.cpp).
+
+    ``admits_text``: besides calls, the grammar admits a reply of plain text, so a reply
+    without a call is the model's choice of an answer, not a constraint the backend ignored.
+    """
 
     gbnf: str
+    admits_text: bool = False
 
 
 OutputConstraint = JsonSchemaConstraint | GrammarConstraint

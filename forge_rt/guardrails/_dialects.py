@@ -56,6 +56,8 @@ JSON_CALL_OPENERS: tuple[tuple[str, ...], ...] = (
     (MISTRAL_TOKEN,),
     (MISTRAL_TOKEN, "["),
     ("[",),
+    (f"{FENCE}json", "["),
+    (FENCE, "["),
 )
 """What may stand before a JSON call object (whitespace aside) in the dialects rescue reads."""
 
@@ -88,7 +90,7 @@ class Dialect(enum.StrEnum):
     REHEARSAL = "rehearsal"
     """``name[ARGS]{...}`` without the ``[TOOL_CALLS]`` token."""
     PYTHON_CALL = "python_call"
-    """``fetch_sales_data(4, 2024)`` or ``report(findings="...")``, usually in a ```python block."""
+    """``fetch_sales_data(3, 2023)`` or ``report(findings="...")``, usually in a ```python block."""
     XML_ATTR = "xml_attr"
     """The name in an attribute: ``<function name="X" arguments='{...}'/>``, ``<invoke name=...>``."""
     XML_TAGS = "xml_tags"

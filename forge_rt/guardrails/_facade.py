@@ -60,6 +60,7 @@ from forge_rt.guardrails._loop_guard import LoopGuard
 from forge_rt.guardrails._nudges import (
     MAX_TIER,
     Nudge,
+    RetryCause,
     again_note,
     call_nudge,
     declined_text,
@@ -89,6 +90,7 @@ from forge_rt.guardrails._rescue_args import hinted_args, schema_of, valid_with
 from forge_rt.guardrails._respond import respond_spec
 from forge_rt.guardrails._selection import ItemSelection
 from forge_rt.guardrails._steps import StepEnforcer
+from forge_rt.guardrails._unfounded import UnfoundedCalls, unfounded_call_text
 from forge_rt.guardrails._validator import (
     CallKey,
     Reply,
@@ -170,7 +172,7 @@ STALE_PATIENCE = 2
 """Batches in a row made only of calls that already succeeded in the turn, after which, with no
 required step pending, only the terminal tools are callable: the same lookup again returns the
 same result, so nothing is left to learn but the answer. Seen on the real 0.5B: it alternated
-``order_status`` and ``delivery_date`` for ORD-0042 for 12 iterations in both turns of a chat,
+``order_status`` and ``delivery_date`` for INV-0317 for 12 iterations in both turns of a chat,
 which the loop guard (the same call in a row) never sees."""
 
 FAILURE_STREAK = 2
@@ -229,6 +231,7 @@ class Guardrails:
         _check_names(specs, required_steps, terminal, prereqs)
         self.options = options
         self._guesses = ArgumentGrounding()  # the facts given so far, for a value from nowhere
+        self._unfounded = UnfoundedCalls(self._guesses)
         self._validator = ResponseValidator(
             specs,
             rescue=options.rescue,
@@ -259,12 +262,12 @@ class Guardrails:
         self._quantities = RequestQuantities()  # the request's numbers, for one lost on the way
         self._selection = ItemSelection()  # this turn's listings, for an item picked wrong
         # Set when a terminal call was sent back for an uncovered item: until the next batch
-        # runs, the constraint offers no terminal tool (the real 0.5B, told to look up Cairo,
+        # runs, the constraint offers no terminal tool (the real 0.5B, told to look up Lima,
         # answered again with the correction's own words).
         self._covering = False
         # The calls that already covered an item, while the terminal tools are left out for
         # an uncovered one: the next constraint excludes them (the real 0.5B, told to look up
-        # Cairo, looked Oslo up again twice and answered with Oslo).
+        # Lima, looked Turku up again twice and answered with Turku).
         self._covered: tuple[ToolCall, ...] = ()
         # Set when a guessed value was sent back to the pending step that finds it: until the
         # next batch runs, the constraint offers only that step (the real 0.5B, told to call
@@ -385,6 +388,7 @@ class Guardrails:
         self._failed_with.clear()
         self._grounding.reset(request or "")
         self._guesses.new_turn(request or "")
+        self._unfounded.new_turn()
         self._markup_answered = False
         self._told_this_turn = False
         self._answer_hold = None
@@ -491,13 +495,13 @@ class Guardrails:
         that succeeded; with none, nothing is constrained) or for
         leaving out what a lookup chain ended with (to those ends' results). A small model told
         so tends to send the same answer again, which is then taken; under the constraint its
-        next answer relays a result word for word instead. The real 0.5B answered "What is Grace
-        Hopper's email address?" with the search result, was told the email was left out, and
+        next answer relays a result word for word instead. The real 0.5B answered "What is Ilse
+        Brandt's email address?" with the search result, was told the email was left out, and
         wrote the search result again, 3 runs of 3.
 
         Held to the turn's results, the choices follow them: a result that comes in after the
-        hold is one too (the real 0.5B, held after one city of "Oslo or Cairo?", then looked
-        Cairo up and could still only answer with Oslo). Two or more choices also offer all of
+        hold is one too (the real 0.5B, held after one city of "Turku or Lima?", then looked
+        Lima up and could still only answer with Turku). Two or more choices also offer all of
         them, one per line, as one answer (a comparison needs both)."""
         if self._answer_hold is None:
             return ()
@@ -557,11 +561,16 @@ class Guardrails:
             allowed = _kept(allowed, lambda name: name == self._finding)
         return tuple(_kept(allowed, lambda name: name not in failing))
 
-    def check(self, response: Reply, *, constrained: bool = False) -> Action:
+    def check(
+        self, response: Reply, *, constrained: bool = False, text_offered: bool = False
+    ) -> Action:
         """Decide what to do with one reply (an LLMResponse, native calls, or text).
 
         ``constrained``: the reply was decoded under a tool-call constraint, so its text is read
-        as the call the constraint promised even with rescue parsing off.
+        as the call the constraint promised even with rescue parsing off. ``text_offered``: it
+        was decoded under a constraint that admits plain text beside calls, so text with no
+        call in it is the model's answer where ``GuardrailOptions.prose_answers`` is on (free
+        decoding cannot tell an answer from a call announced in prose, and retries it).
 
         Order: rescue and validation (no call → retry nudge; unknown tool or bad arguments →
         tool errors), then premature terminal calls and prerequisites (those calls are refused,
@@ -569,18 +578,18 @@ class Guardrails:
         :class:`Fatal`, never raised.
         """
         try:
-            action = self._check(response, constrained)
+            action = self._check(response, constrained, text_offered)
         except BudgetExhaustedError as exc:
             return Fatal(error=exc)
         for text in _shown(action):
             self._echoes.add(text)
         return action
 
-    def _check(self, response: Reply, constrained: bool) -> Action:
+    def _check(self, response: Reply, constrained: bool, text_offered: bool) -> Action:
         self._ignored = {}
         result = self._validator.validate(response, echoes=self._echoes, constrained=constrained)
         if result.needs_retry:
-            return self._retry(result)
+            return self._retry(result, text_offered=text_offered)
         if result.errors:
             if self.options.exclude_refused:
                 invalid = {e.call_id for e in result.errors}
@@ -606,6 +615,15 @@ class Guardrails:
             refused = verdict or []
         refused_ids = {r.call.call_id for r in refused}
         runnable = [c for c in result.calls if c.call_id not in refused_ids]
+        unfounded = self._from_nowhere(runnable) if text_offered and not refused else []
+        if unfounded:
+            return ToolErrors(
+                calls=result.calls,
+                errors=unfounded,
+                held_back=held_back(result.calls, unfounded, kind=MessageType.RETRY_NUDGE),
+                collapsed=result.collapsed,
+                text=result.text,
+            )
         guessed = None if refused else self._guessed(runnable) or self._picked_wrong(runnable)
         if guessed:
             return ToolErrors(
@@ -631,7 +649,7 @@ class Guardrails:
                     self._stale = max(self._stale, STALE_PATIENCE)
                 if self._tracker.pending(self.required_steps):
                     # A loop with steps pending: only those steps until one is done (see
-                    # STEP_PATIENCE). The real 0.5B, asked for ACME's price, sent the same
+                    # STEP_PATIENCE). The real 0.5B, asked for ZENX's price, sent the same
                     # send_email four times, once the loop guard had blocked it too.
                     self._idle = max(self._idle, STEP_PATIENCE)
                 return _with_refusals(looping, result.calls, refused)
@@ -661,6 +679,23 @@ class Guardrails:
             reasoning=result.reasoning,
             text=result.text,
         )
+
+    def _from_nowhere(self, runnable: Sequence[ToolCall]) -> list[Nudge]:
+        """The corrections for a reply whose every call is made of values the model was never
+        given, where a text answer was open, the first time in a turn (see
+        ``GuardrailOptions.unfounded_calls`` and :mod:`forge_rt.guardrails._unfounded`). An
+        answer written beside such calls is held back with them: it was written without
+        their results, and the calls are the ones to explain."""
+        if not self.options.unfounded_calls:
+            return []
+        calls = [c for c in runnable if not self.is_synthetic_respond(c)]
+        properties = {
+            name: schema_of(spec).get("properties") or {} for name, spec in self._specs.items()
+        }
+        found = self._unfounded.check(calls, properties)
+        for each in found:
+            log.info("guardrails.unfounded_call", tool=each.call.tool, values=len(each.values))
+        return [call_nudge(each.call, unfounded_call_text(each)) for each in found]
 
     def _guessed(self, runnable: Sequence[ToolCall]) -> list[Nudge]:
         """The corrections for the calls of a reply with a value from nowhere -- an id, a path,
@@ -847,10 +882,13 @@ class Guardrails:
         if fixed or self._answer_hold is None:
             self._answer_hold = fixed
 
-    def _retry(self, result: ValidationResult) -> Action:
+    def _retry(self, result: ValidationResult, *, text_offered: bool = False) -> Action:
         if not self.options.retry_nudges:
             return TextAnswer(text=result.raw)
         assert result.cause is not None  # set by the validator whenever needs_retry is
+        if text_offered and self.options.prose_answers and result.cause is RetryCause.PROSE:
+            log.info("guardrails.prose_answer", chars=len(result.raw))
+            return TextAnswer(text=result.raw)
         tier = self._errors.record_retry(result.raw, result.cause.value)
         nudge = Nudge(
             kind=MessageType.RETRY_NUDGE,
@@ -872,7 +910,7 @@ class Guardrails:
         uncovered = self._coverage.peek() if self.options.cover_lists else None
         if uncovered is not None and (spec := by_name.get(uncovered.call.tool)) is not None:
             # A listed fan-out left an item out: that call is next, even for the stuck tool
-            # (the real 0.5B totalled A-1 three times over with A-2 still to do).
+            # (the real 0.5B totalled K-7 three times over with K-8 still to do).
             return (
                 f"Next, call `{spec.name}` for {uncovered.item!r}: "
                 f"{example_call(spec, uncovered.call.args)}"
@@ -930,7 +968,7 @@ class Guardrails:
         stale = bool(results) and all(r.call.call_id in repeated for r in results)
         self._stale = self._stale + 1 if stale else 0
         # The same tool again right after it succeeded, with every required step done: small
-        # models chain a tool on its own result (convert 250, then 270, then 291.6...) or wander
+        # models chain a tool on its own result (convert 180, then 154.8, then 133.13...) or wander
         # among lookups instead of answering; its result says what comes next.
         again = self._again(results)
         messages: list[Message] = []

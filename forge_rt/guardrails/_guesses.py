@@ -1,10 +1,10 @@
 """An identifier the model made up is sent back once, with where the real one comes from.
 
 A small model fills an id, a path or a rate with a value that comes from nowhere rather than
-looking it up first. On the real Qwen2.5-Coder-0.5B: asked "I filed my taxes, tick that off",
+looking it up first. On the real Qwen2.5-Coder-0.5B: asked "I renewed my passport, tick that off",
 it called ``complete_todo(todo_id=1)`` before ``list_todos`` and completed the wrong item, 3 runs
 of 3; it totalled order ``"12345"`` before listing the customer's orders; asked about
-``/notes/plan.txt`` it opened ``/home/user/documents/example.pdf``; and with the exchange rate
+``/docs/roadmap.txt`` it opened ``/home/user/documents/example.pdf``; and with the exchange rate
 never looked up it converted at a rate of its own (1.42). Each value passes its schema, and a
 destructive call with one cannot be taken back.
 
@@ -12,15 +12,15 @@ destructive call with one cannot be taken back.
 prompt, the user's requests, the tools' results and errors, the arguments of calls that
 succeeded -- and finds a call's *identifier-like* argument whose value appears in none of it:
 
-- a string of one token that holds a digit, a ``/`` or an ``@`` (``ORD-0042``, ``A-1``,
-  ``/notes/plan.txt``, ``grace@navy.example``): words ("Paris", "USD") cannot be judged;
+- a string of one token that holds a digit, a ``/`` or an ``@`` (``INV-0317``, ``K-7``,
+  ``/docs/roadmap.txt``, ``ilse@fleet.example``): words ("Lyon", "USD") cannot be judged;
 - a whole number in a field named as an id (``todo_id``, ``record_number``, ``index``);
 - a number with a fractional part (``1.42``), in any field.
 
 Nothing is judged before a request is known (a middleware caller that never passes one to
 ``new_turn`` gets no refusals: without the user's words, every id looks made up). Such a value
 is refused only where the correction can say where the real one comes from: a
-same-shaped value the run has seen (the request's ``/notes/plan.txt``), shown in a corrected
+same-shaped value the run has seen (the request's ``/docs/roadmap.txt``), shown in a corrected
 call, or a pending required step the caller names (``list_todos``). Each value is refused
 **once per turn**, and at most :data:`MAX_GUESS_REFUSALS` a turn: a model that sends it again
 may know better (a value it worked out), and a second refusal would only burn iterations.
@@ -51,7 +51,7 @@ MAX_GUESS_REFUSALS = 3
 _CANDIDATES = 3
 
 _ID_FIELD = re.compile(r"(?:^|_)(?:id|ids|no|num|number|index|idx)$|[a-z](?:Id|ID|Number)$")
-_NUMBER = re.compile(r"\d+(?:\.\d+)?")  # loose: "Q4", "#17", "18C" all give their number
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")  # loose: "Q3", "#23", "21C" all give their number
 _TOKEN = re.compile(r"[^\s'\"`,;()\[\]{}<>]+")
 _EDGE = ".:!?"
 
@@ -134,6 +134,18 @@ class ArgumentGrounding:
             self._normalised = "\n".join(normalise(f) for f in self._facts)
         return folded in self._normalised
 
+    @property
+    def request_known(self) -> bool:
+        """Whether a user's request has been given (without one, every value looks made up)."""
+        return bool(self._request.strip())
+
+    def seen(self, value: str | int | float) -> bool:
+        """Whether ``value`` is among the facts: a string anywhere in them (case folded), a
+        number as any number they hold."""
+        if isinstance(value, str):
+            return value.strip().lower() in self._text()
+        return float(value) in self._numeric()
+
     def _seen(self, value: str | int | float, schema: Any) -> bool:
         """Whether ``value`` is among the facts, or one its schema lists."""
         if isinstance(schema, Mapping):
@@ -143,9 +155,7 @@ class ArgumentGrounding:
             ]
             if value in listed or ("default" in schema and schema["default"] == value):
                 return True
-        if isinstance(value, str):
-            return value.strip().lower() in self._text()
-        return float(value) in self._numeric()
+        return self.seen(value)
 
     def _text(self) -> str:
         if self._folded is None:
@@ -160,7 +170,7 @@ class ArgumentGrounding:
     def candidates(self, value: str) -> tuple[str, ...]:
         """Values of ``value``'s shape the run has seen: the request's first, then the latest
         (none before a request is known). Also what a placeholder (``/path/to/your/file``)
-        was to be: the real 0.5B sent that path four times for "See /notes/plan.txt", told
+        was to be: the real 0.5B sent that path four times for "See /docs/roadmap.txt", told
         only to use the path the task gives."""
         if not self._request.strip():
             return ()
@@ -196,8 +206,8 @@ def _checkable(value: object, field: str) -> TypeGuard[str | int | float]:
 
 def shape_of(token: str) -> str:
     """What kind of identifier ``token`` is: a path or an address by kind, anything else by
-    its pattern of letters, digits and separators (``ORD-0042`` and ``A-1`` are alike,
-    ``2026-12-03`` and ``19:00`` are not; the list-coverage :func:`shape`, case folded)."""
+    its pattern of letters, digits and separators (``INV-0317`` and ``K-7`` are alike,
+    ``2027-04-15`` and ``19:00`` are not; the list-coverage :func:`shape`, case folded)."""
     if "@" in token:
         return "@"
     if "/" in token or "\\" in token:

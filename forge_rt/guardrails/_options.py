@@ -29,7 +29,7 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     refused, and one whose tool refused its arguments, until a call succeeds (see
     :mod:`forge_rt.guardrails._refused`). Off by default, as measured: on the embedded 0.5B the
     whole suite scored the same with it (60/90, 3 gained, 3 lost; docs/eval/hints/README.md),
-    barred values were perturbed ("Grace Hoper") rather than corrected, and two failing runs
+    barred values were perturbed ("Ilse Brant") rather than corrected, and two failing runs
     ran to max_iterations instead. ``ground_answers`` sends back,
     once per turn, a ``respond`` answer that shares no word or number with the turn's tool
     results (see :mod:`forge_rt.guardrails._grounding`), or one that leaves out what the end of
@@ -41,10 +41,22 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     same-shaped value the run was given or a pending required step says where the real one
     comes from (see :mod:`forge_rt.guardrails._guesses`: the real 0.5B completed todo 1
     before listing the todos, 3 runs of 3). ``cover_lists`` sends back, once per
-    turn, a terminal call made while an item of a listed fan-out ("Oslo or Cairo", a result's
-    "A-1, A-2") was never sent to the tool that ran for its sibling (see
-    :mod:`forge_rt.guardrails._coverage`), or while a number the request gives ("250 euros")
+    turn, a terminal call made while an item of a listed fan-out ("Turku or Lima", a result's
+    "K-7, K-8") was never sent to the tool that ran for its sibling (see
+    :mod:`forge_rt.guardrails._coverage`), or while a number the request gives ("180 euros")
     reached no tool and a call that takes one ran (see :mod:`forge_rt.guardrails._quantities`).
+
+    Shape of a reply (both off by default; the proxy turns them on, see
+    ``ProxyConfig``): ``call_list`` writes a constrained reply as a JSON list of one call or
+    more, so after each call the model chooses between another and the end (see
+    :func:`~forge_rt.guardrails.tool_call_schema`); ``prose_answers`` takes a reply of plain
+    text with no call in it as the answer, where the caller allows one, and, under a grammar,
+    makes such text a branch of the constraint (see
+    :func:`~forge_rt.guardrails.tool_call_grammar`). Text that echoes a correction or holds a
+    broken call is still sent back. ``unfounded_calls`` sends back, once per turn, a reply
+    whose every call is made of values the model was never given, where a text answer was open
+    (see :mod:`forge_rt.guardrails._unfounded`): asked what no tool does, a small model calls
+    one anyway with values of its own.
 
     Budgets, each counting rejected replies in a row before the run ends with its typed error:
     ``max_retries`` (no usable call), ``max_tool_errors`` (failing tools), ``max_premature``
@@ -66,6 +78,9 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     answer_from_results: bool = True
     ground_arguments: bool = True
     cover_lists: bool = True
+    call_list: bool = False
+    prose_answers: bool = False
+    unfounded_calls: bool = False
 
     def __post_init__(self) -> None:
         for name in ("max_retries", "max_tool_errors", "max_premature", "max_prereq"):

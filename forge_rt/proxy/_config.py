@@ -209,7 +209,13 @@ class ProxyConfig(BaseModel):
     Guardrails (when a request carries tools): ``rescue`` parses calls written as text,
     ``max_retries`` bounds corrective retries per request, ``respond_tool`` injects the synthetic
     ``respond`` tool (stripped again on the way out), ``constrain`` asks the backend to
-    constrain replies to the tool-call schema (``auto``: when the backend can), and
+    constrain replies to the tool-call schema (``auto``: when the backend can),
+    ``call_list`` has a constrained reply written as a list of calls, so a request for several
+    calls gets several, and ``prose_answers`` takes a plain-text reply without a call as the
+    answer where ``tool_choice`` allows one, as the OpenAI and Anthropic APIs do (under a
+    grammar the text is a branch of the constraint; see :class:`GuardrailOptions`),
+    ``unfounded_calls`` sends back once a call made only of values found nowhere in the
+    request where text was open (see :class:`GuardrailOptions`), and
     ``reasoning_replay`` decides which reasoning from the history reaches the backend.
 
     ``served_model`` overrides the model name answered in responses (default: the name the
@@ -245,6 +251,9 @@ class ProxyConfig(BaseModel):
     max_retries: int = Field(default=3, ge=0)
     respond_tool: bool = True
     constrain: ConstrainMode = "auto"
+    call_list: bool = True
+    prose_answers: bool = True
+    unfounded_calls: bool = False
     reasoning_replay: ReasoningReplay = ReasoningReplay.NONE
     served_model: str | None = None
     graceful_timeout_s: float = Field(default=5.0, ge=0)

@@ -139,6 +139,9 @@ class InferenceEngine:
         respond_tool: bool,
         constrain: ConstrainMode,
         deadline_s: float | None,
+        call_list: bool = False,
+        prose_answers: bool = False,
+        unfounded_calls: bool = False,
         on_usage: UsageHook | None = None,
         policy: Policy | None = None,
     ) -> None:
@@ -148,7 +151,13 @@ class InferenceEngine:
         self._capabilities = capabilities
         # Per request, with no steps and no loop guard of its own: the client owns the loop.
         self._options = GuardrailOptions(
-            rescue=rescue, max_retries=max_retries, steps=False, loop_repeats=None
+            rescue=rescue,
+            max_retries=max_retries,
+            steps=False,
+            loop_repeats=None,
+            call_list=call_list,
+            prose_answers=prose_answers,
+            unfounded_calls=unfounded_calls,
         )
         self._respond = respond_tool
         self._constrain = constrain
@@ -191,8 +200,18 @@ class InferenceEngine:
                 )
             tools = named
         return Guardrails(
-            tools, respond_tool=kind == "respond", options=self._options, withheld=withheld
+            tools,
+            respond_tool=kind == "respond",
+            options=self._options_for(kind),
+            withheld=withheld,
         )
+
+    def _options_for(self, kind: _Guard) -> GuardrailOptions:
+        """The guardrail options of one request: a text answer is one only where the request's
+        ``tool_choice`` allows one (never when it requires a call)."""
+        if kind == "required" and self._options.prose_answers:
+            return msgspec.structs.replace(self._options, prose_answers=False)
+        return self._options
 
     def prompt_request(self, request: InferenceRequest, *, request_id: str) -> InferenceRequest:
         """``request`` as the backend would first see it: the policy's denied tools withheld,
@@ -205,19 +224,29 @@ class InferenceEngine:
         return msgspec.structs.replace(request, tools=self._guard(request, kind, {}).tools)
 
     def _constraint(
-        self, request: InferenceRequest, tools: Sequence[ToolSpec], *, parallel: bool
+        self,
+        request: InferenceRequest,
+        tools: Sequence[ToolSpec],
+        options: GuardrailOptions,
+        *,
+        parallel: bool,
     ) -> OutputConstraint | None:
         """The output constraint for a reply that may call ``tools``.
 
         The one place the proxy builds a tool-call constraint (the first one of a request and
         each narrowing of it), so ``parallel`` -- whether the client allows several calls in one
-        reply -- reaches the schema from here.
+        reply -- and the request's reply shape (``options``) reach the schema from here.
         """
         if request.constraint is not None:
             return request.constraint  # the client asked for its own output format
         try:
             return choose_constraint(
-                self._constrain, self._capabilities, tools, parallel=parallel
+                self._constrain,
+                self._capabilities,
+                tools,
+                parallel=parallel,
+                listed=options.call_list,
+                prose=options.prose_answers,
             ).constraint
         except ToolSchemaError as exc:
             # A client's schema the constraint cannot express (a keyword validation ignores may
@@ -338,7 +367,7 @@ class InferenceEngine:
         base = msgspec.structs.replace(
             request,
             tools=guard.tools,
-            constraint=self._constraint(request, guard.tools, parallel=parallel),
+            constraint=self._constraint(request, guard.tools, guard.options, parallel=parallel),
         )
         review = ReplyReview(
             guard,
@@ -351,7 +380,13 @@ class InferenceEngine:
         avoided: frozenset[str] = frozenset()
         excluded: tuple[ToolCall, ...] = ()
         answered: tuple[str, ...] = ()
-        narrowing = NarrowedConstraint(base.constraint, guard.tools, parallel=parallel)
+        narrowing = NarrowedConstraint(
+            base.constraint,
+            guard.tools,
+            parallel=parallel,
+            listed=guard.options.call_list,
+            prose=guard.options.prose_answers,
+        )
 
         async def prepare() -> InferenceRequest:
             nonlocal base, avoided, excluded, answered

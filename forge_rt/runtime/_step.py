@@ -48,6 +48,7 @@ import trio
 from actors import quiet_logger
 from forge_rt.core import (
     FinalChunk,
+    GrammarConstraint,
     InferenceRequest,
     LLMResponse,
     OutputConstraint,
@@ -214,10 +215,12 @@ class GuardedStep:
         stats.completion_tokens += response.usage.completion_tokens or 0
         if self._on_response is not None:
             await self._on_response(response)
-        constrained = request.constraint is not None
-        action = self.guardrails.check(response, constrained=constrained)
+        constraint = request.constraint
+        text_offered = isinstance(constraint, GrammarConstraint) and constraint.admits_text
+        constrained = constraint is not None and not text_offered
+        action = self.guardrails.check(response, constrained=constrained, text_offered=text_offered)
         if tracer is not None:
-            tracer.reply(response, constrained=constrained)
+            tracer.reply(response, constrained=constrained, text_offered=text_offered)
             tracer.verdict(action)
         match action:
             case Execute():
@@ -332,15 +335,27 @@ class GuardedStep:
         if self._escalation is None:
             tools = self.guardrails.tools
             constraint: OutputConstraint | None = None
+            options = self.guardrails.options
             try:
                 constraint = choose_constraint(
-                    "auto", self._slot.client.capabilities, tools, parallel=self._parallel
+                    "auto",
+                    self._slot.client.capabilities,
+                    tools,
+                    parallel=self._parallel,
+                    listed=options.call_list,
+                    prose=options.prose_answers,
                 ).constraint
             except ToolSchemaError as exc:
                 # Often why the run decodes freely: a schema with no flat constraint (a
                 # recursive model). Its retries stay free, as they were before escalation.
                 _log.info("step.escalation_unavailable", reason=str(exc))
-            self._escalation = NarrowedConstraint(constraint, tools, parallel=self._parallel)
+            self._escalation = NarrowedConstraint(
+                constraint,
+                tools,
+                parallel=self._parallel,
+                listed=options.call_list,
+                prose=options.prose_answers,
+            )
         guardrails = self.guardrails
         return self._escalation.to(
             guardrails.callable_now(avoid),

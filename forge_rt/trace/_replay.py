@@ -168,7 +168,11 @@ class _Actor:
                     self._guardrails.new_turn(event.user_text)
             case ReplyReceived():
                 self._iteration = event.iteration
-                action = self._guardrails.check(event.response, constrained=event.constrained)
+                action = self._guardrails.check(
+                    event.response,
+                    constrained=event.constrained,
+                    text_offered=event.text_offered,
+                )
                 self._replayed = decision_of(action)
                 self._report.replies += 1
                 self._calls = {}

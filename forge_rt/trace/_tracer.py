@@ -120,7 +120,9 @@ class Tracer:
             )
         )
 
-    def reply(self, response: LLMResponse, *, constrained: bool) -> None:
+    def reply(
+        self, response: LLMResponse, *, constrained: bool, text_offered: bool = False
+    ) -> None:
         self.sink.emit(
             ReplyReceived(
                 actor=self.actor,
@@ -129,6 +131,7 @@ class Tracer:
                 iteration=self.iteration,
                 response=response,
                 constrained=constrained,
+                text_offered=text_offered,
             )
         )
 

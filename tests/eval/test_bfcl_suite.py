@@ -163,11 +163,11 @@ ANSWER = SimReply(tool_calls=(SimToolCall(name="respond", arguments={"message": 
 
 def _scripts(cases: list[BfclCase], *, wrong: str | None = None) -> dict[str, list[SimReply]]:
     """A perfect model for every case (an answer, no call, for irrelevance); ``wrong`` writes
-    prose where the proxy wants a call, every time it is asked."""
+    a call that never closes, every time it is asked."""
     script: dict[str, list[SimReply]] = {}
     for case in cases:
         if case.id == wrong:
-            reply = SimReply(text=DECLINE)
+            reply = SimReply(text='{"name": "' + case.tools[0]["function"]["name"] + '", "ar')
         elif case.check == "irrelevance":
             reply = ANSWER
         else:
@@ -203,7 +203,7 @@ async def test_perfect_replies_through_the_proxy_are_valid_and_a_resume_adds_not
     declined = next(r for r in records.values() if r.tags == ("irrelevance",))
     assert declined.calls == []
     assert declined.output == DECLINE
-    # Prose where a call is wanted, past the retry budget: the client gets no answer (a 502).
+    # A broken call every time, past the retry budget: the client gets no answer (a 502).
     failed = records[wrong]
     assert failed.error_type == "tool_call_retries_exhausted"
     assert failed.checker["error_type"] == "forge_rt:no_answer"
@@ -242,7 +242,8 @@ async def test_a_multi_turn_case_runs_on_bfcls_api_classes_and_its_checker_judge
             replies.append(
                 SimReply(tool_calls=(SimToolCall(name="respond", arguments={"message": summary}),))
             )
-    broken = [*replies[:1], *([SimReply(text="I cannot.")] * 4)]
+    cut = SimReply(text='{"name": "' + case.tools[0]["function"]["name"] + '", "ar')
+    broken = [*replies[:1], *([cut] * 4)]  # then a call that never closes, every time
     out = tmp_path / "mt.jsonl"
     outcomes = {}
     for label, script in (("perfect", replies), ("broken", broken)):

@@ -153,6 +153,28 @@ def test_retry_nudges_off_ends_with_text_answer() -> None:
     assert guard.budgets.retries == 0
 
 
+def test_text_a_constraint_offered_is_the_answer_with_prose_answers() -> None:
+    """Under a constraint that admits text, text without a call is the model's answer."""
+    guard = _guard(prose_answers=True)
+    action = guard.check("No tool here reads the tide tables.", text_offered=True)
+    assert action == TextAnswer(text="No tool here reads the tide tables.")
+    assert guard.budgets.retries == 0
+
+
+@pytest.mark.parametrize(
+    ("options", "offered", "reply"),
+    [
+        ({"prose_answers": True}, False, "I will look that up."),  # decoded freely
+        ({}, True, "I will look that up."),  # the option is off
+        ({"prose_answers": True}, True, '{"name": "search", "arguments": {"query": '),
+        ({"prose_answers": True}, True, ""),
+    ],
+)
+def test_other_text_is_still_sent_back(options: dict[str, bool], offered: bool, reply: str) -> None:
+    action = _guard(**options).check(reply, text_offered=offered)
+    assert isinstance(action, RetryWithNudge)
+
+
 def test_unknown_tool_is_a_tool_error_for_the_whole_batch() -> None:
     """Unknown tool: transient tool-call turn, an error for it, a hold-back note for the rest."""
     action = _guard().check([_call("weather", "c1"), _call("search", "c2", query="q")])

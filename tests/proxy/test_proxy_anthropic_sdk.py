@@ -45,7 +45,7 @@ async def test_plain_message_returns_text_with_end_turn() -> None:
 async def test_tool_use_block_for_a_valid_call() -> None:
     """A valid call comes back as a tool_use block with stop_reason tool_use."""
     with trio.fail_after(20):
-        async with sim_proxy(_script(_call("get_weather", city="Oslo"))) as (_sim, url):
+        async with sim_proxy(_script(_call("get_weather", city="Paris"))) as (_sim, url):
             with _sdk(url) as sdk:
                 reply = await in_thread(
                     lambda: sdk.messages.create(
@@ -58,7 +58,7 @@ async def test_tool_use_block_for_a_valid_call() -> None:
     assert reply.stop_reason == "tool_use"
     [block] = [b for b in reply.content if b.type == "tool_use"]
     assert block.name == "get_weather"  # type: ignore[union-attr]
-    assert block.input == {"city": "Oslo"}  # type: ignore[union-attr]
+    assert block.input == {"city": "Paris"}  # type: ignore[union-attr]
 
 
 async def test_respond_becomes_a_text_block() -> None:
@@ -105,7 +105,7 @@ async def test_stream_text_through_the_sdk_helper() -> None:
 async def test_stream_tool_use_assembles_its_input() -> None:
     """A streamed call arrives as a tool_use block whose input the SDK assembles."""
     with trio.fail_after(20):
-        async with sim_proxy(_script(_call("get_weather", city="Rome"))) as (_sim, url):
+        async with sim_proxy(_script(_call("get_weather", city="Paris"))) as (_sim, url):
             with _sdk(url) as sdk:
 
                 def run() -> Any:
@@ -120,7 +120,7 @@ async def test_stream_tool_use_assembles_its_input() -> None:
                 final = await in_thread(run)
     assert final.stop_reason == "tool_use"
     [block] = [b for b in final.content if b.type == "tool_use"]
-    assert (block.name, block.input) == ("get_weather", {"city": "Rome"})  # type: ignore[union-attr]
+    assert (block.name, block.input) == ("get_weather", {"city": "Paris"})  # type: ignore[union-attr]
 
 
 async def test_multi_turn_with_tool_result_blocks() -> None:
@@ -254,7 +254,9 @@ async def test_count_tokens_counts_what_the_backend_will_see() -> None:
 async def test_exhausted_retries_surface_as_an_api_error() -> None:
     """Exhausted retries raise the SDK's 502 error with Anthropic's error shape."""
     with trio.fail_after(20):
-        async with sim_proxy(_script("no call here", "still none"), max_retries=1) as (
+        async with sim_proxy(
+            _script('{"name": "get_weather"', '{"name": "get_weather", "arg'), max_retries=1
+        ) as (
             _sim,
             url,
         ):
@@ -314,7 +316,7 @@ async def test_reply_content_fed_back_as_history_is_accepted() -> None:
     """Appending the SDK's reply content and a tool_result, as agent loops do, is valid."""
     reply = SimReply(
         text="Checking.",
-        tool_calls=(SimToolCall(name="get_weather", arguments={"city": "Oslo"}),),
+        tool_calls=(SimToolCall(name="get_weather", arguments={"city": "Paris"}),),
     )
     with trio.fail_after(20):
         async with sim_proxy(_script(reply, _call("respond", message="Cold."))) as (_sim, url):

@@ -60,8 +60,10 @@ def test_json_string_decoder_keeps_an_unknown_escape() -> None:
         '<tool_call>\n{"name": "respond", "parameters": {"message": "',
         '  {\n  "name" : "respond" ,\n "arguments": { "message": "',
         '[TOOL_CALLS][{"name": "respond", "arguments": {"message": "',
+        '[\n  {"name": "respond", "arguments": {"message": "',
+        '```json\n[ {"name": "respond", "arguments": {"message": "',
     ],
-    ids=["bare", "fenced", "hermes", "spaced", "mistral"],
+    ids=["bare", "fenced", "hermes", "spaced", "mistral", "listed", "fenced-list"],
 )
 def test_respond_prefix_found_in_each_text_form(text: str) -> None:
     """The message string's start is found in every JSON form a respond call is written in."""

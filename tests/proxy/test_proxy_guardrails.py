@@ -60,6 +60,41 @@ async def test_bare_text_is_retried_with_a_nudge_the_client_never_sees() -> None
     assert nudge.content not in response.text
 
 
+async def test_text_is_the_answer_where_the_constraint_offered_text() -> None:
+    """By default the grammar admits text beside the calls: text without a call is the
+    model's answer to the client, as the chat APIs allow under tool_choice auto."""
+    oracle = Recorder("No tool of mine forecasts the tide.")
+    with trio.fail_after(20):
+        async with (
+            sim_proxy(SimConfig(oracle=oracle)) as (_sim, url),
+            httpx.AsyncClient(base_url=url) as http,
+        ):
+            response = await http.post(CHAT, json=_body())
+    message = response.json()["choices"][0]["message"]
+    assert message["content"] == "No tool of mine forecasts the tide."
+    assert message.get("tool_calls") is None
+    assert response.headers["x-forge-attempts"] == "1"
+    [view] = oracle.views
+    assert view.constraint == "grammar"
+
+
+async def test_where_a_call_is_required_the_constraint_offers_no_text() -> None:
+    """tool_choice=required: text is never the answer, so the constraint is the calls alone
+    (a JSON schema) and the model's text intent comes out as a call."""
+    oracle = Recorder("No tool of mine forecasts the tide.")
+    with trio.fail_after(20):
+        async with (
+            sim_proxy(SimConfig(oracle=oracle)) as (_sim, url),
+            httpx.AsyncClient(base_url=url) as http,
+        ):
+            response = await http.post(CHAT, json=_body(tool_choice="required"))
+    message = response.json()["choices"][0]["message"]
+    assert [c["function"]["name"] for c in message["tool_calls"]] == ["get_weather"]
+    [view] = oracle.views
+    assert view.grammar is None
+    assert view.schema is not None
+
+
 async def test_unknown_tool_is_corrected_on_the_tool_channel() -> None:
     """A call of a tool that does not exist is answered with a tool error naming real tools."""
     oracle = Recorder(
@@ -236,7 +271,9 @@ async def test_metrics_count_retries_rescues_and_requests() -> None:
     )
     with trio.fail_after(20):
         async with (
-            sim_proxy(config, constrain="never") as (_sim, url),
+            # Escalated to a JSON schema: a grammar that admits text has its calls read by
+            # rescue parsing, which would count the escalated call as a rescue too.
+            sim_proxy(config, constrain="never", prose_answers=False) as (_sim, url),
             httpx.AsyncClient(base_url=url) as http,
         ):
             await http.post(CHAT, json=_body())

@@ -121,7 +121,7 @@ async def test_stream_of_plain_text_concatenates_to_the_reply() -> None:
 async def test_stream_of_a_tool_call_assembles_into_one_call() -> None:
     """A streamed, validated call arrives as tool-call deltas the SDK can assemble."""
     with trio.fail_after(20):
-        async with sim_proxy(_script(_call("get_weather", city="Lyon"))) as (_sim, url):
+        async with sim_proxy(_script(_call("get_weather", city="Paris"))) as (_sim, url):
             with _sdk(url) as sdk:
 
                 def run() -> tuple[str, str, str | None]:
@@ -138,7 +138,7 @@ async def test_stream_of_a_tool_call_assembles_into_one_call() -> None:
 
                 name, args, finish = await in_thread(run)
     assert name == "get_weather"
-    assert json.loads(args) == {"city": "Lyon"}
+    assert json.loads(args) == {"city": "Paris"}
     assert finish == "tool_calls"
 
 
@@ -226,7 +226,7 @@ async def test_invalid_reply_is_retried_server_side_and_hidden() -> None:
 
 async def test_exhausted_retries_are_a_visible_error_with_the_last_reply() -> None:
     """When every attempt is invalid the client gets a 502 naming attempts and the last reply."""
-    bad = "I think I should look that up somehow."
+    bad = '{"name": "get_weather", "arguments": {"city": '  # a call that never closes
     with trio.fail_after(20):
         async with sim_proxy(_script(*[bad] * 3), max_retries=2) as (_sim, url):
             with _sdk(url) as sdk, pytest.raises(openai.APIStatusError) as info:

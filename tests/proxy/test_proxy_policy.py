@@ -64,7 +64,11 @@ async def test_a_denied_tool_is_withheld_from_the_backend() -> None:
     """The backend is offered the allowed tool only, in its tools and its constraint."""
     oracle = Recorder(SimToolCall(name="get_weather", arguments={"city": "Paris"}))
     with trio.fail_after(20):
-        async with sim_proxy(SimConfig(oracle=oracle), policy=POLICY) as (_sim, url):
+        # A JSON-schema constraint, which the sim's view shows (a grammar it only names).
+        async with sim_proxy(SimConfig(oracle=oracle), policy=POLICY, prose_answers=False) as (
+            _sim,
+            url,
+        ):
             reply = await _ask(url)
     [call] = reply.choices[0].message.tool_calls
     assert call.function.name == "get_weather"

@@ -53,11 +53,19 @@ def _respond(message: str) -> list[ToolCall]:
     return _call("respond", message=message)
 
 
-def _offered(request: InferenceRequest) -> list[str]:
-    """The tool names the request's output constraint lets the model call (one call alone)."""
+def _call_options(request: InferenceRequest) -> list[dict[str, Any]]:
+    """The call objects the request's constraint admits, alone or as items of a list."""
     assert isinstance(request.constraint, JsonSchemaConstraint)
-    options = request.constraint.schema["anyOf"]
-    return [o["properties"]["name"]["const"] for o in options if o["type"] == "object"]
+    schema = request.constraint.schema
+    options: list[dict[str, Any]] = []
+    for branch in schema.get("anyOf", [schema]):
+        options += branch["items"]["anyOf"] if branch["type"] == "array" else [branch]
+    return options
+
+
+def _offered(request: InferenceRequest) -> list[str]:
+    """The tool names the request's output constraint lets the model call."""
+    return [o["properties"]["name"]["const"] for o in _call_options(request)]
 
 
 async def _post(client: GatedClient, body: dict[str, Any], **options: Any) -> httpx.Response:
@@ -201,8 +209,7 @@ async def test_the_repeat_guard_holds_when_streaming() -> None:
 
 def _admits_city(request: InferenceRequest, city: str) -> bool:
     """Whether the request's constraint admits get_weather(city=city) as one call."""
-    assert isinstance(request.constraint, JsonSchemaConstraint)
-    for option in request.constraint.schema["anyOf"]:
+    for option in _call_options(request):
         if option["type"] != "object":
             continue
         string = option["properties"]["arguments"]["properties"]["city"]
@@ -232,8 +239,7 @@ async def test_with_no_other_tool_left_the_warned_call_is_excluded_from_the_cons
 
 def _admits_answer(request: InferenceRequest, message: str) -> bool:
     """Whether the request's constraint lets a single respond call carry ``message``."""
-    assert isinstance(request.constraint, JsonSchemaConstraint)
-    for option in request.constraint.schema["anyOf"]:
+    for option in _call_options(request):
         if option["type"] != "object" or option["properties"]["name"]["const"] != "respond":
             continue
         string = option["properties"]["arguments"]["properties"]["message"]

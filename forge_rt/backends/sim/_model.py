@@ -27,6 +27,7 @@ from forge_rt.core._jsonschema import (
     example_arguments,
     example_value,
 )
+from forge_rt.guardrails import Gbnf
 
 __all__ = [
     "PlannedCall",
@@ -383,8 +384,12 @@ def plan_constrained(view: RequestView, intent: Intent) -> PlannedReply:
     gets the one intended call as a bare object, its first branch that names it; strings and
     lists cut to the schema's bounds); a GBNF grammar (which the sim does not parse) gets the
     intended call as bare ``{"name": …, "arguments": …}`` JSON, the shape tool-call grammars
-    describe; a schema-less JSON mode gets the same.
+    describe -- unless the intent is text the grammar admits as it is (a grammar with a text
+    branch beside the calls), which is then written as plain text; a schema-less JSON mode
+    gets the call as JSON too.
     """
+    if view.grammar is not None and isinstance(intent, str) and Gbnf(view.grammar).accepts(intent):
+        return PlannedReply(content=intent, dialect=Dialect.CONSTRAINED, intent=intent)
     if view.schema is not None:
         value = schema_instance(view.schema, view.schema, intent)
     elif isinstance(intent, SimToolCall):

@@ -167,6 +167,7 @@ class OpenAICodec:
             tool_choice=_tool_choice(request.tool_choice),
             constraint=constraint,
             schema=schema,
+            grammar=request.grammar,
             max_tokens=next((n for n in limits if n is not None and n >= 0), None),
             stream=request.stream,
             include_usage=request.stream_options is not None

@@ -50,7 +50,8 @@ class RequestView(msgspec.Struct, frozen=True, kw_only=True):
     ``turn`` counts the assistant messages in the history (a trailing assistant prefill is not
     counted: it is the reply being continued, in ``prefill``). ``tool_choice`` is ``auto``,
     ``required``, ``none`` or a tool name. ``schema`` is the JSON schema the output is
-    constrained to, if any; ``constraint`` names the request field that carried the constraint.
+    constrained to, if any, ``grammar`` the GBNF grammar; ``constraint`` names the request field
+    that carried the constraint.
     ``include_usage`` asks for a usage event at the end of a stream (OpenAI ``stream_options``);
     ``num_ctx`` is the context size an Ollama request asked the server to load;
     ``return_progress`` asks for llama-server's reports on the prompt while it is prefilled.
@@ -64,6 +65,7 @@ class RequestView(msgspec.Struct, frozen=True, kw_only=True):
     tool_choice: str | None = None
     constraint: str | None = None
     schema: dict[str, Any] | None = None
+    grammar: str | None = None
     prefill: str | None = None
     max_tokens: int | None = None
     stream: bool = False

@@ -63,6 +63,9 @@ PROXY_ABLATIONS: dict[str, dict[str, Any]] = {
     "constrained": {"constrain": "always"},
     "no_rescue": {"rescue": False},
     "no_nudge": {"max_retries": 0},
+    "no_call_list": {"call_list": False},
+    "no_prose_answers": {"prose_answers": False},
+    "no_unfounded_calls": {"unfounded_calls": False},
 }
 """The eval's ablations as proxy settings: the switches the proxy has (``full`` is its
 defaults, as a user gets them)."""

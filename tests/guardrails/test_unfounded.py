@@ -1,0 +1,141 @@
+"""A call made of values from nowhere, where text was open, is sent back once a turn."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from forge_rt.core import ToolCall, ToolSpec
+from forge_rt.guardrails import Execute, GuardrailOptions, Guardrails, ToolErrors
+
+QUOTE = ToolSpec(
+    name="share_quote",
+    description="The latest price of a listed share.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "ticker": {"type": "string"},
+            "market": {"type": "string", "enum": ["north", "south"]},
+        },
+        "required": ["ticker"],
+    },
+)
+TIMER = ToolSpec(
+    name="garden_timer",
+    description="Water the garden for some minutes.",
+    parameters={
+        "type": "object",
+        "properties": {"minutes": {"type": "integer"}, "zone": {"type": "string"}},
+        "required": ["minutes"],
+    },
+)
+NOTE = ToolSpec(
+    name="leave_note",
+    description="Leave a note for someone in the house.",
+    parameters={
+        "type": "object",
+        "properties": {"to": {"type": "string"}, "text": {"type": "string"}},
+        "required": ["to", "text"],
+    },
+)
+TOOLS = [QUOTE, TIMER, NOTE]
+ON = GuardrailOptions(unfounded_calls=True, prose_answers=True)
+
+
+def _guard(request: str, options: GuardrailOptions = ON) -> Guardrails:
+    guard = Guardrails(TOOLS, respond_tool=True, options=options)
+    guard.new_turn(request)
+    return guard
+
+
+def _call(tool: str, call_id: str = "c1", **args: Any) -> ToolCall:
+    return ToolCall(tool=tool, args=args, call_id=call_id)
+
+
+def test_a_call_of_values_from_nowhere_is_sent_back_with_both_ways_on() -> None:
+    guard = _guard("Who carved the doors of the old mill chapel?")
+    action = guard.check([_call("share_quote", ticker="ZXQ")], text_offered=True)
+    assert isinstance(action, ToolErrors)
+    [note] = action.errors
+    assert 'ticker="ZXQ"' in note.content
+    assert "share_quote" in note.content
+    assert "plain text" in note.content
+
+
+def test_the_same_reply_again_is_taken_as_it_is() -> None:
+    guard = _guard("Who carved the doors of the old mill chapel?")
+    call = _call("share_quote", ticker="ZXQ")
+    assert isinstance(guard.check([call], text_offered=True), ToolErrors)
+    assert isinstance(guard.check([call], text_offered=True), Execute)
+
+
+def test_a_new_turn_may_send_one_back_again() -> None:
+    guard = _guard("Who carved the doors of the old mill chapel?")
+    call = _call("share_quote", ticker="ZXQ")
+    assert isinstance(guard.check([call], text_offered=True), ToolErrors)
+    guard.new_turn("And who built its bell tower?")
+    assert isinstance(guard.check([call], text_offered=True), ToolErrors)
+
+
+def test_values_from_the_request_found_the_call() -> None:
+    guard = _guard("Water the garden for 15 minutes, please.")
+    assert isinstance(guard.check([_call("garden_timer", minutes=15)], text_offered=True), Execute)
+
+
+def test_one_value_from_the_request_is_enough() -> None:
+    guard = _guard("Water the rose bed.")
+    call = _call("garden_timer", minutes=20, zone="rose bed")
+    assert isinstance(guard.check([call], text_offered=True), Execute)
+
+
+def test_composed_text_is_founded_by_any_of_its_words() -> None:
+    guard = _guard("Let Ines know that the kiln has cooled.")
+    call = _call("leave_note", to="Ines", text="Hi! It is ready for you now.")
+    assert isinstance(guard.check([call], text_offered=True), Execute)
+
+
+def test_values_the_schema_lists_are_no_evidence_either_way() -> None:
+    guard = _guard("What is the tallest tree in the valley?")
+    # Only the enum value and a word too short to judge: nothing to go on.
+    assert isinstance(
+        guard.check([_call("share_quote", ticker="ok", market="north")], text_offered=True),
+        Execute,
+    )
+
+
+def test_a_reply_with_one_founded_call_runs_whole() -> None:
+    guard = _guard("Water the garden for 15 minutes.")
+    calls = [_call("garden_timer", minutes=15), _call("share_quote", "c2", ticker="ZXQ")]
+    action = guard.check(calls, text_offered=True)
+    assert isinstance(action, Execute)
+    assert len(action.calls) == 2
+
+
+def test_an_answer_beside_calls_from_nowhere_is_held_back_with_them() -> None:
+    guard = _guard("Who carved the doors of the old mill chapel?")
+    answer = _call("respond", "c2", message="A travelling joiner, by most accounts.")
+    action = guard.check([_call("share_quote", ticker="ZXQ"), answer], text_offered=True)
+    assert isinstance(action, ToolErrors)
+    assert [e.call_id for e in action.errors] == ["c1"]
+    assert [h.call_id for h in action.held_back] == ["c2"]
+
+
+def test_nothing_is_judged_where_text_was_not_an_option() -> None:
+    guard = _guard("Who carved the doors of the old mill chapel?")
+    assert isinstance(guard.check([_call("share_quote", ticker="ZXQ")]), Execute)
+
+
+def test_nothing_is_judged_with_the_option_off() -> None:
+    guard = _guard("Who carved the doors?", GuardrailOptions(prose_answers=True))
+    action = guard.check([_call("share_quote", ticker="ZXQ")], text_offered=True)
+    assert isinstance(action, Execute)
+
+
+def test_an_answer_is_never_judged() -> None:
+    guard = _guard("Who carved the doors of the old mill chapel?")
+    answer = _call("respond", message="A travelling joiner, by most accounts.")
+    assert isinstance(guard.check([answer], text_offered=True), Execute)
+
+
+def test_nothing_is_judged_before_a_request_is_known() -> None:
+    guard = Guardrails(TOOLS, respond_tool=True, options=ON)
+    assert isinstance(guard.check([_call("share_quote", ticker="ZXQ")], text_offered=True), Execute)

@@ -83,7 +83,12 @@ from forge_rt.guardrails._nudges import (
     uncovered_item_nudge,
 )
 from forge_rt.guardrails._options import GuardrailOptions
-from forge_rt.guardrails._placeholders import EchoCorpus, has_echo_markup, strip_echo_markup
+from forge_rt.guardrails._placeholders import (
+    EchoCorpus,
+    has_echo_markup,
+    normalise,
+    strip_echo_markup,
+)
 from forge_rt.guardrails._quantities import RequestQuantities
 from forge_rt.guardrails._refused import RefusedCalls
 from forge_rt.guardrails._rescue_args import hinted_args, schema_of, valid_with
@@ -689,10 +694,7 @@ class Guardrails:
         if not self.options.unfounded_calls:
             return []
         calls = [c for c in runnable if not self.is_synthetic_respond(c)]
-        properties = {
-            name: schema_of(spec).get("properties") or {} for name, spec in self._specs.items()
-        }
-        found = self._unfounded.check(calls, properties)
+        found = self._unfounded.check(calls, self._specs)
         for each in found:
             log.info("guardrails.unfounded_call", tool=each.call.tool, values=len(each.values))
         return [call_nudge(each.call, unfounded_call_text(each)) for each in found]
@@ -885,18 +887,21 @@ class Guardrails:
     def _retry(self, result: ValidationResult, *, text_offered: bool = False) -> Action:
         if not self.options.retry_nudges:
             return TextAnswer(text=result.raw)
-        assert result.cause is not None  # set by the validator whenever needs_retry is
-        if text_offered and self.options.prose_answers and result.cause is RetryCause.PROSE:
-            log.info("guardrails.prose_answer", chars=len(result.raw))
-            return TextAnswer(text=result.raw)
-        tier = self._errors.record_retry(result.raw, result.cause.value)
+        cause = result.cause
+        assert cause is not None  # set by the validator whenever needs_retry is
+        if text_offered and self.options.prose_answers and cause is RetryCause.PROSE:
+            if self._echoes.source(normalise(result.raw)) is None:
+                log.info("guardrails.prose_answer", chars=len(result.raw))
+                return TextAnswer(text=result.raw)
+            cause = RetryCause.ECHO  # text that mostly copies a correction is no answer
+        tier = self._errors.record_retry(result.raw, cause.value)
         nudge = Nudge(
             kind=MessageType.RETRY_NUDGE,
             role=Role.USER,
-            content=retry_nudge(tier, self.tools, cause=result.cause, fragment=result.malformed),
+            content=retry_nudge(tier, self.tools, cause=cause, fragment=result.malformed),
             tier=min(tier, MAX_TIER),
         )
-        log.info("guardrails.retry", cause=result.cause.value, tier=nudge.tier)
+        log.info("guardrails.retry", cause=cause.value, tier=nudge.tier)
         return RetryWithNudge(nudge=nudge, raw=result.raw)
 
     def next_step(self, avoid: str | None = None) -> str:

@@ -5,9 +5,11 @@ fills it with values of its own: a question about a sport answered by a stock pr
 ticker nobody named, an identifier like ``"12345"`` that appears nowhere. Where the reply could
 have been text (a constraint that admits text beside the calls), the model chose among tools
 that do not fit. The signal is structural: every value the call carries -- each string and
-number in its arguments, nested ones included -- is absent from everything the model was
-given (a string counts as present when any of its words of three characters or more is) (the system prompt, the requests, the tools' results; see
-:class:`~forge_rt.guardrails._guesses.ArgumentGrounding`). Values the tool's schema itself
+number in its arguments, nested ones included -- is absent from everything the model was given:
+the system prompt, the requests and the tools' results (see
+:class:`~forge_rt.guardrails._guesses.ArgumentGrounding`), and the called tool's own description
+and schema, where a value may be spelled out ("a position between 0 and 1"). A string counts as
+present when any of its words of three characters or more is. Values the tool's schema itself
 lists (``enum``, ``const``, ``default``) and booleans say nothing either way; a call with no
 other value is not judged.
 
@@ -19,14 +21,16 @@ an inference.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import msgspec
 
-from forge_rt.core import ToolCall
+from forge_rt.core import ToolCall, ToolSpec
 from forge_rt.guardrails._guesses import ArgumentGrounding
+from forge_rt.guardrails._rescue_args import schema_of
 
 __all__ = ["Unfounded", "UnfoundedCalls", "unfounded_call_text"]
 
@@ -35,6 +39,7 @@ _NAMED = 4
 # A word that can be looked for in the facts: three letters or digits or more. A string with
 # none ("hi", "ok") cannot be judged.
 _WORD = re.compile(r"[^\W_]{3,}")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
 # A string longer than this is composed text (a message body), not a value to look up.
 _MAX_VALUE_CHARS = 200
 
@@ -57,32 +62,50 @@ class UnfoundedCalls:
         """A new user turn: its first such reply may be sent back again."""
         self._spent = False
 
-    def check(
-        self, calls: Sequence[ToolCall], properties: Mapping[str, Mapping[str, Any]]
-    ) -> list[Unfounded]:
+    def check(self, calls: Sequence[ToolCall], specs: Mapping[str, ToolSpec]) -> list[Unfounded]:
         """The calls to send back (all of ``calls``), or none.
 
-        ``properties`` maps each tool to its parameters' schemas. A reply is sent back only
-        when every call in it is unfounded, before the turn's request is known never, and at
-        most once a turn (spent here).
+        ``specs`` are the tools by name. A reply is sent back only when every call in it is
+        unfounded, before the turn's request is known never, and at most once a turn (spent
+        here).
         """
         if self._spent or not calls or not self._facts.request_known:
             return []
         found = []
         for call in calls:
-            values = list(_values(call.args, properties.get(call.tool, {})))
-            if not values or any(self._seen(value) for _, value in values):
+            spec = specs.get(call.tool)
+            properties = schema_of(spec).get("properties") if spec is not None else None
+            values = list(_values(call.args, properties if isinstance(properties, Mapping) else {}))
+            own = _ToolText(spec)
+            if not values or any(self._seen(value, own) for _, value in values):
                 return []
             found.append(Unfounded(call=call, values=tuple(values)))
         self._spent = True
         return found
 
-    def _seen(self, value: str | int | float) -> bool:
-        """A number among the facts' numbers; a string with any of its words in the facts (a
-        text the model composed, "Hello Ines!", is founded by the name it greets)."""
+    def _seen(self, value: str | int | float, own: _ToolText) -> bool:
+        """A number among the facts' or the tool's own numbers; a string with any of its words
+        in either (a text the model composed, "Hello Ines!", is founded by the name it
+        greets)."""
         if not isinstance(value, str):
-            return self._facts.seen(value)
-        return any(self._facts.seen(word) for word in _WORD.findall(value))
+            return self._facts.seen(value) or own.holds_number(value)
+        words = _WORD.findall(value)
+        return any(self._facts.seen(word) or own.holds_word(word) for word in words)
+
+
+class _ToolText:
+    """The words and numbers of one tool's description and parameter schema."""
+
+    def __init__(self, spec: ToolSpec | None) -> None:
+        text = "" if spec is None else f"{spec.description}\n{json.dumps(schema_of(spec))}"
+        self._text = text.lower()
+        self._numbers = {float(m) for m in _NUMBER.findall(self._text)}
+
+    def holds_word(self, word: str) -> bool:
+        return word.lower() in self._text
+
+    def holds_number(self, value: int | float) -> bool:
+        return float(value) in self._numbers
 
 
 def _values(

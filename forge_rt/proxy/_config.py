@@ -253,7 +253,7 @@ class ProxyConfig(BaseModel):
     constrain: ConstrainMode = "auto"
     call_list: bool = True
     prose_answers: bool = True
-    unfounded_calls: bool = False
+    unfounded_calls: bool = True
     reasoning_replay: ReasoningReplay = ReasoningReplay.NONE
     served_model: str | None = None
     graceful_timeout_s: float = Field(default=5.0, ge=0)

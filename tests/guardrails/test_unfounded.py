@@ -5,7 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from forge_rt.core import ToolCall, ToolSpec
-from forge_rt.guardrails import Execute, GuardrailOptions, Guardrails, ToolErrors
+from forge_rt.guardrails import (
+    Execute,
+    GuardrailOptions,
+    Guardrails,
+    RetryWithNudge,
+    TextAnswer,
+    ToolErrors,
+)
 
 QUOTE = ToolSpec(
     name="share_quote",
@@ -87,6 +94,20 @@ def test_one_value_from_the_request_is_enough() -> None:
     assert isinstance(guard.check([call], text_offered=True), Execute)
 
 
+def test_a_value_the_tool_itself_spells_out_founds_the_call() -> None:
+    pedal = ToolSpec(
+        name="press_pedal",
+        description="Press the pedal; position runs from 0.0 (up) to 1.0 (floored).",
+        parameters={"type": "object", "properties": {"position": {"type": "number"}}},
+    )
+    guard = Guardrails([*TOOLS, pedal], respond_tool=True, options=ON)
+    guard.new_turn("Press the pedal all the way down.")
+    assert isinstance(guard.check([_call("press_pedal", position=1.0)], text_offered=True), Execute)
+    assert isinstance(
+        guard.check([_call("press_pedal", position=0.7)], text_offered=True), ToolErrors
+    )
+
+
 def test_composed_text_is_founded_by_any_of_its_words() -> None:
     guard = _guard("Let Ines know that the kiln has cooled.")
     call = _call("leave_note", to="Ines", text="Hi! It is ready for you now.")
@@ -139,3 +160,13 @@ def test_an_answer_is_never_judged() -> None:
 def test_nothing_is_judged_before_a_request_is_known() -> None:
     guard = Guardrails(TOOLS, respond_tool=True, options=ON)
     assert isinstance(guard.check([_call("share_quote", ticker="ZXQ")], text_offered=True), Execute)
+
+
+def test_the_note_copied_back_as_text_is_no_answer() -> None:
+    guard = _guard("Who carved the doors of the old mill chapel?")
+    action = guard.check([_call("share_quote", ticker="ZXQ")], text_offered=True)
+    assert isinstance(action, ToolErrors)
+    copied = action.errors[0].content
+    assert isinstance(guard.check(copied, text_offered=True), RetryWithNudge)
+    answer = "Nobody knows for certain; the parish records were lost."
+    assert guard.check(answer, text_offered=True) == TextAnswer(text=answer)

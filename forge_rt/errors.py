@@ -22,7 +22,7 @@ budgets given; a :class:`BackendFailureError` is the backend's doing, not the mo
     │   ├── ConstraintUnsupportedError constrain="always" on a backend with no schema or grammar
     │   ├── UnsupportedRequestError    a request asks for what the backend's API cannot express
     │   ├── GrammarError               a GBNF grammar text forge_rt cannot read
-    │   └── SessionWorkflowMismatchError  a stored session belongs to another workflow
+    │   ├── SessionWorkflowMismatchError  a stored session belongs to another workflow
     │   └── PolicyError                a tool policy rule is malformed or cannot apply to the tools
     ├── BudgetExhaustedError           a budget of the run ran out; the run ends with this error
     │   ├── ToolCallError              no valid tool call within the retry budget

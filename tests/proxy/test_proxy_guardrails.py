@@ -61,12 +61,12 @@ async def test_bare_text_is_retried_with_a_nudge_the_client_never_sees() -> None
 
 
 async def test_text_is_the_answer_where_the_constraint_offered_text() -> None:
-    """By default the grammar admits text beside the calls: text without a call is the
-    model's answer to the client, as the chat APIs allow under tool_choice auto."""
+    """With prose_answers the grammar admits text beside the calls: text without a call is
+    the model's answer to the client, as the chat APIs allow under tool_choice auto."""
     oracle = Recorder("No tool of mine forecasts the tide.")
     with trio.fail_after(20):
         async with (
-            sim_proxy(SimConfig(oracle=oracle)) as (_sim, url),
+            sim_proxy(SimConfig(oracle=oracle), prose_answers=True) as (_sim, url),
             httpx.AsyncClient(base_url=url) as http,
         ):
             response = await http.post(CHAT, json=_body())
@@ -84,7 +84,7 @@ async def test_where_a_call_is_required_the_constraint_offers_no_text() -> None:
     oracle = Recorder("No tool of mine forecasts the tide.")
     with trio.fail_after(20):
         async with (
-            sim_proxy(SimConfig(oracle=oracle)) as (_sim, url),
+            sim_proxy(SimConfig(oracle=oracle), prose_answers=True) as (_sim, url),
             httpx.AsyncClient(base_url=url) as http,
         ):
             response = await http.post(CHAT, json=_body(tool_choice="required"))

@@ -57,9 +57,12 @@ def _call_options(request: InferenceRequest) -> list[dict[str, Any]]:
     """The call objects the request's constraint admits, alone or as items of a list."""
     assert isinstance(request.constraint, JsonSchemaConstraint)
     schema = request.constraint.schema
-    options: list[dict[str, Any]] = []
-    for branch in schema.get("anyOf", [schema]):
-        options += branch["items"]["anyOf"] if branch["type"] == "array" else [branch]
+    branches = schema.get("anyOf", [schema])
+    calls = [b for b in branches if b["type"] == "object"]
+    if calls:
+        return calls  # single calls, beside a list of the same calls
+    [listed] = branches
+    options: list[dict[str, Any]] = listed["items"]["anyOf"]
     return options
 
 

@@ -39,7 +39,6 @@ _NAMED = 4
 # A word that can be looked for in the facts: three letters or digits or more. A string with
 # none ("hi", "ok") cannot be judged.
 _WORD = re.compile(r"[^\W_]{3,}")
-_NUMBER = re.compile(r"\d+(?:\.\d+)?")
 # A string longer than this is composed text (a message body), not a value to look up.
 _MAX_VALUE_CHARS = 200
 
@@ -57,6 +56,8 @@ class UnfoundedCalls:
     def __init__(self, facts: ArgumentGrounding) -> None:
         self._facts = facts
         self._spent = False
+        # Each tool's description and schema as facts of their own, built on first use.
+        self._own: dict[str, ArgumentGrounding] = {}
 
     def new_turn(self) -> None:
         """A new user turn: its first such reply may be sent back again."""
@@ -76,36 +77,30 @@ class UnfoundedCalls:
             spec = specs.get(call.tool)
             properties = schema_of(spec).get("properties") if spec is not None else None
             values = list(_values(call.args, properties if isinstance(properties, Mapping) else {}))
-            own = _ToolText(spec)
+            own = self._tool_facts(call.tool, spec)
             if not values or any(self._seen(value, own) for _, value in values):
                 return []
             found.append(Unfounded(call=call, values=tuple(values)))
         self._spent = True
         return found
 
-    def _seen(self, value: str | int | float, own: _ToolText) -> bool:
+    def _tool_facts(self, tool: str, spec: ToolSpec | None) -> ArgumentGrounding:
+        """What ``tool``'s own description and schema give, read the way the run's facts are."""
+        own = self._own.get(tool)
+        if own is None:
+            own = ArgumentGrounding()
+            if spec is not None:
+                own.learn(f"{spec.description}\n{json.dumps(schema_of(spec))}")
+            self._own[tool] = own
+        return own
+
+    def _seen(self, value: str | int | float, own: ArgumentGrounding) -> bool:
         """A number among the facts' or the tool's own numbers; a string with any of its words
         in either (a text the model composed, "Hello Ines!", is founded by the name it
         greets)."""
         if not isinstance(value, str):
-            return self._facts.seen(value) or own.holds_number(value)
-        words = _WORD.findall(value)
-        return any(self._facts.seen(word) or own.holds_word(word) for word in words)
-
-
-class _ToolText:
-    """The words and numbers of one tool's description and parameter schema."""
-
-    def __init__(self, spec: ToolSpec | None) -> None:
-        text = "" if spec is None else f"{spec.description}\n{json.dumps(schema_of(spec))}"
-        self._text = text.lower()
-        self._numbers = {float(m) for m in _NUMBER.findall(self._text)}
-
-    def holds_word(self, word: str) -> bool:
-        return word.lower() in self._text
-
-    def holds_number(self, value: int | float) -> bool:
-        return float(value) in self._numbers
+            return self._facts.seen(value) or own.seen(value)
+        return any(self._facts.seen(word) or own.seen(word) for word in _WORD.findall(value))
 
 
 def _values(
@@ -114,7 +109,7 @@ def _values(
     """The checkable leaf values of ``args``: strings and numbers that the schema does not list
     itself, each with its path (``filter.city``, ``ids[1]``)."""
     for name, value in args.items():
-        schema = properties.get(name) if isinstance(properties, Mapping) else None
+        schema = properties.get(name)
         yield from _leaves(value, schema if isinstance(schema, Mapping) else {}, prefix + name)
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import msgspec
 
 from forge_rt.core import ConstrainMode
-from forge_rt.guardrails import GuardrailOptions
+from forge_rt.errors import ConfigurationError
+from forge_rt.guardrails import GuardrailOptions, rule_named
 
-__all__ = ["ABLATIONS", "Ablation", "ablation"]
+__all__ = ["ABLATIONS", "WITHOUT", "Ablation", "ablation"]
 
 
 class Ablation(msgspec.Struct, frozen=True, kw_only=True):
@@ -68,9 +69,28 @@ ABLATIONS: dict[str, Ablation] = {
 }
 
 
+WITHOUT = "without:"
+"""The prefix of the ablations made from the rule registry: ``without:NAME`` is the default
+(``full``) with the guardrail rule ``NAME`` off, to pair each rule against the pipeline without
+it (see :data:`~forge_rt.guardrails.RULES`)."""
+
+
 def ablation(name: str) -> Ablation:
-    """The preset called ``name``; a typo lists the real ones."""
+    """The preset called ``name``, or ``without:RULE``; a typo lists the real ones."""
+    if name.startswith(WITHOUT):
+        try:
+            rule = rule_named(name.removeprefix(WITHOUT))
+        except ConfigurationError as exc:
+            raise ValueError(f"ablation {name!r}: {exc}") from None
+        return Ablation(
+            name=name,
+            description=f"the default without the rule {rule.name}: {rule.does}",
+            guardrails=GuardrailOptions().without(rule.name),
+            constrain="auto",
+        )
     try:
         return ABLATIONS[name]
     except KeyError:
-        raise ValueError(f"unknown ablation {name!r}; choose from {sorted(ABLATIONS)}") from None
+        raise ValueError(
+            f"unknown ablation {name!r}; choose from {sorted(ABLATIONS)} or {WITHOUT}RULE"
+        ) from None

@@ -32,6 +32,8 @@ class RunRecord(msgspec.Struct, kw_only=True):
     ideal_calls: int = 0
     tool_errors: int = 0
     retries: dict[str, int] = msgspec.field(default_factory=dict)
+    # How often each guardrail rule decided a reply (forge_rt.guardrails.RULES).
+    rules: dict[str, int] = msgspec.field(default_factory=dict)
     rescued: dict[str, int] = msgspec.field(default_factory=dict)
     collapsed: int = 0
     escalations: int = 0

@@ -75,6 +75,7 @@ class Row(msgspec.Struct, kw_only=True):
 
     ``failures`` counts why runs were not correct (see :func:`failure_kind`), most common
     first; ``rescued`` the text dialects calls were rescued from; ``retries`` the retry causes;
+    ``rules`` the guardrail rules that decided replies;
     the ``*_ttft_s`` fields are mean first-token latencies of the contention scenarios.
     """
 
@@ -83,6 +84,7 @@ class Row(msgspec.Struct, kw_only=True):
     failures: dict[str, int]
     rescued: dict[str, int]
     retries: dict[str, int]
+    rules: dict[str, int]
     tokens_per_run: float
     wall_s_per_run: float
     high_ttft_s: float | None = None
@@ -177,6 +179,7 @@ def _row(label: str, records: list[RunRecord]) -> Row:
         failures=dict(kinds.most_common()),
         rescued=_counts(r.rescued for r in records),
         retries=_counts(r.retries for r in records),
+        rules=_counts(r.rules for r in records),
         tokens_per_run=sum(r.prompt_tokens + r.completion_tokens for r in records) / n,
         wall_s_per_run=sum(r.wall_s for r in records) / n,
         high_ttft_s=_mean(r.high_priority_ttft_s for r in records),
@@ -585,6 +588,8 @@ def render_html(
             _counts_html(section, "rescued", "dialect"),
             "<h3>Retries by cause</h3>",
             _counts_html(section, "retries", "cause"),
+            "<h3>Verdicts by guardrail rule</h3>",
+            _counts_html(section, "rules", "rule"),
             _contention_html(section),
         ]
     presets = "".join(

@@ -136,7 +136,11 @@ def add_stats(total: RunStats, turn: RunStats) -> None:
         "completion_tokens",
     ):
         setattr(total, name, getattr(total, name) + getattr(turn, name))
-    for counts, more in ((total.retries, turn.retries), (total.rescued, turn.rescued)):
+    for counts, more in (
+        (total.retries, turn.retries),
+        (total.rules, turn.rules),
+        (total.rescued, turn.rescued),
+    ):
         for key, value in more.items():
             counts[key] = counts.get(key, 0) + value
     total.constraint = turn.constraint
@@ -294,6 +298,7 @@ async def run_scenario(
     record.tool_calls = stats.tool_calls
     record.tool_errors = stats.tool_errors
     record.retries = dict(stats.retries)
+    record.rules = dict(stats.rules)
     record.rescued = dict(stats.rescued)
     record.collapsed = stats.collapsed
     record.escalations = stats.escalations

@@ -66,6 +66,11 @@ from forge_rt.guardrails._nudges import prerequisite_nudge as prerequisite_nudge
 from forge_rt.guardrails._nudges import retry_nudge as retry_nudge
 from forge_rt.guardrails._nudges import unknown_tool_nudge as unknown_tool_nudge
 from forge_rt.guardrails._options import GuardrailOptions as GuardrailOptions
+from forge_rt.guardrails._rules import RULES as RULES
+from forge_rt.guardrails._rules import SCHEMA_RULE as SCHEMA_RULE
+from forge_rt.guardrails._rules import Rule as Rule
+from forge_rt.guardrails._rules import RuleStage as RuleStage
+from forge_rt.guardrails._rules import rule_named as rule_named
 from forge_rt.guardrails._steps import StepEnforcer as StepEnforcer
 from forge_rt.guardrails._validator import ResponseValidator as ResponseValidator
 from forge_rt.guardrails._validator import ValidationResult as ValidationResult
@@ -157,6 +162,10 @@ __all__: list[str] = [  # noqa: RUF022 -- grouped by owning block (see above), e
     "RetryCause",
     "RetryReason",
     "RetryWithNudge",
+    "RULES",
+    "Rule",
+    "RuleStage",
+    "SCHEMA_RULE",
     "StepBlocked",
     "StepEnforcer",
     "TextAnswer",
@@ -174,6 +183,7 @@ __all__: list[str] = [  # noqa: RUF022 -- grouped by owning block (see above), e
     "prerequisite_nudge",
     "retry_nudge",
     "retry_reason",
+    "rule_named",
     "unknown_tool_nudge",
     # reply bounds block names
     "CALL_REPEATS",

@@ -124,10 +124,15 @@ class Execute(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class RetryWithNudge(msgspec.Struct, frozen=True, kw_only=True):
-    """The reply held no usable call: show it, then ask again on the user channel."""
+    """The reply held no usable call: show it, then ask again on the user channel.
+
+    ``rule`` on every rejecting action (and a text answer) names the rule of
+    :data:`~forge_rt.guardrails.RULES` that decided it (``schema`` for a tool's own contract).
+    """
 
     nudge: Nudge
     raw: str = ""
+    rule: str = ""
 
     def messages(self, raw_text: str | None = None) -> list[Message]:
         """The failed reply as a transient assistant turn, then the transient nudge."""
@@ -147,6 +152,7 @@ class ToolErrors(msgspec.Struct, frozen=True, kw_only=True):
     held_back: list[Nudge] = msgspec.field(default_factory=list)
     collapsed: int = 0
     text: str = ""
+    rule: str = ""
 
     def messages(self, raw_text: str | None = None) -> list[Message]:
         """The transient assistant tool-call turn and one transient tool message per call."""
@@ -162,6 +168,7 @@ class StepBlocked(msgspec.Struct, frozen=True, kw_only=True):
     reason: BlockReason
     held_back: list[Nudge] = msgspec.field(default_factory=list)
     text: str = ""
+    rule: str = ""
 
     def messages(self, raw_text: str | None = None) -> list[Message]:
         """The transient assistant tool-call turn and one transient tool message per call."""
@@ -170,9 +177,11 @@ class StepBlocked(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class TextAnswer(msgspec.Struct, frozen=True, kw_only=True):
-    """Bare text ends the run as the answer (only when retry nudges are switched off)."""
+    """Text with no call is the answer: where the constraint offered text (the rule
+    ``prose_answers``), or with the rule ``retry_nudges`` off."""
 
     text: str
+    rule: str = ""
 
     def messages(self, raw_text: str | None = None) -> list[Message]:
         """The answer as a (kept) assistant turn."""

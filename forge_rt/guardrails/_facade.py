@@ -93,6 +93,7 @@ from forge_rt.guardrails._quantities import RequestQuantities
 from forge_rt.guardrails._refused import RefusedCalls
 from forge_rt.guardrails._rescue_args import hinted_args, schema_of, valid_with
 from forge_rt.guardrails._respond import respond_spec
+from forge_rt.guardrails._rules import RULES, SCHEMA_RULE
 from forge_rt.guardrails._selection import ItemSelection
 from forge_rt.guardrails._steps import StepEnforcer
 from forge_rt.guardrails._unfounded import UnfoundedCalls, unfounded_call_text
@@ -240,8 +241,9 @@ class Guardrails:
         self._validator = ResponseValidator(
             specs,
             rescue=options.rescue,
+            placeholders=options.placeholders,
             withheld=withheld,
-            facts=self._guesses if options.ground_arguments else None,
+            facts=self._guesses if options.placeholders else None,
         )
         self._errors = ErrorTracker(
             options.max_retries, options.max_tool_errors if options.recovery else 0
@@ -296,6 +298,7 @@ class Guardrails:
         # ``answer_from_results``): the texts to hold the next answers to (a chain's ends), or
         # empty for "the turn's results", read as they are when the constraint is built.
         self._answer_hold: tuple[str, ...] | None = None
+        self._pipeline = self._judges()
 
     @classmethod
     def from_workflow(
@@ -375,7 +378,7 @@ class Guardrails:
     def new_turn(self, request: str | None = None) -> None:
         """A new user turn starts: forget what only described the last one. ``request`` is the
         user's message, where known: the items it lists are to be covered before the answer
-        (``GuardrailOptions.cover_lists``).
+        (the rule ``list_coverage``).
 
         The loop guard's rows, the retry, tool-error, premature and prerequisite budgets, the
         failure rows and what succeeded are per turn: a chat user who asks the same thing
@@ -441,7 +444,7 @@ class Guardrails:
     def learn_facts(self, messages: Iterable[Message]) -> None:
         """Take what ``messages`` gave the model as fact -- the system prompt, the user's
         messages, tool results, summaries -- as values a call may use (see
-        ``GuardrailOptions.ground_arguments``): for a history the guardrails did not see
+        the rules ``placeholders`` and ``guessed_values``): for a history the guardrails did not see
         being made (a restored session, a seeded run, the proxy's request). Corrections are
         not facts and are skipped."""
         for message in messages:
@@ -528,15 +531,19 @@ class Guardrails:
         loop guard just blocked); not a tool that failed in
         :data:`FAILURE_STREAK` replies in a row, until some call succeeds; no terminal tool
         right after one was sent back for an item a listed fan-out left out (see
-        ``GuardrailOptions.cover_lists``), until the next batch runs; only the step a guessed
-        value was sent back to (``GuardrailOptions.ground_arguments``), until the next batch
+        the rule ``list_coverage``), until the next batch runs; only the step a guessed
+        value was sent back to (the rule ``guessed_values``), until the next batch
         runs; not the synthetic
         ``respond`` once it was shown to the user this turn in a workflow it does not end (the
         real 0.5B, told the task goes on with `check_inventory`, sent ``respond`` again four
         times, echoing that note). With step enforcement off, every tool but the failing ones
         and the spent ``respond`` (and, after a coverage refusal, the terminal ones).
         """
-        failing = {t for t, n in self._failing.items() if n >= FAILURE_STREAK}
+        failing = (
+            {t for t, n in self._failing.items() if n >= FAILURE_STREAK}
+            if self.options.failure_streak
+            else set()
+        )
         if self._told_this_turn and self._synthetic_respond:
             failing.add(RESPOND_TOOL_NAME)  # said once; the rest of the turn is the task
         if not self.options.steps:
@@ -557,7 +564,7 @@ class Guardrails:
         # without the tools that keep failing.
         if pending and self._idle >= STEP_PATIENCE:
             allowed = _kept(allowed, lambda name: name in pending)
-        if not pending and self._stale >= STALE_PATIENCE:
+        if not pending and self.options.stale_calls and self._stale >= STALE_PATIENCE:
             allowed = _kept(allowed, lambda name: name in self.terminal_tools)
         allowed = _kept(allowed, lambda name: name not in avoid)
         if self._covering:
@@ -596,83 +603,34 @@ class Guardrails:
         if result.needs_retry:
             return self._retry(result, text_offered=text_offered)
         if result.errors:
-            if self.options.exclude_refused:
-                invalid = {e.call_id for e in result.errors}
-                for call in result.calls:
-                    if call.call_id in invalid:
-                        self._refused.refused(call)
-            self._errors.record_retry(_last_raw(result), _summary(result.errors))
-            self._count_failures(e.tool for e in result.errors if e.tool)
-            self._refused_answer(result)
-            return ToolErrors(
-                calls=result.calls,
-                errors=[self._markup_answer(e, result.calls) or e for e in result.errors],
-                held_back=held_back(result.calls, result.errors, kind=MessageType.RETRY_NUDGE),
-                collapsed=result.collapsed,
-                text=result.text,
-            )
+            return self._invalid(result)
         self._errors.reset_retries()
         refused: list[Refusal] = []
         if self.options.steps:
-            verdict = self._steps.check(result.calls, text=result.text)
-            if isinstance(verdict, StepBlocked):
-                return verdict
-            refused = verdict or []
+            ordered = self._steps.check(result.calls, text=result.text)
+            if isinstance(ordered, StepBlocked):
+                return msgspec.structs.replace(ordered, rule="steps")
+            refused = ordered or []
         refused_ids = {r.call.call_id for r in refused}
         runnable = [c for c in result.calls if c.call_id not in refused_ids]
-        unfounded = self._from_nowhere(runnable) if text_offered and not refused else []
-        if unfounded:
-            return ToolErrors(
-                calls=result.calls,
-                errors=unfounded,
-                held_back=held_back(result.calls, unfounded, kind=MessageType.RETRY_NUDGE),
-                collapsed=result.collapsed,
-                text=result.text,
-            )
-        guessed = None if refused else self._guessed(runnable) or self._picked_wrong(runnable)
-        if guessed:
-            return ToolErrors(
-                calls=result.calls,
-                errors=guessed,
-                held_back=held_back(result.calls, guessed, kind=MessageType.RETRY_NUDGE),
-                collapsed=result.collapsed,
-                text=result.text,
-            )
-        if self._loop is not None:
-            looping = self._loop.observe(
-                runnable,
-                text=result.text,
-                next_step=self.next_step,
-                failed_with=lambda call: self._failed_with.get(call_key(call)),
-            )
-            if looping is not None:
-                if any(call_key(c) in self._succeeded for c in looping.calls):
-                    # Looping on a lookup that already answered: with nothing pending, only
-                    # the terminal tools until a batch runs (see STALE_PATIENCE). The real
-                    # 0.5B re-sent a successful lookup_order after the loop warning, ending the
-                    # run with ToolLoopError.
-                    self._stale = max(self._stale, STALE_PATIENCE)
-                if self._tracker.pending(self.required_steps):
-                    # A loop with steps pending: only those steps until one is done (see
-                    # STEP_PATIENCE). The real 0.5B, asked for ZENX's price, sent the same
-                    # send_email four times, once the loop guard had blocked it too.
-                    self._idle = max(self._idle, STEP_PATIENCE)
-                return _with_refusals(looping, result.calls, refused)
-        correction = (
-            None
-            if refused
-            else self._uncovered(runnable)
-            or self._lost_number(runnable)
-            or self._ungrounded(runnable)
-            or self._superseded(runnable)
-        )
-        if correction is not None:
-            return ToolErrors(
-                calls=result.calls,
-                errors=[correction],
-                collapsed=result.collapsed,
-                text=result.text,
-            )
+        reply = _Reply(text=result.text, text_offered=text_offered)
+        for name, judge in self._pipeline:
+            if refused and name in _WHOLE_REPLY:
+                continue  # judged only when every call of the reply may run
+            verdict = judge(runnable, reply)
+            if isinstance(verdict, StepBlocked):
+                return msgspec.structs.replace(
+                    _with_refusals(verdict, result.calls, refused), rule=name
+                )
+            if verdict:
+                return ToolErrors(
+                    calls=result.calls,
+                    errors=verdict,
+                    held_back=held_back(result.calls, verdict, kind=MessageType.RETRY_NUDGE),
+                    collapsed=result.collapsed,
+                    text=result.text,
+                    rule=name,
+                )
         self._ignored = {k: v for k, v in result.ignored.items() if k not in refused_ids}
         return Execute(
             calls=runnable,
@@ -685,13 +643,74 @@ class Guardrails:
             text=result.text,
         )
 
-    def _from_nowhere(self, runnable: Sequence[ToolCall]) -> list[Nudge]:
+    def _judges(self) -> tuple[tuple[str, _Judge], ...]:
+        """The ``calls`` and ``answer`` rules that are on, in the registry's order, each with the
+        method that judges a parsed reply's runnable calls."""
+        judges: dict[str, _Judge] = {
+            "unfounded_calls": self._from_nowhere,
+            "guessed_values": self._guessed,
+            "listing_pick": self._picked_wrong,
+            "loop_guard": self._looping,
+            "list_coverage": self._uncovered,
+            "lost_numbers": self._lost_number,
+            "answer_grounding": self._ungrounded,
+            "chain_ends": self._superseded,
+        }
+        staged = [r.name for r in RULES if r.stage in ("calls", "answer") and r.name != "steps"]
+        if sorted(staged) != sorted(judges):
+            raise AssertionError(f"rules without a judge: {sorted(set(staged) ^ set(judges))}")
+        return tuple((name, judges[name]) for name in staged if self.options.enabled(name))
+
+    def _invalid(self, result: ValidationResult) -> ToolErrors:
+        """A reply with calls the validator refused: the corrections, with the reply's other
+        calls held back (see :mod:`forge_rt.guardrails._actions`)."""
+        if self.options.exclude_refused:
+            invalid = {e.call_id for e in result.errors}
+            for call in result.calls:
+                if call.call_id in invalid:
+                    self._refused.refused(call)
+        self._errors.record_retry(_last_raw(result), _summary(result.errors))
+        self._count_failures(e.tool for e in result.errors if e.tool)
+        self._refused_answer(result)
+        errors = [self._markup_answer(e, result.calls) or e for e in result.errors]
+        return ToolErrors(
+            calls=result.calls,
+            errors=errors,
+            held_back=held_back(result.calls, result.errors, kind=MessageType.RETRY_NUDGE),
+            collapsed=result.collapsed,
+            text=result.text,
+            rule="placeholders" if result.placeholders else SCHEMA_RULE,
+        )
+
+    def _looping(self, runnable: Sequence[ToolCall], reply: _Reply) -> StepBlocked | None:
+        """The loop guard's block of a reply that repeats a call past its warning, if it does;
+        a loop on a lookup that already answered, or with steps pending, narrows what the next
+        constraint offers."""
+        assert self._loop is not None  # judged only with the loop guard on
+        looping = self._loop.observe(
+            runnable,
+            text=reply.text,
+            next_step=self.next_step,
+            failed_with=lambda call: self._failed_with.get(call_key(call)),
+        )
+        if looping is None:
+            return None
+        if self.options.stale_calls and any(call_key(c) in self._succeeded for c in looping.calls):
+            # Looping on a lookup that already answered: with nothing pending, only the
+            # terminal tools until a batch runs (see STALE_PATIENCE).
+            self._stale = max(self._stale, STALE_PATIENCE)
+        if self._tracker.pending(self.required_steps):
+            # A loop with steps pending: only those steps until one is done (STEP_PATIENCE).
+            self._idle = max(self._idle, STEP_PATIENCE)
+        return looping
+
+    def _from_nowhere(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
         """The corrections for a reply whose every call is made of values the model was never
         given, where a text answer was open, the first time in a turn (see
         ``GuardrailOptions.unfounded_calls`` and :mod:`forge_rt.guardrails._unfounded`). An
         answer written beside such calls is held back with them: it was written without
         their results, and the calls are the ones to explain."""
-        if not self.options.unfounded_calls:
+        if not reply.text_offered:
             return []
         calls = [c for c in runnable if not self.is_synthetic_respond(c)]
         found = self._unfounded.check(calls, self._specs)
@@ -699,12 +718,10 @@ class Guardrails:
             log.info("guardrails.unfounded_call", tool=each.call.tool, values=len(each.values))
         return [call_nudge(each.call, unfounded_call_text(each)) for each in found]
 
-    def _guessed(self, runnable: Sequence[ToolCall]) -> list[Nudge]:
+    def _guessed(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
         """The corrections for the calls of a reply with a value from nowhere -- an id, a path,
         a fractional number that neither the prompt, the requests nor the results hold -- each
-        value the first time in a turn (see ``GuardrailOptions.ground_arguments``)."""
-        if not self.options.ground_arguments:
-            return []
+        value the first time in a turn (the rule ``guessed_values``)."""
         found = []
         for call in runnable:
             spec = self._specs.get(call.tool)
@@ -729,12 +746,10 @@ class Guardrails:
             )
         return found
 
-    def _picked_wrong(self, runnable: Sequence[ToolCall]) -> list[Nudge]:
+    def _picked_wrong(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
         """The correction for the first call of a reply that picked an item of a listing the
-        request does not name while it names another, the first time in a turn (part of
-        ``GuardrailOptions.ground_arguments``; see :mod:`forge_rt.guardrails._selection`)."""
-        if not self.options.ground_arguments:
-            return []
+        request does not name while it names another, the first time in a turn (the rule
+        ``listing_pick``; see :mod:`forge_rt.guardrails._selection`)."""
         for call in runnable:
             spec = self._specs.get(call.tool)
             if spec is None or call.tool in self.terminal_tools:
@@ -774,63 +789,58 @@ class Guardrails:
         argument is checked once the call's arguments are known)."""
         return all(self._tracker.is_done(p.tool) for p in self._steps.prerequisites.get(tool, ()))
 
-    def _uncovered(self, runnable: Sequence[ToolCall]) -> Nudge | None:
+    def _uncovered(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
         """The correction for a reply that is only a terminal call while an item the turn
         listed was never sent to the tool that ran for its sibling, the first time in a turn
-        (see ``GuardrailOptions.cover_lists``)."""
-        if not self.options.cover_lists or len(runnable) != 1:
-            return None
+        (the rule ``list_coverage``; see :mod:`forge_rt.guardrails._coverage`)."""
+        if len(runnable) != 1 or runnable[0].tool not in self.terminal_tools:
+            return []
         call = runnable[0]
-        if call.tool not in self.terminal_tools:
-            return None
         found = self._coverage.check()
         if found is None or (spec := self._specs.get(found.call.tool)) is None:
-            return None
+            return []
         self._covering = True
         self._covered = self._coverage.calls_of(found.call.tool)
         log.info("guardrails.uncovered_item", tool=found.call.tool, item=found.item)
-        return call_nudge(
-            call,
-            uncovered_item_nudge(
-                found.source, found.covered, found.item, found.call.tool, spec, found.call.args
-            ),
+        content = uncovered_item_nudge(
+            found.source, found.covered, found.item, found.call.tool, spec, found.call.args
         )
+        return [call_nudge(call, content)]
 
-    def _lost_number(self, runnable: Sequence[ToolCall]) -> Nudge | None:
+    def _lost_number(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
         """The correction for a reply that is only a terminal call while a number the request
-        gives reached no tool, the first time in a turn (part of ``cover_lists``; see
+        gives reached no tool, the first time in a turn (the rule ``lost_numbers``; see
         :mod:`forge_rt.guardrails._quantities`)."""
-        if not self.options.cover_lists or len(runnable) != 1:
-            return None
+        if len(runnable) != 1 or runnable[0].tool not in self.terminal_tools:
+            return []
         call = runnable[0]
-        if call.tool not in self.terminal_tools:
-            return None
         lost = self._quantities.check(call.args)
         if lost is None or (spec := self._specs.get(lost.call.tool)) is None:
-            return None
+            return []
         self._covering = True  # as for an uncovered item: the next reply may not answer
         log.info("guardrails.lost_number", tool=lost.call.tool)
-        return call_nudge(call, lost_number_nudge(lost.number, spec, lost.call.args))
+        return [call_nudge(call, lost_number_nudge(lost.number, spec, lost.call.args))]
 
-    def _ungrounded(self, runnable: Sequence[ToolCall]) -> Nudge | None:
+    def _ungrounded(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
         """The correction for a reply that is only a ``respond`` whose answer uses nothing the
-        turn's tools returned, the first time in a turn (see ``GuardrailOptions.ground_answers``)."""
-        if not self.options.ground_answers or len(runnable) != 1:
-            return None
+        turn's tools returned, the first time in a turn (the rule ``answer_grounding``; see
+        :mod:`forge_rt.guardrails._grounding`)."""
+        if len(runnable) != 1 or not self.is_synthetic_respond(runnable[0]):
+            return []
         call = runnable[0]
-        if not self.is_synthetic_respond(call):
-            return None
         nudge = self._grounding.check(str(call.args.get("message", "")))
         if nudge is None:
-            return None
+            return []
         log.info("guardrails.ungrounded_answer", tool=call.tool)
         self._answer_from(())
-        return call_nudge(call, nudge)
+        return [call_nudge(call, nudge)]
 
     def _markup_answer(self, error: Nudge, calls: Sequence[ToolCall]) -> Nudge | None:
         """A correction that shows the results to relay, in place of ``error``, when it refuses
         a synthetic ``respond`` whose message holds tool-result markup and the turn has
         results to answer from (see :func:`markup_answer_nudge`)."""
+        if not self.options.markup_answers:
+            return None
         call = next((c for c in calls if c.call_id == error.call_id), None)
         if call is None or not self.is_synthetic_respond(call):
             return None
@@ -844,26 +854,25 @@ class Guardrails:
             return None
         return msgspec.structs.replace(error, content=markup_answer_nudge(results))
 
-    def _superseded(self, runnable: Sequence[ToolCall]) -> Nudge | None:
+    def _superseded(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
         """The correction for a reply that is only a terminal call whose text leaves out what
-        the ends of the turn's lookup chains found, the first time in a turn (part of
-        ``GuardrailOptions.ground_answers``; see :mod:`forge_rt.guardrails._chains`)."""
-        if not self.options.ground_answers or len(runnable) != 1:
-            return None
+        the ends of the turn's lookup chains found, the first time in a turn (the rule
+        ``chain_ends``; see :mod:`forge_rt.guardrails._chains`)."""
+        if len(runnable) != 1:
+            return []
         call = runnable[0]
         spec = self._specs.get(call.tool)
         if call.tool not in self.terminal_tools or spec is None:
-            return None
+            return []
         steps = frozenset(self.required_steps) if self.options.steps else frozenset()
         ends = self._chains.check(call.args, steps=steps)
         if ends is None:
-            return None
+            return []
         log.info("guardrails.superseded_answer", tool=call.tool, chain_ends=ends.tools)
         if self.is_synthetic_respond(call):
             self._answer_from(ends.results)
-        return call_nudge(
-            call, superseded_answer_nudge(ends.tools, ends.results, spec, call.args, ends.field)
-        )
+        content = superseded_answer_nudge(ends.tools, ends.results, spec, call.args, ends.field)
+        return [call_nudge(call, content)]
 
     def _refused_answer(self, result: ValidationResult) -> None:
         """A synthetic ``respond`` the validator refused (a copied correction, a placeholder):
@@ -892,7 +901,7 @@ class Guardrails:
         if text_offered and self.options.prose_answers and cause is RetryCause.PROSE:
             if self._echoes.source(normalise(result.raw)) is None:
                 log.info("guardrails.prose_answer", chars=len(result.raw))
-                return TextAnswer(text=result.raw)
+                return TextAnswer(text=result.raw, rule="prose_answers")
             cause = RetryCause.ECHO  # text that mostly copies a correction is no answer
         tier = self._errors.record_retry(result.raw, cause.value)
         nudge = Nudge(
@@ -902,17 +911,17 @@ class Guardrails:
             tier=min(tier, MAX_TIER),
         )
         log.info("guardrails.retry", cause=cause.value, tier=nudge.tier)
-        return RetryWithNudge(nudge=nudge, raw=result.raw)
+        return RetryWithNudge(nudge=nudge, raw=result.raw, rule="retry_nudges")
 
     def next_step(self, avoid: str | None = None) -> str:
         """The call that moves the task on, with an example: a pending required step, else the
-        call for an item a listed fan-out left out (``cover_lists``), else a terminal tool.
+        call for an item a listed fan-out left out (``list_coverage``), else a terminal tool.
         ``avoid`` is the tool the model is stuck on."""
         by_name = {t.name: t for t in self.tools}
         pending = [s for s in self._tracker.pending(self.required_steps) if s != avoid]
         if pending:
             return next_step_text(by_name[pending[0]], finish=False)
-        uncovered = self._coverage.peek() if self.options.cover_lists else None
+        uncovered = self._coverage.peek() if self.options.list_coverage else None
         if uncovered is not None and (spec := by_name.get(uncovered.call.tool)) is not None:
             # A listed fan-out left an item out: that call is next, even for the stuck tool
             # (the real 0.5B totalled K-7 three times over with K-8 still to do).
@@ -987,19 +996,10 @@ class Guardrails:
                 output = result.output or ""
                 ends = call.tool in self.terminal_tools
                 if self._told_user(call):
-                    self._told_this_turn = True
-                    # Its own words came back as a "result": the 0.5B and 1.5B read "The app
-                    # has been released." as done, and wrote it again, or re-ran a lookup.
-                    output += self._told(
-                        shown_note(sorted(self.terminal_tools), self.next_step(avoid=call.tool))
-                    )
-                elif call.call_id in repeated and not ends:
-                    # The same call already succeeded: say so, and point at the next step.
-                    output += self._told(repeat_note(call.tool, self.next_step(avoid=call.tool)))
-                elif call.tool in again and not ends:
-                    pending = self._tracker.pending(self.required_steps)
-                    output += self._told(
-                        again_note(call.tool, self.next_step(avoid=call.tool), pending=pending)
+                    self._told_this_turn = self.options.result_notes
+                if not ends:
+                    output += self._result_note(
+                        call, repeated=call.call_id in repeated, again=again
                     )
                 messages.append(Message.tool_result(call, output + ("" if ends else note)))
                 self._errors.reset_tool_errors()
@@ -1015,7 +1015,11 @@ class Guardrails:
                 messages.append(Message.tool_result(call, text + note))
             elif isinstance(result.error, ToolResolutionError) and self.options.recovery:
                 sent_again = call_key(call) in failed_before
-                corrected = self._hinted_call(call, result.error, several=sent_again)
+                corrected = (
+                    self._hinted_call(call, result.error, several=sent_again)
+                    if self.options.hinted_calls
+                    else None
+                )
                 text = resolution_text(call.tool, result.error, corrected=corrected)
                 messages.append(Message.tool_result(call, text + self._skipped_step(call) + note))
             else:
@@ -1043,6 +1047,25 @@ class Guardrails:
         return RecordOutcome(
             messages=messages, fatal=fatal, succeeded=len(results) - failed, failed=failed
         )
+
+    def _result_note(self, call: ToolCall, *, repeated: bool, again: frozenset[str]) -> str:
+        """The note (rule ``result_notes``) for the successful non-terminal ``call``'s result:
+        for an answer shown to the user mid-task, that the task goes on (small models read their
+        own words back as done, and write them again); for a call that already succeeded in the
+        turn, that it did; for a tool that also ran in the last batch, what comes next."""
+        if not self.options.result_notes:
+            return ""
+        if self._told_user(call):
+            next_step = self.next_step(avoid=call.tool)
+            return self._told(shown_note(sorted(self.terminal_tools), next_step))
+        if repeated:
+            return self._told(repeat_note(call.tool, self.next_step(avoid=call.tool)))
+        if call.tool in again:
+            pending = self._tracker.pending(self.required_steps)
+            return self._told(
+                again_note(call.tool, self.next_step(avoid=call.tool), pending=pending)
+            )
+        return ""
 
     def _again(self, results: Sequence[ToolResult]) -> frozenset[str]:
         """Tools of this batch that also succeeded in the last one; and the count of batches in
@@ -1104,6 +1127,26 @@ class Guardrails:
             return None
         args = hinted_args(spec, call.args, str(error), tools=self._specs, several=several)
         return example_call(spec, args) if args is not None else None
+
+
+class _Reply(msgspec.Struct, frozen=True, kw_only=True):
+    """What a judge reads of a parsed reply besides its runnable calls."""
+
+    text: str
+    text_offered: bool
+
+
+_Judge = Callable[[Sequence[ToolCall], _Reply], "list[Nudge] | StepBlocked | None"]
+"""A ``calls`` or ``answer`` rule: the corrections of the reply (empty: no objection), or the
+loop guard's block."""
+
+# The rules judged only when every call of a reply may run: with one refused by the steps,
+# that refusal is the correction, and the rest runs.
+_WHOLE_REPLY = frozenset(
+    r.name
+    for r in RULES
+    if r.stage in ("calls", "answer") and r.name not in ("steps", "loop_guard")
+)
 
 
 def _with_refusals(

@@ -9,78 +9,64 @@ from __future__ import annotations
 import msgspec
 
 from forge_rt.errors import ConfigurationError
+from forge_rt.guardrails._rules import RULES, rule_named
 
 __all__ = ["GuardrailOptions"]
 
 
 class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
-    """Switches and budgets of the :class:`~forge_rt.guardrails.Guardrails`.
+    """Which guardrail rules are on, and the budgets of the run.
 
-    Switches (the eval's ablations turn them off): ``rescue`` reads calls written as text (off:
-    native calls only); ``retry_nudges`` answers a reply without a call with a corrective nudge
-    (off: the text is the answer); ``steps`` enforces required steps and prerequisites;
-    ``recovery`` feeds tool failures back (off: the first failure ends the run); ``loop_repeats``
-    is how often the same call may repeat before the loop guard steps in (``None``: no guard);
-    ``exclude_looping`` keeps a call the loop guard blocked out of the next constraint where the
-    tool itself must stay callable (docs/loop-exclusion.md). Off by default, as measured: on the
-    embedded 0.5B it rescued none of the runs that ended in ToolLoopError, and made each of them
-    run to max_iterations instead of failing after four replies. ``exclude_refused`` keeps a
-    call that would be refused again out of the turn's later constraints: one the validator
-    refused, and one whose tool refused its arguments, until a call succeeds (see
-    :mod:`forge_rt.guardrails._refused`). Off by default, as measured: on the embedded 0.5B the
-    whole suite scored the same with it (60/90, 3 gained, 3 lost; docs/eval/hints/README.md),
-    barred values were perturbed ("Ilse Brant") rather than corrected, and two failing runs
-    ran to max_iterations instead. ``ground_answers`` sends back,
-    once per turn, a ``respond`` answer that shares no word or number with the turn's tool
-    results (see :mod:`forge_rt.guardrails._grounding`), or one that leaves out what the end of
-    a lookup chain found; with ``answer_from_results`` the answer after such a refusal is
-    constrained to one of those results, verbatim (``Guardrails.answer_choices``: the real
-    0.5B, told its answer left out the email it had looked up, wrote the same answer again).
-    ``ground_arguments`` sends back, once per value and turn, a call whose id, path or
-    fractional number appears nowhere in the prompt, the requests or the results, where a
-    same-shaped value the run was given or a pending required step says where the real one
-    comes from (see :mod:`forge_rt.guardrails._guesses`: the real 0.5B completed todo 1
-    before listing the todos, 3 runs of 3). ``cover_lists`` sends back, once per
-    turn, a terminal call made while an item of a listed fan-out ("Turku or Lima", a result's
-    "K-7, K-8") was never sent to the tool that ran for its sibling (see
-    :mod:`forge_rt.guardrails._coverage`), or while a number the request gives ("180 euros")
-    reached no tool and a call that takes one ran (see :mod:`forge_rt.guardrails._quantities`).
+    Every rule of :data:`~forge_rt.guardrails.RULES` is switched by the field of its own name
+    (the loop guard by ``loop_repeats``: how often the same call may repeat before the guard
+    steps in, ``None`` for no guard); what each rule reads and does is in the registry and in
+    docs/guardrails.md. :meth:`off` turns every rule off, :meth:`without` the rules named.
 
-    Shape of a reply (both off by default; the proxy turns them on, see
-    ``ProxyConfig``): ``call_list`` writes a constrained reply as a JSON list of one call or
-    more, so after each call the model chooses between another and the end (see
-    :func:`~forge_rt.guardrails.tool_call_schema`); ``prose_answers`` takes a reply of plain
-    text with no call in it as the answer, where the caller allows one, and, under a grammar,
-    makes such text a branch of the constraint (see
-    :func:`~forge_rt.guardrails.tool_call_grammar`). Text that echoes a correction or holds a
-    broken call is still sent back. ``unfounded_calls`` sends back, once per turn, a reply
-    whose every call is made of values the model was never given, where a text answer was open
-    (see :mod:`forge_rt.guardrails._unfounded`): asked what no tool does, a small model calls
-    one anyway with values of its own.
+    Off by default, as measured: ``exclude_looping`` (on the embedded 0.5B it rescued none of
+    the runs that ended in ToolLoopError and made each run to max_iterations; see
+    docs/loop-exclusion.md), ``exclude_refused`` (the 0.5B's suite scored the same with it,
+    60/90, and barred values came back perturbed rather than corrected; docs/eval/hints), and
+    the three rules of a reply's shape, which the proxy turns on where they were judged on held-out
+    data (``call_list``, ``prose_answers``, ``unfounded_calls``; docs/eval/rules.md).
 
     Budgets, each counting rejected replies in a row before the run ends with its typed error:
     ``max_retries`` (no usable call), ``max_tool_errors`` (failing tools), ``max_premature``
     (terminal tool too early), ``max_prereq`` (prerequisite missing).
     """
 
+    # read
     rescue: bool = True
+    placeholders: bool = True
+    markup_answers: bool = True
+    prose_answers: bool = False
     retry_nudges: bool = True
+    # calls
     steps: bool = True
+    unfounded_calls: bool = False
+    guessed_values: bool = True
+    listing_pick: bool = True
+    loop_repeats: int | None = 3
+    # answer
+    list_coverage: bool = True
+    lost_numbers: bool = True
+    answer_grounding: bool = True
+    chain_ends: bool = True
+    # next request
+    answer_from_results: bool = True
+    exclude_looping: bool = False
+    exclude_refused: bool = False
+    call_list: bool = False
+    failure_streak: bool = True
+    stale_calls: bool = True
+    # results
     recovery: bool = True
+    hinted_calls: bool = True
+    result_notes: bool = True
+    # budgets
     max_retries: int = 3
     max_tool_errors: int = 2
     max_premature: int = 3
     max_prereq: int = 3
-    loop_repeats: int | None = 3
-    exclude_looping: bool = False
-    exclude_refused: bool = False
-    ground_answers: bool = True
-    answer_from_results: bool = True
-    ground_arguments: bool = True
-    cover_lists: bool = True
-    call_list: bool = False
-    prose_answers: bool = False
-    unfounded_calls: bool = False
 
     def __post_init__(self) -> None:
         for name in ("max_retries", "max_tool_errors", "max_premature", "max_prereq"):
@@ -93,16 +79,19 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
                 f"{self.loop_repeats}"
             )
 
+    def enabled(self, rule: str) -> bool:
+        """Whether the rule called ``rule`` is on."""
+        found = rule_named(rule)
+        return bool(getattr(self, found.switch) != found.off)
+
+    def without(self, *rules: str) -> GuardrailOptions:
+        """These options with the rules named turned off (an unknown name is a
+        :class:`~forge_rt.errors.ConfigurationError` that lists the real ones)."""
+        changes = {(found := rule_named(name)).switch: found.off for name in rules}
+        return msgspec.structs.replace(self, **changes)
+
     @classmethod
     def off(cls) -> GuardrailOptions:
-        """Every guardrail off: the model's raw behaviour (the eval's ``bare`` arm)."""
-        return cls(
-            rescue=False,
-            retry_nudges=False,
-            steps=False,
-            recovery=False,
-            loop_repeats=None,
-            ground_answers=False,
-            answer_from_results=False,
-            cover_lists=False,
-        )
+        """Every rule off: the model's raw behaviour (the eval's ``bare`` arm). Only the
+        tools' schemas still hold: a call runs only with arguments its tool accepts."""
+        return cls().without(*(rule.name for rule in RULES))

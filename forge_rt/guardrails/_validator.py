@@ -87,12 +87,15 @@ class ValidationResult(msgspec.Struct, frozen=True, kw_only=True):
     be read, if rescue found one. ``text`` is the reply's prose that accompanies native calls
     (empty for rescued calls, which are re-rendered structurally), ``raw`` the reply's text as
     received. ``ignored`` maps the id of a call that may run to the arguments dropped from it
-    because its schema does not have them.
+    because its schema does not have them. ``placeholders`` is set when some refused value
+    stood for a value rather than being one (the rule ``placeholders``), not only broke the
+    schema.
     """
 
     calls: list[ToolCall]
     errors: list[Nudge]
     needs_retry: bool
+    placeholders: bool = False
     ignored: dict[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
     dialects: tuple[Dialect, ...] = ()
     collapsed: int = 0
@@ -257,6 +260,8 @@ class ResponseValidator:
 
     ``rescue`` turns calls written as text (bare or fenced JSON, XML, Python-call syntax, ...)
     into structured calls; with it off, any reply without native tool calls needs a retry.
+    ``placeholders`` refuses argument values that stand for a value rather than being one
+    (see :func:`placeholder_errors`); off, only the schema judges the arguments.
     ``withheld`` maps tools a policy denies (not among ``tools``) to the reason: a call of
     one is refused with that reason rather than as an unknown tool. ``facts``: what the task
     gave, for the correction of a placeholder to show the same-shaped value it holds.
@@ -267,6 +272,7 @@ class ResponseValidator:
         tools: Sequence[ToolSpec],
         *,
         rescue: bool = True,
+        placeholders: bool = True,
         withheld: Mapping[str, str] | None = None,
         facts: ArgumentGrounding | None = None,
     ) -> None:
@@ -280,6 +286,7 @@ class ResponseValidator:
         self._tools = by_name
         self._specs = tuple(by_name.values())
         self._rescue = rescue
+        self._placeholders = placeholders
         self._withheld = dict(withheld or {})
         self._facts = facts  # what the task gave, for the value a placeholder stood for
         offered = sorted(set(self._withheld) & set(by_name))
@@ -427,6 +434,7 @@ class ResponseValidator:
         errors: list[Nudge] = []
         ignored: dict[str, tuple[str, ...]] = {}
         ran: set[tuple[str, bytes]] = set()
+        stood_for = False  # some refused value was a placeholder
         for call in kept:
             spec = self._tools.get(call.tool)
             if spec is None:
@@ -444,8 +452,15 @@ class ResponseValidator:
             unknown = spec.unknown_args(call.args)
             dropped = {k: call.args[k] for k in unknown}
             args = {k: strip_echo_markup(v) for k, v in call.args.items() if k not in dropped}
-            placeholders = placeholder_errors(
-                args, descriptions=self._descriptions[spec.name], names=self._names, echoes=echoes
+            placeholders = (
+                placeholder_errors(
+                    args,
+                    descriptions=self._descriptions[spec.name],
+                    names=self._names,
+                    echoes=echoes,
+                )
+                if self._placeholders
+                else []
             )
             try:
                 valid = spec.validate_args(args)
@@ -454,6 +469,7 @@ class ResponseValidator:
             else:
                 problems = placeholders
             if problems:
+                stood_for = stood_for or bool(placeholders)
                 unusable = list(dict.fromkeys(top_field(e.path) for e in placeholders))
                 nudge = bad_args_nudge(
                     spec,
@@ -479,6 +495,7 @@ class ResponseValidator:
             calls=checked,
             errors=errors,
             needs_retry=False,
+            placeholders=stood_for,
             ignored=ignored,
             dialects=dialects,
             collapsed=collapsed,

@@ -15,7 +15,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from forge_rt.core import ConstrainMode
-from forge_rt.guardrails import Policy
+from forge_rt.errors import ConfigurationError
+from forge_rt.guardrails import Policy, rule_named
 from forge_rt.proxy._policy import proxy_policy
 from forge_rt.runtime import PreemptPolicy
 
@@ -216,8 +217,9 @@ class ProxyConfig(BaseModel):
     answer where ``tool_choice`` allows one, as the OpenAI and Anthropic APIs do (under a
     grammar the text is a branch of the constraint; see :class:`GuardrailOptions`),
     ``unfounded_calls`` sends back once a call made only of values found nowhere in the
-    request where text was open (see :class:`GuardrailOptions`), and
-    ``reasoning_replay`` decides which reasoning from the history reaches the backend.
+    request where text was open (see :class:`GuardrailOptions`), ``rules_off`` names further
+    guardrail rules to turn off (see :data:`~forge_rt.guardrails.RULES`; an unknown name is
+    refused), and ``reasoning_replay`` decides which reasoning from the history reaches the backend.
 
     ``served_model`` overrides the model name answered in responses (default: the name the
     client asked for).
@@ -255,6 +257,7 @@ class ProxyConfig(BaseModel):
     call_list: bool = False
     prose_answers: bool = True
     unfounded_calls: bool = True
+    rules_off: tuple[str, ...] = ()
     reasoning_replay: ReasoningReplay = ReasoningReplay.NONE
     served_model: str | None = None
     graceful_timeout_s: float = Field(default=5.0, ge=0)
@@ -268,6 +271,16 @@ class ProxyConfig(BaseModel):
         if not isinstance(value, Policy | dict):
             raise ValueError(f"policy must be a Policy or its TOML table, got {type(value)}")
         return proxy_policy(value)  # PolicyError (not a ValueError) for what cannot apply
+
+    @field_validator("rules_off")
+    @classmethod
+    def _rules(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            try:
+                rule_named(name)
+            except ConfigurationError as exc:
+                raise ValueError(str(exc)) from None
+        return value
 
     @field_validator("default_priority", "anonymous_max_priority", mode="before")
     @classmethod

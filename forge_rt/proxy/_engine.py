@@ -142,6 +142,7 @@ class InferenceEngine:
         call_list: bool = False,
         prose_answers: bool = False,
         unfounded_calls: bool = False,
+        rules_off: Sequence[str] = (),
         on_usage: UsageHook | None = None,
         policy: Policy | None = None,
     ) -> None:
@@ -158,7 +159,7 @@ class InferenceEngine:
             call_list=call_list,
             prose_answers=prose_answers,
             unfounded_calls=unfounded_calls,
-        )
+        ).without(*rules_off)
         self._respond = respond_tool
         self._constrain = constrain
         self._deadline_s = deadline_s
@@ -417,6 +418,8 @@ class InferenceEngine:
             if committed is not None:
                 return committed
             self._metrics.retries.labels(rejected.reason.value).inc()
+            if rejected.action.rule:
+                self._metrics.rules.labels(rejected.action.rule).inc()
             log.info(
                 "proxy.retry",
                 request=plan.request_id,
@@ -445,6 +448,7 @@ class InferenceEngine:
                     accepted = verdict
                     break
                 stats.count_retry(verdict.reason.value)
+                stats.count_rule(verdict.action.rule)
                 committed = await on_rejected(verdict)
                 accepted = (
                     committed
@@ -463,6 +467,8 @@ class InferenceEngine:
             raise
         self._metrics.attempts.observe(stats.inferences)
         action, response = accepted.action, accepted.response
+        if isinstance(action, TextAnswer) and action.rule:
+            self._metrics.rules.labels(action.rule).inc()
         if isinstance(action, Execute):
             outcome = await self._execute(action, response, gate, sink, stats.inferences)
         else:

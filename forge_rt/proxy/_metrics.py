@@ -104,6 +104,12 @@ class ProxyMetrics:
             ["reason"],
             registry=reg,
         )
+        self.rules = Counter(
+            "forge_proxy_rule_verdicts",
+            "Replies decided by a guardrail rule (sent back, or taken as a text answer), by rule.",
+            ["rule"],
+            registry=reg,
+        )
         self.rescues = Counter(
             "forge_proxy_rescues",
             "Tool calls recovered from text, by the dialect they were written in.",

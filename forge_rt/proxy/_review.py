@@ -173,7 +173,8 @@ class ReplyReview:
             if not leaked:
                 return accepted
             log.info("proxy.guardrail_text_cut", kept_chars=len(text), where="answer")
-            return Accepted(action=TextAnswer(text=text), response=accepted.response)
+            kept = msgspec.structs.replace(action, text=text)
+            return Accepted(action=kept, response=accepted.response)
         return self._calls(action, accepted.response)
 
     def _calls(self, action: Execute, response: LLMResponse) -> Accepted | Rejected:
@@ -245,7 +246,9 @@ class ReplyReview:
             if c.call_id not in marked
         ]
         log.info("proxy.guardrail_text_rejected", tools=blocked)
-        action = ToolErrors(calls=calls, errors=errors, held_back=held, text=text)
+        action = ToolErrors(
+            calls=calls, errors=errors, held_back=held, text=text, rule="placeholders"
+        )
         return Rejected(action=action, response=response, reason=RetryReason.INVALID_CALL)
 
     def _repeated(
@@ -271,8 +274,11 @@ class ReplyReview:
                 for c in repeated
             ]
             log.info("proxy.repeat_answered_from_history", tools=[c.tool for c in repeated])
-            action = StepBlocked(calls=repeated, errors=errors, reason="loop", text=text)
+            action = StepBlocked(
+                calls=repeated, errors=errors, reason="loop", text=text, rule="loop_guard"
+            )
             return Rejected(action=action, response=response, reason=RetryReason.LOOP)
         self.avoid |= {c.tool for c in repeated if self._loop.streak(c) >= self._loop.max_repeats}
         log.info("proxy.repeat_warned", tools=sorted(self.avoid))
+        warned = msgspec.structs.replace(warned, rule="loop_guard")
         return Rejected(action=warned, response=response, reason=RetryReason.LOOP)

@@ -83,6 +83,7 @@ class ProxyRuntime:
             call_list=config.call_list,
             prose_answers=config.prose_answers,
             unfounded_calls=config.unfounded_calls,
+            rules_off=config.rules_off,
             deadline_s=config.request_deadline_s,
             on_usage=self._observe_usage,
             policy=config.policy,

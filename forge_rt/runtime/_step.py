@@ -98,8 +98,9 @@ Prepare = Callable[[], Awaitable[InferenceRequest]]
 class RunStats(msgspec.Struct, kw_only=True):
     """What one turn (or one proxy request) cost and which guardrails fired.
 
-    ``retries`` is keyed by :class:`~forge_rt.guardrails.RetryReason` values; ``rescued`` by the
-    dialect a call was rescued from. ``escalations`` counts retries that were constrained
+    ``retries`` is keyed by :class:`~forge_rt.guardrails.RetryReason` values; ``rules`` by the
+    guardrail rule that decided a reply (a rejection, a refused call, a text answer; see
+    :data:`~forge_rt.guardrails.RULES`); ``rescued`` by the dialect a call was rescued from. ``escalations`` counts retries that were constrained
     because the reply before was rejected (``GuardedStep(escalate=True)``); ``repetition_stops``
     replies cut short because they repeated a call or a line. The eval records these.
     """
@@ -109,6 +110,7 @@ class RunStats(msgspec.Struct, kw_only=True):
     tool_calls: int = 0
     tool_errors: int = 0
     retries: dict[str, int] = msgspec.field(default_factory=dict)
+    rules: dict[str, int] = msgspec.field(default_factory=dict)
     rescued: dict[str, int] = msgspec.field(default_factory=dict)
     collapsed: int = 0
     compactions: int = 0
@@ -121,6 +123,11 @@ class RunStats(msgspec.Struct, kw_only=True):
 
     def count_retry(self, cause: str) -> None:
         self.retries[cause] = self.retries.get(cause, 0) + 1
+
+    def count_rule(self, rule: str) -> None:
+        """One more verdict decided by the guardrail rule ``rule`` (an empty name: none)."""
+        if rule:
+            self.rules[rule] = self.rules.get(rule, 0) + 1
 
 
 class SlotCall(msgspec.Struct, frozen=True, kw_only=True):
@@ -229,14 +236,17 @@ class GuardedStep:
                     stats.rescued[str(dialect)] = stats.rescued.get(str(dialect), 0) + 1
                 for refusal in action.refused:  # the rest of the reply runs; these were refused
                     stats.count_retry(refusal.reason)
+                    stats.count_rule("steps")
                 return Accepted(action=action, response=response)
             case TextAnswer():
+                stats.count_rule(action.rule)
                 return Accepted(action=action, response=response)
             case Fatal():
                 raise action.error
             case _:
                 reason = retry_reason(action)
                 stats.count_retry(reason.value)
+                stats.count_rule(action.rule)
                 return Rejected(action=action, response=response, reason=reason)
 
     async def run(self, prepare: Prepare, call: SlotCall, on_rejected: RejectedHook) -> Accepted:

@@ -42,19 +42,21 @@ def decision_of(action: Action) -> Decision:
                 nudges=[r.nudge.content for r in action.refused],
             )
         case TextAnswer():
-            return Decision(kind="text_answer")
+            return Decision(kind="text_answer", rule=action.rule or None)
         case Fatal():
             return Decision(kind="fatal", error=type(action.error).__name__)
         case RetryWithNudge():
             return Decision(
                 kind="retry_nudge",
                 reason=retry_reason(action).value,
+                rule=action.rule or None,
                 nudges=[action.nudge.content],
             )
         case ToolErrors():
             return Decision(
                 kind="tool_errors",
                 reason=retry_reason(action).value,
+                rule=action.rule or None,
                 calls=[_call(c.tool, c.args, c.call_id) for c in action.calls],
                 collapsed=action.collapsed,
                 nudges=[n.content for n in (*action.errors, *action.held_back)],
@@ -63,6 +65,7 @@ def decision_of(action: Action) -> Decision:
             return Decision(
                 kind="step_blocked",
                 reason=retry_reason(action).value,
+                rule=action.rule or None,
                 calls=[_call(c.tool, c.args, c.call_id) for c in action.calls],
                 nudges=[n.content for n in (*action.errors, *action.held_back)],
             )

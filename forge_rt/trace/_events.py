@@ -46,8 +46,10 @@ __all__ = [
     "TurnStarted",
 ]
 
-SCHEMA_VERSION = 1
-"""The version of the event schema this forge_rt writes and reads."""
+SCHEMA_VERSION = 2
+"""The version of the event schema this forge_rt writes. Version 2 names each guardrail rule's
+switch on its own (``GuardrailOptions``) and each verdict's rule; a version 1 trace is read
+with its bundled switches translated (see ``forge_rt.trace._reader``)."""
 
 
 class _Event(msgspec.Struct, kw_only=True, tag_field="e", omit_defaults=True):
@@ -79,7 +81,7 @@ class PrerequisiteRecord(msgspec.Struct, frozen=True, kw_only=True, omit_default
 class TraceHeader(_Event, kw_only=True, tag="header"):
     """The first event of an actor: the schema version and what replay rebuilds from."""
 
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int  # always written (a version 1 header left it out: that is version 1)
     workflow: str
     tools: list[ToolRecord]
     required_steps: tuple[str, ...] = ()
@@ -144,11 +146,14 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
     ``kind``: ``execute``, ``text_answer``, ``retry_nudge``, ``tool_errors``, ``step_blocked``
     or ``fatal``. ``reason`` is the :class:`~forge_rt.guardrails.RetryReason` of a rejection,
-    ``error`` the type of a fatal error; ``nudges`` the corrections the model is shown.
+    ``error`` the type of a fatal error; ``nudges`` the corrections the model is shown;
+    ``rule`` the guardrail rule that decided (see :data:`~forge_rt.guardrails.RULES`; ``None``
+    in a trace written before rules were named, and then not compared by replay).
     """
 
     kind: str
     reason: str | None = None
+    rule: str | None = None
     calls: list[CallRecord] = msgspec.field(default_factory=list)
     refused: list[RefusalRecord] = msgspec.field(default_factory=list)
     dialects: tuple[str, ...] = ()

@@ -14,6 +14,31 @@ __all__ = ["read_trace", "trace_files"]
 
 _decoder = msgspec.json.Decoder(TraceEvent)
 
+_READABLE = (1, SCHEMA_VERSION)
+
+# Version 1 headers switched some guardrail rules in bundles; version 2 has a switch per rule.
+_V1_BUNDLES = {
+    "ground_answers": ("answer_grounding", "chain_ends"),
+    "ground_arguments": ("guessed_values", "listing_pick"),
+    "cover_lists": ("list_coverage", "lost_numbers"),
+}
+
+
+def _from_v1(line: bytes) -> bytes:
+    """A version 1 header line as version 2: each bundled switch becomes the switches of the
+    rules it stood for, so replay rebuilds the guardrails the run had. Any other line as is."""
+    if b'"e":"header"' not in line:
+        return line
+    header = msgspec.json.decode(line)
+    if not isinstance(header, dict) or header.get("schema_version", 1) != 1:
+        return line
+    options = dict(header.get("options") or {})
+    for bundle, rules in _V1_BUNDLES.items():
+        if bundle in options:
+            value = options.pop(bundle)
+            options.update(dict.fromkeys(rules, value))
+    return msgspec.json.encode({**header, "options": options, "schema_version": SCHEMA_VERSION})
+
 
 def trace_files(path: str | os.PathLike[str]) -> list[Path]:
     """``path`` itself, or the ``*.jsonl`` files in the folder ``path`` and its subfolders (an
@@ -45,7 +70,7 @@ def read_trace(path: str | os.PathLike[str]) -> list[TraceEvent]:
                 if not line.strip():
                     continue
                 try:
-                    event = _decoder.decode(line)
+                    event = _decoder.decode(_from_v1(line))
                 except msgspec.DecodeError as exc:
                     raise TraceFormatError(
                         f"{file}:{number}: not a trace event of schema version "
@@ -54,10 +79,10 @@ def read_trace(path: str | os.PathLike[str]) -> list[TraceEvent]:
                         line=number,
                     ) from exc
                 if isinstance(event, TraceHeader):
-                    if event.schema_version != SCHEMA_VERSION:
+                    if event.schema_version not in _READABLE:
                         raise TraceFormatError(
                             f"{file}:{number}: trace schema version {event.schema_version}; "
-                            f"this forge_rt reads version {SCHEMA_VERSION}",
+                            f"this forge_rt reads versions {', '.join(map(str, _READABLE))}",
                             path=str(file),
                             line=number,
                         )

@@ -181,6 +181,8 @@ class _Actor:
                 replayed, self._replayed = self._replayed, None
                 assert replayed is not None, "a verdict follows its reply"
                 recorded = event.decision
+                if recorded.rule is None:  # written before rules were named
+                    replayed = msgspec.structs.replace(replayed, rule=None)
                 if replayed.comparable() != recorded.comparable():
                     self._differ("verdict", recorded, replayed)
                 elif self._replayed_calls is not None:

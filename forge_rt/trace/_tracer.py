@@ -17,6 +17,7 @@ from forge_rt.errors import ForgeError, ToolInterruptedError, ToolResolutionErro
 from forge_rt.guardrails import Action, GuardrailOptions, RecordOutcome, ToolResult
 from forge_rt.trace._decision import decision_of, messages_hash, record_decision
 from forge_rt.trace._events import (
+    SCHEMA_VERSION,
     PrerequisiteRecord,
     Recorded,
     ReplyReceived,
@@ -69,6 +70,7 @@ class Tracer:
         """What replay needs to rebuild this actor's guardrails (see :class:`TraceHeader`)."""
         self.sink.emit(
             TraceHeader(
+                schema_version=SCHEMA_VERSION,
                 actor=self.actor,
                 t=trio.current_time(),
                 workflow=workflow.name,

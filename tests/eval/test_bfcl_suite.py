@@ -268,6 +268,7 @@ def test_ablations_without_a_proxy_switch_are_refused() -> None:
     backend = BackendConfig(url="http://127.0.0.1:9", kind="llamaserver")
     assert proxy_config("no_rescue", backend).rescue is False
     assert proxy_config("unconstrained", backend).constrain == "never"
+    assert proxy_config("without:chain_ends", backend).rules_off == ("chain_ends",)
     check_ablation("bare", backend)
     with pytest.raises(ValueError, match="no proxy equivalent"):
         check_ablation("no_compact", backend)

@@ -52,6 +52,23 @@ def test_eval_on_the_sim_writes_records_sidecar_table_and_report(tmp_path: Path)
     assert invocation.settings["sampling"] == {}  # no fixed cap: the runtime derives each budget
 
 
+def test_a_rule_is_paired_against_the_pipeline_without_it(tmp_path: Path) -> None:
+    """``without:RULE`` arms come from the rule registry; the records say which rules decided
+    the replies, and the report counts verdicts by rule."""
+    out = tmp_path / "r.jsonl"
+    arms = "unconstrained,without:retry_nudges"
+    result = _invoke(*TWO, "-a", arms, "--sim-rates", "bare_text=0.5", "--out", out)
+    assert result.exit_code == 0, result.output
+    records = list(read_records(out))
+    assert sorted({r.ablation for r in records}) == ["unconstrained", "without:retry_nudges"]
+    nudged = [r.rules.get("retry_nudges", 0) for r in records if r.ablation == "unconstrained"]
+    retried = [r.retries.get("no_call", 0) for r in records if r.ablation == "unconstrained"]
+    assert nudged == retried
+    assert sum(nudged) > 0
+    assert all("retry_nudges" not in r.rules for r in records if r.ablation != "unconstrained")
+    assert "Verdicts by guardrail rule" in (tmp_path / "r.html").read_text()
+
+
 def test_the_same_command_again_runs_nothing_new(tmp_path: Path) -> None:
     """Resume: a second identical command finds every run recorded and adds none."""
     out = tmp_path / "r.jsonl"
@@ -100,6 +117,7 @@ def test_a_config_file_supplies_options_and_flags_override_it(tmp_path: Path) ->
     ("args", "message"),
     [
         (["-a", "nope"], "unknown ablation 'nope'"),
+        (["-a", "without:nope"], "ablation 'without:nope': unknown guardrail rule 'nope'"),
         (["-s", "nope"], "unknown scenario or tag 'nope'"),
         (
             ["--sim-rates", "bare_json=2"],
@@ -124,6 +142,7 @@ def test_a_config_file_supplies_options_and_flags_override_it(tmp_path: Path) ->
     ],
     ids=[
         "ablation",
+        "without-rule",
         "scenario",
         "rates",
         "backend",

@@ -247,10 +247,10 @@ def test_a_history_handed_over_whole_has_its_chain_read() -> None:
 
 
 def test_the_grounding_switch_turns_it_off_and_bare_has_it_off() -> None:
-    guard = _guard(*HOPS, ground_answers=False)
+    guard = _guard(*HOPS, chain_ends=False)
     _hop_all_the_way(guard)
     assert isinstance(_answer(guard, message="D-12 Research, manager_id=E-301"), Execute)
-    assert GuardrailOptions.off().ground_answers is False
+    assert GuardrailOptions.off().chain_ends is False
 
 
 def test_each_turn_gets_its_own_refusal() -> None:

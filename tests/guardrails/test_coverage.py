@@ -149,12 +149,12 @@ def test_without_the_request_only_tool_listings_are_covered() -> None:
     assert _shown_call(refused) == {"name": "get_order_total", "arguments": {"order_id": "A-1"}}
 
 
-def test_cover_lists_off_takes_the_answer() -> None:
-    guard = _guard(WEATHER, cover_lists=False)
+def test_list_coverage_off_takes_the_answer() -> None:
+    guard = _guard(WEATHER, list_coverage=False)
     guard.new_turn("Which is warmer right now, Oslo or Cairo?")
     _run(guard, "get_weather", "Weather in Oslo: 3C, snow", city="Oslo")
     assert isinstance(_answer(guard, "Weather in Oslo: 3C, snow"), Execute)
-    assert GuardrailOptions.off().cover_lists is False
+    assert GuardrailOptions.off().list_coverage is False
 
 
 def test_a_history_starts_the_turn_it_is_in() -> None:

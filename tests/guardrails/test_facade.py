@@ -157,7 +157,7 @@ def test_text_a_constraint_offered_is_the_answer_with_prose_answers() -> None:
     """Under a constraint that admits text, text without a call is the model's answer."""
     guard = _guard(prose_answers=True)
     action = guard.check("No tool here reads the tide tables.", text_offered=True)
-    assert action == TextAnswer(text="No tool here reads the tide tables.")
+    assert action == TextAnswer(text="No tool here reads the tide tables.", rule="prose_answers")
     assert guard.budgets.retries == 0
 
 

@@ -126,10 +126,10 @@ def test_each_turn_gets_its_own_check() -> None:
 
 
 def test_the_switch_turns_it_off_and_bare_has_it_off() -> None:
-    guard = _guard(ground_answers=False)
+    guard = _guard(answer_grounding=False)
     _ran_weather(guard)
     assert isinstance(guard.check(_answer("Wear a coat.")), Execute)
-    assert GuardrailOptions.off().ground_answers is False
+    assert GuardrailOptions.off().answer_grounding is False
 
 
 @pytest.mark.parametrize("gap", ["\n", " ", ""])

@@ -172,7 +172,7 @@ def test_nothing_is_judged_without_a_request_or_with_the_option_off() -> None:
     off = Guardrails(
         [LIST_TODOS, COMPLETE_TODO],
         required_steps=["list_todos", "complete_todo"],
-        options=GuardrailOptions(ground_arguments=False),
+        options=GuardrailOptions(guessed_values=False),
     )
     off.new_turn("I filed my taxes, tick that off.")
     assert isinstance(off.check(reply("complete_todo", todo_id=1)), Execute)

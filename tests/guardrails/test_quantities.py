@@ -64,8 +64,8 @@ def test_nothing_is_refused_without_a_call_that_takes_a_number() -> None:
     assert isinstance(guard.check(reply("respond", message="Light rain.")), Execute)
 
 
-def test_off_with_cover_lists() -> None:
-    guard = _converted(1, GuardrailOptions(cover_lists=False))
+def test_off_with_lost_numbers() -> None:
+    guard = _converted(1, GuardrailOptions(lost_numbers=False))
     assert isinstance(guard.check(reply("respond", message="1.08 USD")), Execute)
 
 

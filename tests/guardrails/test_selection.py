@@ -48,8 +48,8 @@ def test_once_per_turn_and_the_named_item_passes() -> None:
     assert isinstance(guard.check(reply("complete_todo", todo_id=1)), Execute)
 
 
-def test_off_with_ground_arguments() -> None:
-    guard = _listed(GuardrailOptions(ground_arguments=False))
+def test_off_with_listing_pick() -> None:
+    guard = _listed(GuardrailOptions(listing_pick=False))
     assert isinstance(guard.check(reply("complete_todo", todo_id=1)), Execute)
 
 

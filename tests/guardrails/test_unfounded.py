@@ -169,4 +169,4 @@ def test_the_note_copied_back_as_text_is_no_answer() -> None:
     copied = action.errors[0].content
     assert isinstance(guard.check(copied, text_offered=True), RetryWithNudge)
     answer = "Nobody knows for certain; the parish records were lost."
-    assert guard.check(answer, text_offered=True) == TextAnswer(text=answer)
+    assert guard.check(answer, text_offered=True) == TextAnswer(text=answer, rule="prose_answers")

@@ -9,10 +9,11 @@ import httpx
 import pytest
 import trio
 from proxy_support import WEATHER_TOOL, sim_proxy
+from pydantic import ValidationError
 
 from forge_rt.backends.sim import Dialect, FailureRates, SimConfig, SimReply, SimToolCall
 from forge_rt.core import Message, MessageType, Role
-from forge_rt.proxy import KeyProfile, ReasoningReplay
+from forge_rt.proxy import KeyProfile, ProxyConfig, ReasoningReplay
 from forge_rt.proxy._engine import apply_reasoning_replay
 
 CHAT = "/v1/chat/completions"
@@ -280,6 +281,7 @@ async def test_metrics_count_retries_rescues_and_requests() -> None:
             await http.post(CHAT, json=_body())
             metrics = (await http.get("/metrics")).text
     assert 'forge_proxy_retries_total{reason="no_call"} 1.0' in metrics
+    assert 'forge_proxy_rule_verdicts_total{rule="retry_nudges"} 1.0' in metrics
     assert 'forge_proxy_rescues_total{dialect="bare_json"} 1.0' in metrics
     assert (
         'forge_proxy_requests_total{api="openai",endpoint="/v1/chat/completions",'
@@ -370,3 +372,30 @@ async def test_a_repeated_tool_list_is_compiled_once() -> None:
             metrics = (await http.get("/metrics")).text
     assert "forge_proxy_tool_specs_compiled_total 1.0" in metrics
     assert "forge_proxy_tool_specs_reused_total 2.0" in metrics
+
+
+async def test_a_rule_named_in_rules_off_is_off_for_every_request() -> None:
+    """``rules_off`` turns guardrail rules off by name: without ``retry_nudges`` prose is
+    the answer, not sent back, and the backend is asked once."""
+    oracle = Recorder("The barometer says rain by noon.")
+    with trio.fail_after(20):
+        async with (
+            sim_proxy(
+                SimConfig(oracle=oracle),
+                constrain="never",
+                prose_answers=False,
+                rules_off=("retry_nudges",),
+            ) as (_sim, url),
+            httpx.AsyncClient(base_url=url) as http,
+        ):
+            response = await http.post(CHAT, json=_body())
+    message = response.json()["choices"][0]["message"]
+    assert message["content"] == "The barometer says rain by noon."
+    assert len(oracle.views) == 1
+
+
+def test_an_unknown_rule_in_rules_off_is_refused_with_the_real_names() -> None:
+    with pytest.raises(
+        ValidationError, match=r"unknown guardrail rule 'retry_nudge'.*retry_nudges"
+    ):
+        ProxyConfig(rules_off=("retry_nudge",))

@@ -38,6 +38,7 @@ from forge_rt.trace import (
 )
 
 HEADER = TraceHeader(
+    schema_version=SCHEMA_VERSION,
     actor="a",
     t=0.0,
     workflow="shop",
@@ -159,7 +160,7 @@ def test_a_line_that_is_not_an_event_is_reported_with_its_place(tmp_path: Path) 
     """A cut-off or foreign line fails with the file and line number, never skipped."""
     path = _trace(tmp_path, msgspec.json.encode(HEADER), b'{"e": "turn", "actor": "a", "t')
     with pytest.raises(
-        TraceFormatError, match=r":2: not a trace event of schema version 1"
+        TraceFormatError, match=r":2: not a trace event of schema version 2"
     ) as info:
         read_trace(path)
     assert (str(path), 2) == (info.value.path, info.value.line)
@@ -168,8 +169,23 @@ def test_a_line_that_is_not_an_event_is_reported_with_its_place(tmp_path: Path) 
 def test_a_trace_of_another_schema_version_is_refused(tmp_path: Path) -> None:
     """A header of another version says which version this forge_rt reads."""
     other = msgspec.structs.replace(HEADER, schema_version=SCHEMA_VERSION + 1)
-    with pytest.raises(TraceFormatError, match=r"schema version 2; this forge_rt reads version 1$"):
+    with pytest.raises(
+        TraceFormatError, match=r"schema version 3; this forge_rt reads versions 1, 2$"
+    ):
         read_trace(_trace(tmp_path, msgspec.json.encode(other)))
+
+
+def test_a_version_1_header_is_read_with_its_bundled_switches_split(tmp_path: Path) -> None:
+    """Version 1 wrote no schema_version and switched rules in bundles: each bundle becomes
+    the switches of the rules it stood for, so replay rebuilds the run's guardrails."""
+    header = msgspec.json.decode(msgspec.json.encode(HEADER))
+    del header["schema_version"]
+    header["options"] = {"max_retries": 1, "ground_answers": False, "cover_lists": False}
+    (read,) = read_trace(_trace(tmp_path, msgspec.json.encode(header)))
+    assert isinstance(read, TraceHeader)
+    assert read.schema_version == SCHEMA_VERSION
+    off = {"answer_grounding", "chain_ends", "list_coverage", "lost_numbers"}
+    assert read.options == GuardrailOptions(max_retries=1).without(*off)
 
 
 def test_events_before_their_actors_header_are_refused(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ events, in order -- and replay of it decides every reply as the run did."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,8 @@ async def test_a_nudged_and_blocked_turn_is_traced_in_order(tmp_path: Path) -> N
     end = events[-1]
     assert isinstance(end, TurnEnded)
     assert (end.ok, end.inferences, end.tool_calls) == (True, 5, 3)
+    rules = [e.decision.rule for e in events if isinstance(e, VerdictMade)]
+    assert rules == ["retry_nudges", None, "steps", None, None]
 
 
 async def test_each_inference_has_its_slot_events(tmp_path: Path) -> None:
@@ -115,6 +118,24 @@ async def test_replaying_an_unchanged_run_finds_every_decision_the_same(tmp_path
     first, second = replay(tmp_path / "a"), replay(tmp_path / "b")
     assert (first.same, first.replies, first.records) == (True, 5, 3)
     assert (second.same, second.replies, second.records) == (True, 6, 5)
+
+
+async def test_replay_compares_the_rule_of_a_verdict_where_the_trace_names_one(
+    tmp_path: Path,
+) -> None:
+    """A verdict recorded with another rule is a difference; one recorded before verdicts
+    named their rule is compared without it."""
+    with trio.fail_after(10):
+        await record(tmp_path, NUDGED_AND_BLOCKED)
+    (path,) = await trio.Path(tmp_path).iterdir()
+    written = await path.read_text()
+    assert written.count('"rule":"steps"') == 1
+    await path.write_text(written.replace('"rule":"steps"', '"rule":"placeholders"'))
+    assert not replay(tmp_path).same
+    unnamed = re.sub(r',"rule":"\w+"', "", written)
+    assert '"rule"' not in unnamed
+    await path.write_text(unnamed)
+    assert replay(tmp_path).same
 
 
 async def test_tool_failures_are_traced_with_their_kind(tmp_path: Path) -> None:

@@ -28,7 +28,8 @@ import trio
 
 from forge_rt.core import LLMClient
 from forge_rt.errors import BackendError, FaultKind
-from forge_rt.eval._ablation import ABLATIONS
+from forge_rt.eval._ablation import WITHOUT
+from forge_rt.eval._ablation import ablation as ablation_preset
 from forge_rt.eval._record import RunRecord, append_record, read_records
 from forge_rt.eval._runner import run_trace_path
 from forge_rt.eval._split import split_of
@@ -110,7 +111,11 @@ class BfclPlan(msgspec.Struct, kw_only=True):
 
 
 def proxy_config(ablation: str, backend: BackendConfig) -> ProxyConfig:
-    """The proxy in front of ``backend`` under ``ablation``, on a free loopback port."""
+    """The proxy in front of ``backend`` under ``ablation``, on a free loopback port
+    (``without:RULE``: the proxy's defaults with that rule off)."""
+    if ablation.startswith(WITHOUT):
+        rule = ablation_preset(ablation).name.removeprefix(WITHOUT)
+        return ProxyConfig(port=0, backend=backend, rules_off=[rule])
     if ablation not in PROXY_ABLATIONS:
         raise ValueError(
             f"ablation {ablation!r} has no proxy equivalent; BFCL runs through the proxy, "
@@ -278,7 +283,7 @@ async def run_case_in_runtime(
     prefix = _instance_prefix()
     with executed_instances(prefix):
         outcome = await run_in_runtime(
-            client, case, ABLATIONS[ablation], instance_prefix=prefix, trace=trace
+            client, case, ablation_preset(ablation), instance_prefix=prefix, trace=trace
         )
     record.wall_s = trio.current_time() - started
     stats = outcome.stats
@@ -330,8 +335,7 @@ async def _run_in_runtime(
     on_record: Callable[[RunRecord, int, int], None] | None,
 ) -> list[RunRecord]:
     for name in plan.ablations:
-        if name not in ABLATIONS:
-            raise ValueError(f"unknown ablation {name!r}; choose from {sorted(ABLATIONS)}")
+        ablation_preset(name)  # an unknown name fails before any run
     todo = pending(plan)
     new: list[RunRecord] = []
     for ablation, case, run in todo:

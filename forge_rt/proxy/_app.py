@@ -819,6 +819,9 @@ def _forge_headers(outcome: Outcome) -> list[tuple[bytes, bytes]]:
     out = [(b"x-forge-attempts", str(outcome.attempts).encode())]
     if outcome.rescued:
         out.append((b"x-forge-rescued", ",".join(outcome.rescued).encode()))
+    if outcome.rules:
+        rules = ",".join(f"{rule}={n}" for rule, n in sorted(outcome.rules.items()))
+        out.append((b"x-forge-rules", rules.encode()))
     return out
 
 

@@ -97,13 +97,15 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     ``response`` holds a text reply or the tool calls (``respond`` already stripped);
     ``text_with_calls`` is prose that came with tool calls (the wire formats carry both, the
     ``LLMResponse`` one or the other); ``attempts`` counts inferences, ``rescued`` the dialects
-    calls were recovered from.
+    calls were recovered from, ``rules`` how often each guardrail rule decided one of the
+    request's replies (see :data:`~forge_rt.guardrails.RULES`).
     """
 
     response: LLMResponse
     text_with_calls: str = ""
     attempts: int = 1
     rescued: tuple[str, ...] = ()
+    rules: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 def apply_reasoning_replay(
@@ -475,7 +477,7 @@ class InferenceEngine:
             outcome = await self._text(action.text, response, gate, sink, stats.inferences)
         for dialect in outcome.rescued:
             self._metrics.rescues.labels(dialect).inc()
-        return outcome
+        return msgspec.structs.replace(outcome, rules=dict(stats.rules))
 
     async def _emit(self, sink: Sink | None, chunks: list[StreamChunk]) -> None:
         if sink is None:

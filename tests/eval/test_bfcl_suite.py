@@ -493,3 +493,22 @@ async def test_a_failing_backend_stops_the_run_with_backend_error(tmp_path: Path
         async with SimBackend.serve(config) as sim:
             await run_bfcl(plan, BackendConfig(url=sim.url, kind="llamaserver"))
     assert list(read_records(out)) == []
+
+
+async def test_a_record_counts_the_rules_that_decided_its_replies(tmp_path: Path) -> None:
+    """The proxy names the rules that decided a request's replies (``x-forge-rules``); the
+    record of the case holds their counts."""
+    cases = [
+        c for c in sample_cases(SINGLE_TURN, 2, split="dev", seed=1) if c.check == "irrelevance"
+    ]
+    out = tmp_path / "bfcl.jsonl"
+    plan = BfclPlan(
+        backend="sim", model="sim", cases=cases[:1], ablations=["full"], runs=1, out=out
+    )
+    with trio.fail_after(60):
+        script = {_first_user_text(cases[0]): [SimReply(text=DECLINE)]}  # prose, no call
+        async with SimBackend.serve(SimConfig(script=script)) as sim:
+            await run_bfcl(plan, BackendConfig(url=sim.url, kind="llamaserver"))
+    (record,) = read_records(out)
+    assert record.correct
+    assert record.rules == {"prose_answers": 1}

@@ -59,6 +59,7 @@ async def test_bare_text_is_retried_with_a_nudge_the_client_never_sees() -> None
     assert "get_weather" in nudge.content
     assert "nudge" not in response.text.lower()
     assert nudge.content not in response.text
+    assert response.headers["x-forge-rules"] == "retry_nudges=1"
 
 
 async def test_text_is_the_answer_where_the_constraint_offered_text() -> None:
@@ -75,6 +76,7 @@ async def test_text_is_the_answer_where_the_constraint_offered_text() -> None:
     assert message["content"] == "No tool of mine forecasts the tide."
     assert message.get("tool_calls") is None
     assert response.headers["x-forge-attempts"] == "1"
+    assert response.headers["x-forge-rules"] == "prose_answers=1"
     [view] = oracle.views
     assert view.constraint == "grammar"
 

@@ -30,8 +30,8 @@ class Reply(msgspec.Struct, frozen=True, kw_only=True):
 
     ``content``: the text; ``calls``: the tool calls under their BFCL names (a name the case
     does not define is kept as the model wrote it); ``message``: the answer's message object as
-    sent (the raw reply a client sees); ``attempts`` and ``rescued``: the proxy's
-    ``x-forge-attempts`` and ``x-forge-rescued`` headers; the tokens: the answer's ``usage``
+    sent (the raw reply a client sees); ``attempts``, ``rescued`` and ``rules``: the proxy's
+    ``x-forge-attempts``, ``x-forge-rescued`` and ``x-forge-rules`` headers; the tokens: the answer's ``usage``
     (every attempt's, as the proxy counts them).
     """
 
@@ -40,6 +40,7 @@ class Reply(msgspec.Struct, frozen=True, kw_only=True):
     message: dict[str, Any]
     attempts: int = 1
     rescued: tuple[str, ...] = ()
+    rules: dict[str, int] = msgspec.field(default_factory=dict)
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
@@ -96,9 +97,20 @@ async def ask(
         message=message,
         attempts=int(response.headers.get("x-forge-attempts", "1")),
         rescued=tuple(r for r in rescued.split(",") if r),
+        rules=_rule_counts(response.headers.get("x-forge-rules", "")),
         prompt_tokens=int(usage.get("prompt_tokens") or 0),
         completion_tokens=int(usage.get("completion_tokens") or 0),
     )
+
+
+def _rule_counts(header: str) -> dict[str, int]:
+    """``x-forge-rules`` (``rule=count,...``) as counts by rule."""
+    counts: dict[str, int] = {}
+    for item in header.split(","):
+        if item:
+            rule, _, count = item.partition("=")
+            counts[rule] = int(count)
+    return counts
 
 
 async def run_multi_turn(

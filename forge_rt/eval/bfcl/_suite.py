@@ -241,6 +241,8 @@ async def run_case(
         for r in replies:
             for dialect in r.rescued:
                 record.rescued[dialect] = record.rescued.get(dialect, 0) + 1
+            for rule, count in r.rules.items():
+                record.rules[rule] = record.rules.get(rule, 0) + count
     record.tool_calls = sum(len(r.calls) for r in replies)
     return _finish(record, verdict)
 

@@ -1,4 +1,5 @@
-"""No library module names data from an eval scenario: rules read structure, not our test cases.
+"""No library module or rule test names data from an eval scenario: rules read structure, not
+our test cases.
 
 A comment that explains a guardrail with "Oslo or Cairo" was written with the eval's question in
 view, and code that holds such a value passes the eval by knowing its answer. Library text uses
@@ -162,3 +163,22 @@ def test_no_library_module_names_scenario_data() -> None:
             if named:
                 found.append(f"{path.relative_to(ROOT)}: {', '.join(named)}")
     assert not found, "library modules name eval-scenario data:\n" + "\n".join(found)
+
+
+# Rule tests invent their own names and values too. Exempt: the tests that replay verbatim real
+# model replies (their text is what the model wrote) or run the real model on a task.
+RULE_TESTS = ROOT / "tests" / "guardrails"
+VERBATIM = {"test_rescue_real.py", "test_constrain_local_model.py", "test_exclude_local_model.py"}
+
+
+def test_no_rule_test_names_scenario_data() -> None:
+    """No guardrail rule test names a scenario's id, figure or name as a whole word."""
+    pattern = _whole_word(*scenario_values())
+    found: list[str] = []
+    for path in sorted(RULE_TESTS.glob("*.py")):
+        if path.name in VERBATIM:
+            continue
+        named = sorted({m.group() for m in pattern.finditer(path.read_text(encoding="utf-8"))})
+        if named:
+            found.append(f"{path.relative_to(ROOT)}: {', '.join(named)}")
+    assert not found, "rule tests name eval-scenario data:\n" + "\n".join(found)

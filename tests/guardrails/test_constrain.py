@@ -47,7 +47,7 @@ class PlotArgs(BaseModel):
 
 PLOT = ToolSpec(name="plot", description="Plot a series.", parameters=PlotArgs)
 WEATHER = ToolSpec(
-    name="get_weather",
+    name="get_air_quality",
     parameters={
         "type": "object",
         "properties": {
@@ -80,7 +80,7 @@ def test_schema_is_any_of_one_closed_object_per_tool() -> None:
     options = schema["anyOf"]
     assert [o["properties"]["name"] for o in options] == [
         {"const": "plot"},
-        {"const": "get_weather"},
+        {"const": "get_air_quality"},
         {"const": "ping"},
         {"const": "respond"},
     ]
@@ -206,14 +206,14 @@ def test_every_schema_instance_is_a_known_call_with_valid_arguments(instance: An
 
 def test_schema_rejects_what_validation_rejects() -> None:
     """Unknown tools, missing or extra arguments and wrong enum values fail the schema."""
-    good = {"name": "get_weather", "arguments": {"city": "Paris"}}
+    good = {"name": "get_air_quality", "arguments": {"city": "Turku"}}
     assert _valid(good)
     for bad in (
         {"name": "get_stock", "arguments": {}},
-        {"name": "get_weather", "arguments": {}},
-        {"name": "get_weather", "arguments": {"city": "Paris", "title": "x"}},
-        {"name": "get_weather", "arguments": {"city": "Paris", "unit": "k"}},
-        {"name": "get_weather", "arguments": {"city": "Paris"}, "extra": 1},
+        {"name": "get_air_quality", "arguments": {}},
+        {"name": "get_air_quality", "arguments": {"city": "Turku", "title": "x"}},
+        {"name": "get_air_quality", "arguments": {"city": "Turku", "unit": "k"}},
+        {"name": "get_air_quality", "arguments": {"city": "Turku"}, "extra": 1},
         {"name": "respond"},
     ):
         assert not _valid(bad), bad
@@ -334,7 +334,7 @@ def test_an_array_of_calls_under_the_constraint_is_constrained_json() -> None:
     call tagged constrained_json, not as a rescue."""
     from forge_rt.guardrails import Dialect, rescue
 
-    text = '[{"name": "get_weather", "arguments": {"city": "Oslo"}}, {"name": "get_weather", "arguments": {"city": "Rome"}}]'
+    text = '[{"name": "get_air_quality", "arguments": {"city": "Narvik"}}, {"name": "get_air_quality", "arguments": {"city": "Lima"}}]'
     found = rescue(text, [WEATHER], constrained=True)
-    assert [c.args["city"] for c in found.calls] == ["Oslo", "Rome"]
+    assert [c.args["city"] for c in found.calls] == ["Narvik", "Lima"]
     assert list(found.dialects) == [Dialect.CONSTRAINED_JSON, Dialect.CONSTRAINED_JSON]

@@ -27,11 +27,11 @@ from forge_rt.guardrails import (
 from forge_rt.guardrails._constrain import NARROWED_KEPT
 
 LOOKUP = ToolSpec(
-    name="search_users",
+    name="find_accounts",
     parameters={"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
 )
 TOOLS = [LOOKUP, respond_spec()]
-ANSWERS = ("grace.hopper@navy.example", 'Weather in Rome: "24C", sunny')
+ANSWERS = ("ilse.brandt@fjord.example", 'Weather in Lima: "17C", sunny')
 
 
 def _valid(schema: dict[str, Any], reply: dict[str, object]) -> bool:
@@ -54,9 +54,9 @@ def _reply(tool: str, **args: str) -> dict[str, object]:
     [
         (_reply("respond", message=ANSWERS[0]), True),
         (_reply("respond", message=ANSWERS[1]), True),  # a quote in it is escaped, still one
-        (_reply("respond", message="1 match: Grace Hopper"), False),
+        (_reply("respond", message="1 match: Ilse Brandt"), False),
         (_reply("respond", message=ANSWERS[0] + "."), False),
-        (_reply("search_users", name="Grace Hopper"), True),  # the other tools are untouched
+        (_reply("find_accounts", name="Ilse Brandt"), True),  # the other tools are untouched
     ],
 )
 def test_the_schema_and_the_grammar_admit_only_the_answers(
@@ -111,7 +111,7 @@ def test_a_held_answer_that_starts_with_markup_is_excluded_like_any_other() -> N
     from forge_rt.guardrails import StartsWith
 
     markup = ToolCall(tool="respond", args={"message": StartsWith("<")}, call_id="markup")
-    answers = ("<b>bold</b>", "Weather in Rome: 24C, sunny")
+    answers = ("<b>bold</b>", "Weather in Lima: 17C, sunny")
     schema = tool_call_schema(TOOLS, exclude=[markup], answers=answers)
     assert _valid(schema, _reply("respond", message=answers[1]))
     assert not _valid(schema, _reply("respond", message=answers[0]))

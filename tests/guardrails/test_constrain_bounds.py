@@ -103,17 +103,17 @@ def test_the_tool_schema_itself_is_not_changed() -> None:
     long_city = "x" * (DEFAULT_MAX_LENGTH + 1)
     assert WEATHER.validate_args({"city": long_city}) is not None
     schema = tool_call_schema([WEATHER], parallel=False)
-    assert not _admits(schema, call("get_weather", city=long_city))
-    assert _admits(schema, call("get_weather", city=long_city[:-1]))
+    assert not _admits(schema, call("get_air_quality", city=long_city))
+    assert _admits(schema, call("get_air_quality", city=long_city[:-1]))
 
 
 def test_the_grammar_bounds_strings_and_whitespace() -> None:
     """The GBNF admits a 512-character string, not 513, and at most 12 characters of space."""
     rules = parse_gbnf(tool_call_grammar([WEATHER]))
-    text = '{"name": "get_weather", "arguments": {"city": "%s"}}'
+    text = '{"name": "get_air_quality", "arguments": {"city": "%s"}}'
     assert accepts(rules, text % ("x" * DEFAULT_MAX_LENGTH))
     assert not accepts(rules, text % ("x" * (DEFAULT_MAX_LENGTH + 1)))
-    spaced = '{"name":%s"get_weather", "arguments": {"city": "Oslo"}}'
+    spaced = '{"name":%s"get_air_quality", "arguments": {"city": "Narvik"}}'
     assert accepts(rules, spaced % (" " * 12))
     assert not accepts(rules, spaced % (" " * 13))
 
@@ -138,9 +138,9 @@ def test_a_value_of_any_type_is_bounded_in_the_grammar() -> None:
 def test_the_schema_admits_an_array_of_calls() -> None:
     """With parallel calls (the default) a reply may be 1 to 8 calls in an array, or one call."""
     schema = tool_call_schema(TOOLS)
-    weather = call("get_weather", city="Paris")
+    weather = call("get_air_quality", city="Turku")
     assert _admits(schema, weather)
-    assert _admits(schema, [weather, call("get_weather", city="Rome"), call("ping")])
+    assert _admits(schema, [weather, call("get_air_quality", city="Lima"), call("ping")])
     assert _admits(schema, [weather] * DEFAULT_MAX_CALLS)
     assert not _admits(schema, [weather] * (DEFAULT_MAX_CALLS + 1))
     assert not _admits(schema, [])
@@ -150,7 +150,7 @@ def test_the_schema_admits_an_array_of_calls() -> None:
 def test_without_parallel_calls_the_schema_is_one_call() -> None:
     """parallel=False keeps the one-call language: an array is not an instance."""
     schema = tool_call_schema(TOOLS, parallel=False)
-    weather = call("get_weather", city="Paris")
+    weather = call("get_air_quality", city="Turku")
     assert _admits(schema, weather)
     assert not _admits(schema, [weather])
 
@@ -158,7 +158,7 @@ def test_without_parallel_calls_the_schema_is_one_call() -> None:
 def test_the_grammar_admits_the_same_arrays() -> None:
     """The GBNF takes one call or an array of 1 to 8; parallel=False only the one call."""
     rules = parse_gbnf(tool_call_grammar(TOOLS))
-    one = json.dumps(call("get_weather", city="Paris"))
+    one = json.dumps(call("get_air_quality", city="Turku"))
     two = f"[{one}, {json.dumps(call('ping'))}]"
     assert accepts(rules, one)
     assert accepts(rules, two)
@@ -172,10 +172,10 @@ def test_the_grammar_admits_the_same_arrays() -> None:
 
 def test_rescue_reads_the_array_a_constrained_model_writes() -> None:
     """A bare array of call objects is read as its calls, in order, arguments coerced."""
-    text = json.dumps([call("get_weather", city="Paris", days=2), call("ping")])
+    text = json.dumps([call("get_air_quality", city="Turku", days=2), call("ping")])
     result = rescue(text, TOOLS)
     assert [(c.tool, c.args) for c in result.calls] == [
-        ("get_weather", {"city": "Paris", "days": 2}),
+        ("get_air_quality", {"city": "Turku", "days": 2}),
         ("ping", {}),
     ]
     assert result.unknown_calls == []

@@ -41,8 +41,8 @@ from forge_rt.guardrails import (
     tool_call_schema,
 )
 
-POPULATION = ToolSpec(
-    name="get_population",
+RESIDENTS = ToolSpec(
+    name="count_residents",
     parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 )
 ORDER = ToolSpec(
@@ -58,7 +58,7 @@ ORDER = ToolSpec(
     },
 )
 PING = ToolSpec(name="ping", parameters={"type": "object", "properties": {}})
-SYDNEY = ToolCall(tool="get_population", args={"city": "Sydney"})
+TROMSO = ToolCall(tool="count_residents", args={"city": "Tromso"})
 ORDER_42 = ToolCall(tool="get_order", args={"id": 42, "unit": "a"})
 
 Accepts = Callable[[dict[str, Any]], bool]
@@ -139,28 +139,28 @@ def _call(tool: str, **args: Any) -> dict[str, Any]:
 
 @CONSTRAINTS
 def test_the_blocked_string_is_rejected_and_others_accepted(build: Callable[..., Accepts]) -> None:
-    """get_population(city="Sydney") is excluded; a prefix, an extension, another city are not."""
-    accepts = build([POPULATION], [SYDNEY])
-    assert not accepts(_call("get_population", city="Sydney"))
-    for city in ["Canberra", "Sydne", "Sydneyx", "", "S", "sydney", "Sydney, Australia"]:
-        assert accepts(_call("get_population", city=city)), city
+    """count_residents(city="Tromso") is excluded; a prefix, an extension, another city are not."""
+    accepts = build([RESIDENTS], [TROMSO])
+    assert not accepts(_call("count_residents", city="Tromso"))
+    for city in ["Bodo", "Troms", "Tromsox", "", "T", "tromso", "Tromso, Norway"]:
+        assert accepts(_call("count_residents", city=city)), city
 
 
 @CONSTRAINTS
 def test_the_blocked_call_is_rejected_inside_a_batch_too(build: Callable[..., Accepts]) -> None:
     """A parallel reply (an array of calls) cannot carry the blocked call either."""
-    accepts = build([POPULATION], [SYDNEY])
-    canberra = _call("get_population", city="Canberra")
-    assert accepts([canberra])  # type: ignore[arg-type]
-    assert not accepts([canberra, _call("get_population", city="Sydney")])  # type: ignore[arg-type]
+    accepts = build([RESIDENTS], [TROMSO])
+    bodo = _call("count_residents", city="Bodo")
+    assert accepts([bodo])  # type: ignore[arg-type]
+    assert not accepts([bodo, _call("count_residents", city="Tromso")])  # type: ignore[arg-type]
 
 
 @settings(max_examples=60, deadline=None)
 @given(city=st.text(st.characters(blacklist_characters='"\\', min_codepoint=0x20), max_size=60))
 def test_the_schema_accepts_every_other_plain_string(city: str) -> None:
     """Any string without a quote, backslash or control character but the blocked one."""
-    accepts = _schema_accepts([POPULATION], [SYDNEY])
-    assert accepts(_call("get_population", city=city)) == (city != "Sydney")
+    accepts = _schema_accepts([RESIDENTS], [TROMSO])
+    assert accepts(_call("count_residents", city=city)) == (city != "Tromso")
 
 
 @CONSTRAINTS
@@ -184,12 +184,12 @@ def test_a_call_with_several_arguments_must_differ_in_one(build: Callable[..., A
 @CONSTRAINTS
 def test_two_blocked_calls_are_both_excluded(build: Callable[..., Accepts]) -> None:
     """Blocked in one reply, both calls are excluded; the tool stays callable otherwise."""
-    perth = ToolCall(tool="get_population", args={"city": "Perth"})
-    accepts = build([POPULATION], [SYDNEY, perth])
-    assert not accepts(_call("get_population", city="Sydney"))
-    assert not accepts(_call("get_population", city="Perth"))
-    assert accepts(_call("get_population", city="Per"))
-    assert accepts(_call("get_population", city="Canberra"))
+    perth = ToolCall(tool="count_residents", args={"city": "Perth"})
+    accepts = build([RESIDENTS], [TROMSO, perth])
+    assert not accepts(_call("count_residents", city="Tromso"))
+    assert not accepts(_call("count_residents", city="Perth"))
+    assert accepts(_call("count_residents", city="Per"))
+    assert accepts(_call("count_residents", city="Bodo"))
 
 
 @CONSTRAINTS
@@ -197,28 +197,28 @@ def test_a_long_blocked_value_excludes_its_prefix(build: Callable[..., Accepts])
     """Past EXCLUDED_PREFIX_CHARS only the prefix is compared: the blocked value and strings
     sharing that prefix are out, a string differing inside it is in."""
     long = "q" * (EXCLUDED_PREFIX_CHARS + 10)
-    accepts = build([POPULATION], [ToolCall(tool="get_population", args={"city": long})])
-    assert not accepts(_call("get_population", city=long))
-    assert not accepts(_call("get_population", city=long[:EXCLUDED_PREFIX_CHARS] + "z"))
-    assert accepts(_call("get_population", city="z" + long[1:]))
-    assert accepts(_call("get_population", city=long[: EXCLUDED_PREFIX_CHARS - 1]))
+    accepts = build([RESIDENTS], [ToolCall(tool="count_residents", args={"city": long})])
+    assert not accepts(_call("count_residents", city=long))
+    assert not accepts(_call("count_residents", city=long[:EXCLUDED_PREFIX_CHARS] + "z"))
+    assert accepts(_call("count_residents", city="z" + long[1:]))
+    assert accepts(_call("count_residents", city=long[: EXCLUDED_PREFIX_CHARS - 1]))
 
 
 @CONSTRAINTS
 def test_other_tools_are_untouched(build: Callable[..., Accepts]) -> None:
     """Only the blocked tool's calls are narrowed."""
-    accepts = build([POPULATION, ORDER], [SYDNEY])
+    accepts = build([RESIDENTS, ORDER], [TROMSO])
     assert accepts(_call("get_order", id=42, unit="a"))
-    assert not accepts(_call("get_population", city="Sydney"))
+    assert not accepts(_call("count_residents", city="Tromso"))
 
 
 def test_a_tool_whose_call_cannot_differ_is_left_out_while_another_remains() -> None:
     """ping() has one call only: blocked, the narrowing drops it; alone, nothing is excluded."""
-    base = JsonSchemaConstraint(schema=tool_call_schema([PING, POPULATION]))
-    narrowing = NarrowedConstraint(base, [PING, POPULATION])
+    base = JsonSchemaConstraint(schema=tool_call_schema([PING, RESIDENTS]))
+    narrowing = NarrowedConstraint(base, [PING, RESIDENTS])
     blocked = [ToolCall(tool="ping")]
-    assert narrowing.to([PING, POPULATION], exclude=blocked) == JsonSchemaConstraint(
-        schema=tool_call_schema([POPULATION])
+    assert narrowing.to([PING, RESIDENTS], exclude=blocked) == JsonSchemaConstraint(
+        schema=tool_call_schema([RESIDENTS])
     )
     alone = JsonSchemaConstraint(schema=tool_call_schema([PING]))
     assert NarrowedConstraint(alone, [PING]).to([PING], exclude=blocked) == alone
@@ -226,19 +226,19 @@ def test_a_tool_whose_call_cannot_differ_is_left_out_while_another_remains() -> 
 
 def test_narrowing_excludes_in_the_constraint_kind_it_was_given() -> None:
     """A grammar is narrowed to a grammar, a schema to a schema; nothing blocked: unchanged."""
-    grammar = GrammarConstraint(gbnf=tool_call_grammar([POPULATION]))
-    schema = JsonSchemaConstraint(schema=tool_call_schema([POPULATION]))
-    assert NarrowedConstraint(grammar, [POPULATION]).to([POPULATION], exclude=[SYDNEY]) == (
-        GrammarConstraint(gbnf=tool_call_grammar([POPULATION], exclude=[SYDNEY]))
+    grammar = GrammarConstraint(gbnf=tool_call_grammar([RESIDENTS]))
+    schema = JsonSchemaConstraint(schema=tool_call_schema([RESIDENTS]))
+    assert NarrowedConstraint(grammar, [RESIDENTS]).to([RESIDENTS], exclude=[TROMSO]) == (
+        GrammarConstraint(gbnf=tool_call_grammar([RESIDENTS], exclude=[TROMSO]))
     )
-    assert NarrowedConstraint(schema, [POPULATION]).to([POPULATION], exclude=[SYDNEY]) == (
-        JsonSchemaConstraint(schema=tool_call_schema([POPULATION], exclude=[SYDNEY]))
+    assert NarrowedConstraint(schema, [RESIDENTS]).to([RESIDENTS], exclude=[TROMSO]) == (
+        JsonSchemaConstraint(schema=tool_call_schema([RESIDENTS], exclude=[TROMSO]))
     )
-    assert NarrowedConstraint(schema, [POPULATION]).to([POPULATION]) is schema
+    assert NarrowedConstraint(schema, [RESIDENTS]).to([RESIDENTS]) is schema
 
 
 @pytest.mark.parametrize(
-    "tools", [[POPULATION], [ORDER], [POPULATION, ORDER]], ids=["string", "order", "both"]
+    "tools", [[RESIDENTS], [ORDER], [RESIDENTS, ORDER]], ids=["string", "order", "both"]
 )
 def test_the_reply_budget_is_unchanged_by_an_exclusion(tools: list[ToolSpec]) -> None:
     """An excluding schema admits no longer reply than the plain one, and prices the same."""
@@ -250,19 +250,19 @@ def test_the_reply_budget_is_unchanged_by_an_exclusion(tools: list[ToolSpec]) ->
         )
         return reply_token_budget(request)
 
-    assert budget([SYDNEY, ORDER_42]) == budget([])
+    assert budget([TROMSO, ORDER_42]) == budget([])
 
 
 def test_the_loop_guard_names_the_calls_at_its_limit() -> None:
     """LoopGuard.blocked holds the call blocked in the last reply, until a reply without it."""
     guard = LoopGuard(max_repeats=3)
-    canberra = ToolCall(tool="get_population", args={"city": "Canberra"})
-    assert guard.observe([SYDNEY]) is None
-    assert guard.observe([SYDNEY]) is None
+    bodo = ToolCall(tool="count_residents", args={"city": "Bodo"})
+    assert guard.observe([TROMSO]) is None
+    assert guard.observe([TROMSO]) is None
     assert guard.blocked == ()
-    assert guard.observe([SYDNEY]) is not None
-    assert guard.blocked == (SYDNEY,)
-    assert guard.observe([canberra]) is None
+    assert guard.observe([TROMSO]) is not None
+    assert guard.blocked == (TROMSO,)
+    assert guard.observe([bodo]) is None
     assert guard.blocked == ()
 
 
@@ -273,11 +273,11 @@ def test_a_blocked_start_excludes_every_string_that_begins_so(
     """StartsWith("<") (after an answer of tool-result markup): no string beginning with "<",
     however it goes on; every other safe-character string, the empty one and a "<" later in
     the text included."""
-    accepts = build([POPULATION], [ToolCall(tool="get_population", args={"city": StartsWith("<")})])
-    for city in ["<", "<tool_response>", "<tool_response> Sydney", "<b>"]:
-        assert not accepts(_call("get_population", city=city)), city
-    for city in ["Sydney", "", "a<b", " <", "Weather in Rome: 24C, sunny"]:
-        assert accepts(_call("get_population", city=city)), city
+    accepts = build([RESIDENTS], [ToolCall(tool="count_residents", args={"city": StartsWith("<")})])
+    for city in ["<", "<tool_response>", "<tool_response> Tromso", "<b>"]:
+        assert not accepts(_call("count_residents", city=city)), city
+    for city in ["Tromso", "", "a<b", " <", "Weather in Lima: 17C, sunny"]:
+        assert accepts(_call("count_residents", city=city)), city
 
 
 @CONSTRAINTS
@@ -286,19 +286,19 @@ def test_the_synthetic_respond_excludes_markup_once_an_answer_was_markup(
 ) -> None:
     """Guardrails.excluded_calls: after a respond of "<tool_response>" the constraint built
     from it writes no answer starting with "<" for the rest of the turn."""
-    guard = Guardrails([POPULATION], respond_tool=True)
+    guard = Guardrails([RESIDENTS], respond_tool=True)
     assert guard.excluded_calls == ()
-    ran = guard.check(LLMResponse(result=[ToolCall(tool="get_population", args={"city": "Rome"})]))
+    ran = guard.check(LLMResponse(result=[ToolCall(tool="count_residents", args={"city": "Lima"})]))
     assert isinstance(ran, Execute)
-    guard.record([ToolResult(call=ran.calls[0], output="Rome: 2.8 million")])
+    guard.record([ToolResult(call=ran.calls[0], output="Lima: 2.8 million")])
     markup = LLMResponse(result=[ToolCall(tool="respond", args={"message": "<tool_response>"})])
     assert isinstance(guard.check(markup), ToolErrors)
     starts = [c for c in guard.excluded_calls if c.args == {"message": StartsWith("<")}]
     assert len(starts) == 1
     accepts = build(list(guard.tools), list(guard.excluded_calls))
     assert not accepts(_call("respond", message="<tool_response>"))
-    assert accepts(_call("respond", message="Rome has 2.8 million people."))
-    assert accepts(_call("get_population", city="<Rome>"))  # other tools untouched
+    assert accepts(_call("respond", message="Lima has 2.8 million people."))
+    assert accepts(_call("count_residents", city="<Lima>"))  # other tools untouched
     guard.new_turn()
     assert guard.excluded_calls == ()
 
@@ -312,6 +312,6 @@ def test_a_users_own_respond_tool_is_never_narrowed_for_markup() -> None:
             "required": ["message"],
         },
     )
-    guard = Guardrails([POPULATION, own], terminal_tools=["respond"], respond_tool=True)
+    guard = Guardrails([RESIDENTS, own], terminal_tools=["respond"], respond_tool=True)
     guard.check(LLMResponse(result=[ToolCall(tool="respond", args={"message": "<tool_response>"})]))
     assert all(c.args.get("message") != StartsWith("<") for c in guard.excluded_calls)

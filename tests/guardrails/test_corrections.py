@@ -95,27 +95,27 @@ def test_the_terminal_result_carries_no_note() -> None:
 
 
 def test_a_resolution_error_with_a_hint_comes_back_with_the_corrected_call() -> None:
-    """ToolResolutionError("no such order; use ORD-0042") is fed back with the call to send."""
+    """ToolResolutionError("no such order; use KVX-0318") is fed back with the call to send."""
     guard = _guard(ORDER, REPORT)
-    call = ToolCall(tool="get_order", args={"order_id": "ORD-42", "verbose": True}, call_id="o")
+    call = ToolCall(tool="get_order", args={"order_id": "KVX-318", "verbose": True}, call_id="o")
     action = guard.check([call])
     assert isinstance(action, Execute)
-    error = ToolResolutionError("no such order ORD-42; use ORD-0042")
+    error = ToolResolutionError("no such order KVX-318; use KVX-0318")
     [message] = guard.record([ToolResult(call=action.calls[0], error=error)]).messages
     head, corrected = message.content.split("\nCorrected call: ")
-    assert head == "[ToolResolutionError] `get_order`: no such order ORD-42; use ORD-0042"
+    assert head == "[ToolResolutionError] `get_order`: no such order KVX-318; use KVX-0318"
     assert json.loads(corrected) == {
         "name": "get_order",
-        "arguments": {"order_id": "ORD-0042", "verbose": True},
+        "arguments": {"order_id": "KVX-0318", "verbose": True},
     }
 
 
 def test_a_call_sent_again_after_failing_gets_the_first_listed_value_as_its_correction() -> None:
-    """ "ids are A-1 and A-2" names no one value, so the first failure shows no call; the same
-    call sent again (the real 0.5B sent get_order_total("12345") until the loop guard ended the
+    """ "ids are B-7 and B-8" names no one value, so the first failure shows no call; the same
+    call sent again (the real 0.5B sent get_order_sum("12345") until the loop guard ended the
     run) gets the first listed id as a corrected call."""
     guard = _guard(ORDER, REPORT)
-    error = ToolResolutionError("no order '12345'; ids are A-1 and A-2")
+    error = ToolResolutionError("no order '12345'; ids are B-7 and B-8")
     shown = []
     for n in range(2):
         call = ToolCall(tool="get_order", args={"order_id": "12345"}, call_id=f"o{n}")
@@ -125,13 +125,13 @@ def test_a_call_sent_again_after_failing_gets_the_first_listed_value_as_its_corr
         shown.append(message.content)
     assert "Corrected call" not in shown[0]
     _, corrected = shown[1].split("\nCorrected call: ")
-    assert json.loads(corrected) == {"name": "get_order", "arguments": {"order_id": "A-1"}}
+    assert json.loads(corrected) == {"name": "get_order", "arguments": {"order_id": "B-7"}}
 
 
 def test_a_new_turn_forgets_which_calls_failed() -> None:
     """A call that failed in an earlier turn is a first failure again in a new one."""
     guard = _guard(ORDER, REPORT)
-    error = ToolResolutionError("no order '12345'; ids are A-1 and A-2")
+    error = ToolResolutionError("no order '12345'; ids are B-7 and B-8")
     contents = []
     for n in range(2):
         guard.new_turn()
@@ -146,7 +146,7 @@ def test_a_new_turn_forgets_which_calls_failed() -> None:
 def test_a_resolution_error_without_a_usable_hint_shows_no_call() -> None:
     """A message that names a tool, not a value, gets no invented corrected call."""
     guard = _guard(ORDER, REPORT)
-    call = ToolCall(tool="get_order", args={"order_id": "ORD-42"}, call_id="o")
+    call = ToolCall(tool="get_order", args={"order_id": "KVX-318"}, call_id="o")
     action = guard.check([call])
     assert isinstance(action, Execute)
     error = ToolResolutionError("orders are looked up by customer: use report")
@@ -205,7 +205,7 @@ def test_a_workflow_with_its_own_respond_tool_gets_it_validated_as_its_own() -> 
 @pytest.mark.parametrize(
     "message",
     [
-        "no user 'Grace_Hopper'; copy the user_id from search_users",  # "use" inside "user_id"
+        "no user 'Ilse_Brandt'; copy the user_id from find_accounts",  # "use" inside "user_id"
         "no user 'r'; look it up first",  # only the model's own wrong value is quoted
     ],
     ids=["cue-inside-a-word", "quoted-wrong-value"],
@@ -216,7 +216,7 @@ def test_an_error_without_a_real_hint_gets_no_corrected_call(message: str) -> No
     from forge_rt.guardrails._rescue_args import hinted_args
 
     spec = ToolSpec(
-        name="get_user_email",
+        name="get_account_email",
         parameters={"type": "object", "properties": {"user_id": {"type": "string"}}},
     )
-    assert hinted_args(spec, {"user_id": "Grace_Hopper"}, message) is None
+    assert hinted_args(spec, {"user_id": "Ilse_Brandt"}, message) is None

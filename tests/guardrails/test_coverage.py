@@ -19,11 +19,11 @@ def _tool(name: str, arg: str, kind: str = "string") -> ToolSpec:
     )
 
 
-WEATHER = _tool("get_weather", "city")
-LIST_ORDERS = _tool("list_orders", "customer")
-ORDER_TOTAL = _tool("get_order_total", "order_id")
+WEATHER = _tool("get_conditions", "city")
+LIST_INVOICES = _tool("list_invoices", "customer")
+INVOICE_TOTAL = _tool("get_invoice_total", "invoice_id")
 LIST_FILES = ToolSpec(name="list_files", parameters={"type": "object", "properties": {}})
-READ = _tool("read_file", "path")
+READ = _tool("read_doc", "path")
 
 
 def _guard(*tools: ToolSpec, **options: object) -> Guardrails:
@@ -54,44 +54,44 @@ def _shown_call(action: ToolErrors) -> dict[str, object]:
 
 
 def test_an_answer_about_one_of_two_asked_cities_is_sent_back_once_with_the_other() -> None:
-    """The real 0.5B, asked "Oslo or Cairo?", looked up Oslo and answered with its weather."""
+    """The real 0.5B, asked "Turku or Lima?", looked up Turku and answered with its weather."""
     guard = _guard(WEATHER)
-    guard.new_turn("Which is warmer right now, Oslo or Cairo?")
-    _run(guard, "get_weather", "Weather in Oslo: 3C, snow", city="Oslo")
-    refused = _answer(guard, "Weather in Oslo: 3C, snow")
+    guard.new_turn("Which is warmer right now, Turku or Lima?")
+    _run(guard, "get_conditions", "Weather in Turku: 3C, snow", city="Turku")
+    refused = _answer(guard, "Weather in Turku: 3C, snow")
     assert isinstance(refused, ToolErrors)
-    assert _shown_call(refused) == {"name": "get_weather", "arguments": {"city": "Cairo"}}
-    assert "Your request names 'Oslo' and 'Cairo'" in refused.errors[0].content
+    assert _shown_call(refused) == {"name": "get_conditions", "arguments": {"city": "Lima"}}
+    assert "Your request names 'Turku' and 'Lima'" in refused.errors[0].content
     # The turn's one refusal is spent: a model that insists is taken at its word.
-    assert isinstance(_answer(guard, "Weather in Oslo: 3C, snow"), Execute)
+    assert isinstance(_answer(guard, "Weather in Turku: 3C, snow"), Execute)
 
 
 def test_an_answer_after_every_listed_item_is_looked_up_passes() -> None:
     guard = _guard(WEATHER)
-    guard.new_turn("Which is warmer right now, Oslo or Cairo?")
-    _run(guard, "get_weather", "Weather in Oslo: 3C, snow", city="Oslo")
-    _run(guard, "get_weather", "Weather in Cairo: 31C, sunny", city="cairo")  # any case
-    assert isinstance(_answer(guard, "Cairo, at 31C."), Execute)
+    guard.new_turn("Which is warmer right now, Turku or Lima?")
+    _run(guard, "get_conditions", "Weather in Turku: 3C, snow", city="Turku")
+    _run(guard, "get_conditions", "Weather in Lima: 27C, sunny", city="lima")  # any case
+    assert isinstance(_answer(guard, "Lima, at 27C."), Execute)
 
 
 def test_a_sibling_that_was_tried_and_failed_counts_as_covered() -> None:
     guard = _guard(WEATHER)
-    guard.new_turn("Is it raining in Oslo or Cairo?")
-    _run(guard, "get_weather", "Weather in Oslo: 3C, rain", city="Oslo")
-    _run(guard, "get_weather", None, city="Cairo")
-    assert isinstance(_answer(guard, "It rains in Oslo; no data for Cairo."), Execute)
+    guard.new_turn("Is it raining in Turku or Lima?")
+    _run(guard, "get_conditions", "Weather in Turku: 3C, rain", city="Turku")
+    _run(guard, "get_conditions", None, city="Lima")
+    assert isinstance(_answer(guard, "It rains in Turku; no data for Lima."), Execute)
 
 
 def test_ids_a_tool_listed_are_covered_before_the_total() -> None:
-    """list_orders gave "A-1, A-2"; a total of A-1 alone is sent back with A-2's call."""
-    guard = _guard(LIST_ORDERS, ORDER_TOTAL)
-    guard.new_turn("How much has customer Lin spent in total?")
-    _run(guard, "list_orders", "orders: A-1, A-2", customer="Lin")
-    _run(guard, "get_order_total", "A-1 total: 40 EUR", order_id="A-1")
+    """list_invoices gave "K-4, K-7"; a total of K-4 alone is sent back with K-7's call."""
+    guard = _guard(LIST_INVOICES, INVOICE_TOTAL)
+    guard.new_turn("How much has customer Voss spent in total?")
+    _run(guard, "list_invoices", "invoices: K-4, K-7", customer="Voss")
+    _run(guard, "get_invoice_total", "K-4 total: 40 EUR", invoice_id="K-4")
     refused = _answer(guard, "40 EUR")
     assert isinstance(refused, ToolErrors)
-    assert _shown_call(refused) == {"name": "get_order_total", "arguments": {"order_id": "A-2"}}
-    assert "`list_orders` returned 'A-1' and 'A-2'" in refused.errors[0].content
+    assert _shown_call(refused) == {"name": "get_invoice_total", "arguments": {"invoice_id": "K-7"}}
+    assert "`list_invoices` returned 'K-4' and 'K-7'" in refused.errors[0].content
 
 
 def test_an_item_the_user_picked_from_a_listing_is_no_fan_out() -> None:
@@ -99,19 +99,19 @@ def test_an_item_the_user_picked_from_a_listing_is_no_fan_out() -> None:
     guard = _guard(LIST_FILES, READ)
     guard.new_turn("What is in a.txt?")
     _run(guard, "list_files", "a.txt, b.txt, notes.md")
-    _run(guard, "read_file", "hello", path="a.txt")
+    _run(guard, "read_doc", "hello", path="a.txt")
     assert isinstance(_answer(guard, "It says hello."), Execute)
 
 
 def test_words_around_an_enumeration_are_not_its_items() -> None:
-    """ "right now, Oslo or Cairo": the words before the list have another shape."""
-    [items] = enumerations("Which is warmer right now, Oslo or Cairo?")
-    assert [i for i in items if shape(i) == shape("Oslo")] == ["Oslo", "Cairo"]
-    assert enumerations("How much has customer Lin spent in total?") == []
+    """ "right now, Turku or Lima": the words before the list have another shape."""
+    [items] = enumerations("Which is warmer right now, Turku or Lima?")
+    assert [i for i in items if shape(i) == shape("Turku")] == ["Turku", "Lima"]
+    assert enumerations("How much has customer Voss spent in total?") == []
 
 
 @pytest.mark.parametrize(
-    ("value", "expected"), [("Oslo", "Aa"), ("A-12", "A-9"), ("eggs", "a"), ("New York", "Aa Aa")]
+    ("value", "expected"), [("Turku", "Aa"), ("A-12", "A-9"), ("eggs", "a"), ("New York", "Aa Aa")]
 )
 def test_shape_says_what_kind_of_token_a_value_is(value: str, expected: str) -> None:
     assert shape(value) == expected
@@ -129,107 +129,109 @@ def test_the_first_item_of_a_list_keeps_only_its_own_words() -> None:
 
 def test_a_new_turn_has_its_own_lists_and_refusal() -> None:
     guard = _guard(WEATHER)
-    guard.new_turn("Which is warmer, Oslo or Cairo?")
-    _run(guard, "get_weather", "Weather in Oslo: 3C", city="Oslo")
-    assert isinstance(_answer(guard, "Oslo: 3C"), ToolErrors)
-    guard.new_turn("And in Rome?")  # the last turn's list is gone with it
-    _run(guard, "get_weather", "Weather in Rome: 20C", city="Rome")
-    assert isinstance(_answer(guard, "Rome: 20C"), Execute)
+    guard.new_turn("Which is warmer, Turku or Lima?")
+    _run(guard, "get_conditions", "Weather in Turku: 3C", city="Turku")
+    assert isinstance(_answer(guard, "Turku: 3C"), ToolErrors)
+    guard.new_turn("And in Porto?")  # the last turn's list is gone with it
+    _run(guard, "get_conditions", "Weather in Porto: 20C", city="Porto")
+    assert isinstance(_answer(guard, "Porto: 20C"), Execute)
 
 
 def test_without_the_request_only_tool_listings_are_covered() -> None:
     """A foreign loop that never says the user's message still gets its tools' lists covered."""
-    guard = _guard(WEATHER, LIST_ORDERS, ORDER_TOTAL)
+    guard = _guard(WEATHER, LIST_INVOICES, INVOICE_TOTAL)
     guard.new_turn()
-    _run(guard, "get_weather", "Weather in Oslo: 3C", city="Oslo")
-    _run(guard, "list_orders", "orders: A-1, A-2", customer="Lin")
-    _run(guard, "get_order_total", "A-2 total: 65 EUR", order_id="A-2")
+    _run(guard, "get_conditions", "Weather in Turku: 3C", city="Turku")
+    _run(guard, "list_invoices", "invoices: K-4, K-7", customer="Voss")
+    _run(guard, "get_invoice_total", "K-7 total: 65 EUR", invoice_id="K-7")
     refused = _answer(guard, "65 EUR")
     assert isinstance(refused, ToolErrors)
-    assert _shown_call(refused) == {"name": "get_order_total", "arguments": {"order_id": "A-1"}}
+    assert _shown_call(refused) == {"name": "get_invoice_total", "arguments": {"invoice_id": "K-4"}}
 
 
 def test_list_coverage_off_takes_the_answer() -> None:
     guard = _guard(WEATHER, list_coverage=False)
-    guard.new_turn("Which is warmer right now, Oslo or Cairo?")
-    _run(guard, "get_weather", "Weather in Oslo: 3C, snow", city="Oslo")
-    assert isinstance(_answer(guard, "Weather in Oslo: 3C, snow"), Execute)
+    guard.new_turn("Which is warmer right now, Turku or Lima?")
+    _run(guard, "get_conditions", "Weather in Turku: 3C, snow", city="Turku")
+    assert isinstance(_answer(guard, "Weather in Turku: 3C, snow"), Execute)
     assert GuardrailOptions.off().list_coverage is False
 
 
 def test_a_history_starts_the_turn_it_is_in() -> None:
     """observe_history: the last user message is the request, its answered calls the turn's."""
 
-    oslo = ToolCall(tool="get_weather", args={"city": "Oslo"}, call_id="c1")
+    turku = ToolCall(tool="get_conditions", args={"city": "Turku"}, call_id="c1")
     history = [
-        Message.user("Is Rome or Paris sunnier?"),  # an earlier turn: not this one's request
-        Message.user("Which is warmer right now, Oslo or Cairo?"),
-        Message.assistant_calls([oslo]),
-        Message.tool_result(oslo, "Weather in Oslo: 3C, snow"),
+        Message.user("Is Porto or Ghent sunnier?"),  # an earlier turn: not this one's request
+        Message.user("Which is warmer right now, Turku or Lima?"),
+        Message.assistant_calls([turku]),
+        Message.tool_result(turku, "Weather in Turku: 3C, snow"),
     ]
     guard = _guard(WEATHER)
     guard.observe_history(history)
-    refused = _answer(guard, "Weather in Oslo: 3C, snow")
+    refused = _answer(guard, "Weather in Turku: 3C, snow")
     assert isinstance(refused, ToolErrors)
-    assert _shown_call(refused) == {"name": "get_weather", "arguments": {"city": "Cairo"}}
+    assert _shown_call(refused) == {"name": "get_conditions", "arguments": {"city": "Lima"}}
 
 
 def test_a_word_inside_a_longer_item_is_not_listed() -> None:
-    """ "Weather and forecast for Paris?": Paris is no item (the proxy's SDK history had it),
-    so a forecast for Paris covers the request and "Weather" is never taken for a city."""
+    """ "Weather and forecast for Ghent?": Ghent is no item (the proxy's SDK history had it),
+    so a forecast for Ghent covers the request and "Weather" is never taken for a city."""
     guard = _guard(_tool("get_forecast", "city"))
-    guard.new_turn("Weather and forecast for Paris?")
-    _run(guard, "get_forecast", "rain", city="Paris")
+    guard.new_turn("Weather and forecast for Ghent?")
+    _run(guard, "get_forecast", "rain", city="Ghent")
     assert isinstance(_answer(guard, "Rain."), Execute)
 
 
 def test_after_a_coverage_refusal_the_constraint_offers_no_terminal_tool() -> None:
-    """The real 0.5B, sent back to look up Cairo, answered again with the correction's words:
+    """The real 0.5B, sent back to look up Lima, answered again with the correction's words:
     the next reply may not be an answer, until a batch has run."""
     guard = _guard(WEATHER)
-    guard.new_turn("Which is warmer right now, Oslo or Cairo?")
-    _run(guard, "get_weather", "Weather in Oslo: 3C, snow", city="Oslo")
-    assert {t.name for t in guard.callable_now()} == {"get_weather", "respond"}
-    assert isinstance(_answer(guard, "Weather in Oslo: 3C, snow"), ToolErrors)
-    assert [t.name for t in guard.callable_now()] == ["get_weather"]
-    _run(guard, "get_weather", "Weather in Cairo: 31C", city="Cairo")
-    assert {t.name for t in guard.callable_now()} == {"get_weather", "respond"}
+    guard.new_turn("Which is warmer right now, Turku or Lima?")
+    _run(guard, "get_conditions", "Weather in Turku: 3C, snow", city="Turku")
+    assert {t.name for t in guard.callable_now()} == {"get_conditions", "respond"}
+    assert isinstance(_answer(guard, "Weather in Turku: 3C, snow"), ToolErrors)
+    assert [t.name for t in guard.callable_now()] == ["get_conditions"]
+    _run(guard, "get_conditions", "Weather in Lima: 27C", city="Lima")
+    assert {t.name for t in guard.callable_now()} == {"get_conditions", "respond"}
 
 
 def test_after_a_coverage_refusal_the_covered_calls_are_excluded() -> None:
-    """The real 0.5B, sent back to look up Cairo, looked Oslo up again twice and answered with
-    Oslo: until a batch runs, the next constraint excludes the calls that covered a sibling."""
+    """The real 0.5B, sent back to look up Lima, looked Turku up again twice and answered with
+    Turku: until a batch runs, the next constraint excludes the calls that covered a sibling."""
     guard = _guard(WEATHER)
-    guard.new_turn("Which is warmer right now, Oslo or Cairo?")
-    _run(guard, "get_weather", "Weather in Oslo: 3C, snow", city="Oslo")
+    guard.new_turn("Which is warmer right now, Turku or Lima?")
+    _run(guard, "get_conditions", "Weather in Turku: 3C, snow", city="Turku")
     assert guard.excluded_calls == ()
-    assert isinstance(_answer(guard, "Weather in Oslo: 3C, snow"), ToolErrors)
-    assert [(c.tool, c.args) for c in guard.excluded_calls] == [("get_weather", {"city": "Oslo"})]
-    _run(guard, "get_weather", "Weather in Cairo: 31C", city="Cairo")
+    assert isinstance(_answer(guard, "Weather in Turku: 3C, snow"), ToolErrors)
+    assert [(c.tool, c.args) for c in guard.excluded_calls] == [
+        ("get_conditions", {"city": "Turku"})
+    ]
+    _run(guard, "get_conditions", "Weather in Lima: 27C", city="Lima")
     assert guard.excluded_calls == ()
 
 
 def test_with_steps_off_the_terminal_is_held_back_too() -> None:
     guard = _guard(WEATHER, steps=False)
-    guard.new_turn("Which is warmer right now, Oslo or Cairo?")
-    _run(guard, "get_weather", "Weather in Oslo: 3C, snow", city="Oslo")
-    assert isinstance(_answer(guard, "Weather in Oslo: 3C, snow"), ToolErrors)
-    assert [t.name for t in guard.callable_now()] == ["get_weather"]
+    guard.new_turn("Which is warmer right now, Turku or Lima?")
+    _run(guard, "get_conditions", "Weather in Turku: 3C, snow", city="Turku")
+    assert isinstance(_answer(guard, "Weather in Turku: 3C, snow"), ToolErrors)
+    assert [t.name for t in guard.callable_now()] == ["get_conditions"]
 
 
 def test_a_repeated_call_is_pointed_at_the_item_left_out() -> None:
-    """The real 0.5B totalled A-1 again and again: the repeat's note names A-2's call."""
-    guard = _guard(LIST_ORDERS, ORDER_TOTAL)
-    guard.new_turn("How much has customer Lin spent in total?")
-    _run(guard, "list_orders", "orders: A-1, A-2", customer="Lin")
-    _run(guard, "get_order_total", "A-1 total: 40 EUR", order_id="A-1")
-    action = guard.check([ToolCall(tool="get_order_total", args={"order_id": "A-1"})])
+    """The real 0.5B totalled K-4 again and again: the repeat's note names K-7's call."""
+    guard = _guard(LIST_INVOICES, INVOICE_TOTAL)
+    guard.new_turn("How much has customer Voss spent in total?")
+    _run(guard, "list_invoices", "invoices: K-4, K-7", customer="Voss")
+    _run(guard, "get_invoice_total", "K-4 total: 40 EUR", invoice_id="K-4")
+    action = guard.check([ToolCall(tool="get_invoice_total", args={"invoice_id": "K-4"})])
     assert isinstance(action, Execute)
     [message] = guard.record(
-        [ToolResult(call=action.calls[0], output="A-1 total: 40 EUR")]
+        [ToolResult(call=action.calls[0], output="K-4 total: 40 EUR")]
     ).messages
     note = message.content.split("[Note]", 1)[1]
     assert note.endswith(
-        "Next, call `get_order_total` for 'A-2': "
-        '{"name": "get_order_total", "arguments": {"order_id": "A-2"}}'
+        "Next, call `get_invoice_total` for 'K-7': "
+        '{"name": "get_invoice_total", "arguments": {"invoice_id": "K-7"}}'
     ), note

@@ -195,11 +195,11 @@ def test_tool_errors_count_against_the_retry_budget() -> None:
     """Replies with only bad calls exhaust the retry budget; last_raw shows the calls."""
     guard = _guard(max_retries=1)
     guard.check([_call("weather")])
-    fatal = guard.check([_call("weather", city="Oslo")])
+    fatal = guard.check([_call("weather", city="Turku")])
     assert isinstance(fatal, Fatal)
     assert isinstance(fatal.error, ToolCallError)
     assert json.loads(fatal.error.last_raw or "") == [
-        {"name": "weather", "arguments": {"city": "Oslo"}}
+        {"name": "weather", "arguments": {"city": "Turku"}}
     ]
     assert fatal.error.cause == "[ToolError] Unknown tool `weather`. Available tools: " + (
         "`search`, `analyze`, `report`. Call one of them by its exact name."
@@ -440,10 +440,10 @@ def test_respond_tool_is_added_and_terminal_when_no_other_is() -> None:
         ["search", "analyze", "report", "respond"],
         frozenset({"respond"}),
     )
-    call = _call("respond", message="It is 4 C in Oslo.")
+    call = _call("respond", message="It is 4 C in Turku.")
     assert isinstance(guard.check([call]), Execute)
-    outcome = guard.record([ToolResult(call=call, output="It is 4 C in Oslo.")])
-    assert (outcome.done, outcome.terminal_output) == (True, "It is 4 C in Oslo.")
+    outcome = guard.record([ToolResult(call=call, output="It is 4 C in Turku.")])
+    assert (outcome.done, outcome.terminal_output) == (True, "It is 4 C in Turku.")
 
 
 def test_from_workflow_includes_the_respond_tool() -> None:

@@ -35,7 +35,7 @@ class Summary(BaseModel):
     summary: str
 
 
-WEATHER = ToolSpec(name="get_weather", parameters=City)
+WEATHER = ToolSpec(name="get_conditions", parameters=City)
 CONVERT = ToolSpec(name="to_fahrenheit", parameters=Convert)
 REPORT = ToolSpec(name="report", parameters=Summary)
 
@@ -54,7 +54,7 @@ def run_loop(
 ) -> Outcome:
     """The loop a user would write around check()/record(), fed scripted replies."""
     out = Outcome(
-        history=[Message.user("Weather report for Oslo in Fahrenheit, please.")], trace=[]
+        history=[Message.user("Weather report for Turku in Fahrenheit, please.")], trace=[]
     )
     for reply in replies:
         action = guard.check(reply)
@@ -96,7 +96,7 @@ def text(content: str) -> LLMResponse:
 def make_tools() -> dict[str, Callable[..., str]]:
     flaky = iter([OSError("weather service timed out")])
 
-    def get_weather(city: str) -> str:
+    def get_conditions(city: str) -> str:
         failure = next(flaky, None)
         if failure is not None:
             raise failure
@@ -113,15 +113,15 @@ def make_tools() -> dict[str, Callable[..., str]]:
     def report(summary: str) -> str:
         return f"filed: {summary}"
 
-    return {"get_weather": get_weather, "to_fahrenheit": to_fahrenheit, "report": report}
+    return {"get_conditions": get_conditions, "to_fahrenheit": to_fahrenheit, "report": report}
 
 
 def make_guard(**options: Any) -> Guardrails:
     return Guardrails(
         [WEATHER, CONVERT, REPORT],
-        required_steps=["get_weather", "to_fahrenheit"],
+        required_steps=["get_conditions", "to_fahrenheit"],
         terminal_tools=["report"],
-        prerequisites={"to_fahrenheit": [Prerequisite(tool="get_weather", match_arg="city")]},
+        prerequisites={"to_fahrenheit": [Prerequisite(tool="get_conditions", match_arg="city")]},
         options=GuardrailOptions(rescue=False, **options),
     )
 
@@ -130,17 +130,17 @@ def test_scripted_run_recovers_from_every_kind_of_mistake() -> None:
     """Text, premature terminal, unknown tool, unmet prerequisite, a 20x repeated call, a tool
     failure and a resolution error are each corrected, and the run still completes."""
     guard = make_guard()
-    oslo = {"city": "Oslo"}
+    turku = {"city": "Turku"}
     script = [
         text("Sure, I will check the weather for you."),
-        calls(("report", {"summary": "Oslo is 40 F"})),
-        calls(("get_wether", oslo)),
-        calls(("to_fahrenheit", {"city": "Oslo", "celsius": 4})),
-        calls(*[("get_weather", oslo)] * 20),
-        calls(("get_weather", oslo)),
-        calls(("to_fahrenheit", {"city": "Oslo", "celsius": "4"})),
-        calls(("to_fahrenheit", {"city": "Oslo", "celsius": 4.0})),
-        calls(("report", {"summary": "Oslo: 39.2 F, light rain"})),
+        calls(("report", {"summary": "Turku is 40 F"})),
+        calls(("get_conditons", turku)),
+        calls(("to_fahrenheit", {"city": "Turku", "celsius": 4})),
+        calls(*[("get_conditions", turku)] * 20),
+        calls(("get_conditions", turku)),
+        calls(("to_fahrenheit", {"city": "Turku", "celsius": "4"})),
+        calls(("to_fahrenheit", {"city": "Turku", "celsius": 4.0})),
+        calls(("report", {"summary": "Turku: 39.2 F, light rain"})),
     ]
     out = run_loop(guard, script, make_tools())
     assert out.trace == [
@@ -154,8 +154,8 @@ def test_scripted_run_recovers_from_every_kind_of_mistake() -> None:
         "Execute",
         "Execute",
     ]
-    assert (out.answer, out.error) == ("filed: Oslo: 39.2 F, light rain", None)
-    assert guard.tracker.completed_steps == ("get_weather", "to_fahrenheit", "report")
+    assert (out.answer, out.error) == ("filed: Turku: 39.2 F, light rain", None)
+    assert guard.tracker.completed_steps == ("get_conditions", "to_fahrenheit", "report")
     kept = [(m.role, m.type) for m in out.history if not m.transient]
     assert kept == [
         (Role.USER, MessageType.USER_INPUT),
@@ -169,7 +169,7 @@ def test_scripted_run_recovers_from_every_kind_of_mistake() -> None:
         MessageType.PREREQUISITE_NUDGE,
     ]
     results = [m.content for m in out.history if m.type is MessageType.TOOL_RESULT]
-    assert results[0].startswith("[ToolError] `get_weather` failed: OSError")
+    assert results[0].startswith("[ToolError] `get_conditions` failed: OSError")
     assert results[2].startswith("[ToolResolutionError] `to_fahrenheit`")
 
 
@@ -178,11 +178,11 @@ def test_every_tool_message_answers_a_call_of_the_turn_before_it() -> None:
     out = run_loop(
         make_guard(),
         [
-            calls(("get_wether", {"city": "Oslo"}), ("report", {"summary": "x"})),
-            calls(("get_weather", {"city": "Oslo"})),
-            calls(("get_weather", {"city": "Oslo"})),
-            calls(("to_fahrenheit", {"city": "Oslo", "celsius": 4})),
-            calls(("to_fahrenheit", {"city": "Oslo", "celsius": 4})),
+            calls(("get_conditons", {"city": "Turku"}), ("report", {"summary": "x"})),
+            calls(("get_conditions", {"city": "Turku"})),
+            calls(("get_conditions", {"city": "Turku"})),
+            calls(("to_fahrenheit", {"city": "Turku", "celsius": 4})),
+            calls(("to_fahrenheit", {"city": "Turku", "celsius": 4})),
             calls(("report", {"summary": "done"})),
         ],
         make_tools(),
@@ -201,30 +201,30 @@ def test_every_tool_message_answers_a_call_of_the_turn_before_it() -> None:
 
 def test_scripted_loop_is_stopped_by_the_loop_guard() -> None:
     """A model re-sending one call gets a loop nudge, then the run ends with ToolLoopError."""
-    script = [calls(("get_weather", {"city": "Oslo"}))] * 6
+    script = [calls(("get_conditions", {"city": "Turku"}))] * 6
     tools = make_tools()
-    tools["get_weather"] = lambda city: f"{city}: 4.0 C"
+    tools["get_conditions"] = lambda city: f"{city}: 4.0 C"
     out = run_loop(make_guard(), script, tools)
     assert out.trace == ["Execute", "Execute", "StepBlocked", "Fatal"]
     assert isinstance(out.error, ToolLoopError)
-    assert out.history[-1].content.startswith("[LoopError] You called `get_weather`")
+    assert out.history[-1].content.startswith("[LoopError] You called `get_conditions`")
 
 
 def test_a_loop_of_a_failing_call_is_told_the_tools_own_reason() -> None:
-    """The real models re-sent ``get_population(city="Sydney")`` after "only capitals
-    (Australia's is Canberra)": the loop nudge for a call that failed each time quotes that
+    """The real models re-sent ``get_census(city="Geelong")`` after "only capitals
+    (Karelia's is Vantor)": the loop nudge for a call that failed each time quotes that
     error, and does not point at the terminal tool while the failing step is still to do."""
 
-    def get_weather(city: str) -> str:
+    def get_conditions(city: str) -> str:
         raise ToolResolutionError(f"no data for {city!r}; this dataset only has capitals")
 
     tools = make_tools()
-    tools["get_weather"] = get_weather
-    script = [calls(("get_weather", {"city": "Sydney"}))] * 4
+    tools["get_conditions"] = get_conditions
+    script = [calls(("get_conditions", {"city": "Geelong"}))] * 4
     out = run_loop(make_guard(), script, tools)
     assert out.trace == ["Execute", "Execute", "StepBlocked", "Fatal"]
     nudge = next(m.content for m in out.history if m.content.startswith("[LoopError]"))
-    assert "it failed every time: ToolResolutionError: no data for 'Sydney'" in nudge
+    assert "it failed every time: ToolResolutionError: no data for 'Geelong'" in nudge
     assert "this dataset only has capitals" in nudge
     assert "report" not in nudge
 
@@ -233,15 +233,15 @@ def test_a_loop_of_a_call_that_succeeded_is_not_told_it_failed() -> None:
     """A call that failed once and then ran is a plain repeat: no stale error is quoted."""
     outcomes = iter([OSError("timed out"), None, None, None])
 
-    def get_weather(city: str) -> str:
+    def get_conditions(city: str) -> str:
         failure = next(outcomes)
         if failure is not None:
             raise failure
         return f"{city}: 4.0 C"
 
     tools = make_tools()
-    tools["get_weather"] = get_weather
-    script = [calls(("get_weather", {"city": "Oslo"}))] * 5
+    tools["get_conditions"] = get_conditions
+    script = [calls(("get_conditions", {"city": "Turku"}))] * 5
     out = run_loop(make_guard(), script, tools)
     nudge = next(m.content for m in out.history if m.content.startswith("[LoopError]"))
     assert "failed" not in nudge

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_constrain import SCHEMA, TOOLS, _valid, instances
+from test_constrain import SCHEMA, TOOLS, WEATHER, _valid, instances
 from test_constrain_gbnf import accepts, derive, parse_gbnf
 
-from forge_rt.core import GrammarConstraint, JsonSchemaConstraint
+from forge_rt.core import GrammarConstraint, JsonSchemaConstraint, ToolSpec
 from forge_rt.errors import ConfigurationError, GrammarError
 from forge_rt.guardrails import (
     Gbnf,
@@ -154,14 +154,16 @@ def test_the_reader_follows_multi_line_rules_comments_and_dot() -> None:
 
 
 def test_continuing_a_json_schema_call_holds_it_to_the_rest_of_the_schema() -> None:
-    schema = tool_call_schema(TOOLS)
-    partial = '{"name": "get_weather", "arguments": {"city": "Par'
+    # The shared tools, the one with a ``city`` under a name of this test's own.
+    air = ToolSpec(name="get_air_quality", parameters=WEATHER.parameters)
+    schema = tool_call_schema([air if spec is WEATHER else spec for spec in TOOLS])
+    partial = '{"name": "get_air_quality", "arguments": {"city": "Qui'
     continuation = continuation_constraint(JsonSchemaConstraint(schema=schema), partial)
     assert isinstance(continuation.constraint, GrammarConstraint)
     rest = Gbnf(continuation.constraint.gbnf)
-    assert rest.accepts('is"}}')
-    assert rest.accepts('is", "unit": "c"}}')
-    assert not rest.accepts('is", "unit": "kelvin"}}')
+    assert rest.accepts('to"}}')
+    assert rest.accepts('to", "unit": "c"}}')
+    assert not rest.accepts('to", "unit": "kelvin"}}')
 
 
 def test_continuing_a_grammar_call_and_the_reasons_there_is_none() -> None:

@@ -12,7 +12,7 @@ from forge_rt.guardrails import Execute, GuardrailOptions, Guardrails, ToolError
 from forge_rt.guardrails._grounding import AnswerGrounding
 
 WEATHER = ToolSpec(
-    name="get_weather",
+    name="get_conditions",
     parameters={
         "type": "object",
         "properties": {"city": {"type": "string"}},
@@ -24,10 +24,10 @@ WEATHER = ToolSpec(
 @pytest.mark.parametrize(
     "answer",
     [
-        "It is 24 degrees and sunny in Rome.",  # relayed in its own words
-        "24C",
+        "It is 19 degrees and sunny in Porto.",  # relayed in its own words
+        "19C",
         "Sunny.",
-        "rome: sunny",
+        "porto: sunny",
         "Done.",  # a confirmation is an answer after an action
         "OK",
         "Cannot.",
@@ -35,14 +35,14 @@ WEATHER = ToolSpec(
 )
 def test_an_answer_that_relays_a_result_passes(answer: str) -> None:
     grounding = AnswerGrounding()
-    grounding.add_result("get_weather", "Weather in Rome: 24C, sunny")
+    grounding.add_result("get_conditions", "Weather in Porto: 19C, sunny")
     assert grounding.check(answer) is None
 
 
 @pytest.mark.parametrize(
     "answer",
     [
-        "You complete your request.",  # the real 0.5B, after "Weather in Rome: 24C, sunny"
+        "You complete your request.",  # the real 0.5B, after "Weather in Porto: 19C, sunny"
         "Hello world!",  # the real 0.5B, asked which of two cities is warmer
         "Please provide a meaningful message.",
         "Wear a sweater.",  # advice that restates nothing: sent back once, for the results
@@ -50,11 +50,11 @@ def test_an_answer_that_relays_a_result_passes(answer: str) -> None:
 )
 def test_an_answer_from_nowhere_is_refused_once_with_the_results(answer: str) -> None:
     grounding = AnswerGrounding()
-    grounding.add_result("get_weather", "Weather in Rome: 24C, sunny")
+    grounding.add_result("get_conditions", "Weather in Porto: 19C, sunny")
     nudge = grounding.check(answer)
     assert nudge is not None
     assert nudge.startswith("[AnswerError]")
-    assert "Weather in Rome: 24C, sunny" in nudge
+    assert "Weather in Porto: 19C, sunny" in nudge
     assert grounding.check(answer) is None  # the turn's one refusal is spent
     grounding.reset()
     assert grounding.check(answer) is None  # a new turn with no results has nothing to check
@@ -84,16 +84,18 @@ def _answer(message: str) -> LLMResponse:
 def _guard(**options: bool) -> Guardrails:
     return Guardrails(
         [WEATHER],
-        required_steps=["get_weather"],
+        required_steps=["get_conditions"],
         respond_tool=True,
         options=GuardrailOptions(**options),
     )
 
 
 def _ran_weather(guard: Guardrails) -> None:
-    action = guard.check(LLMResponse(result=[ToolCall(tool="get_weather", args={"city": "Rome"})]))
+    action = guard.check(
+        LLMResponse(result=[ToolCall(tool="get_conditions", args={"city": "Porto"})])
+    )
     assert isinstance(action, Execute)
-    guard.record([ToolResult(call=action.calls[0], output="Weather in Rome: 24C, sunny")])
+    guard.record([ToolResult(call=action.calls[0], output="Weather in Porto: 19C, sunny")])
 
 
 def test_the_facade_sends_an_ungrounded_respond_back_then_takes_the_next() -> None:
@@ -104,9 +106,9 @@ def test_the_facade_sends_an_ungrounded_respond_back_then_takes_the_next() -> No
     (nudge,) = refused.errors
     assert nudge.content.startswith("[AnswerError]")
     example = json.loads(nudge.content.split("for example: ", 1)[1])
-    assert example == {"name": "respond", "arguments": {"message": "Weather in Rome: 24C, sunny"}}
+    assert example == {"name": "respond", "arguments": {"message": "Weather in Porto: 19C, sunny"}}
     # The answer that relays the results is not an echo of the correction that quoted them.
-    assert isinstance(guard.check(_answer("Weather in Rome: 24C, sunny")), Execute)
+    assert isinstance(guard.check(_answer("Weather in Porto: 19C, sunny")), Execute)
 
 
 def test_a_model_that_insists_is_taken_at_its_word() -> None:
@@ -119,7 +121,7 @@ def test_a_model_that_insists_is_taken_at_its_word() -> None:
 def test_each_turn_gets_its_own_check() -> None:
     guard = _guard()
     _ran_weather(guard)
-    assert isinstance(guard.check(_answer("24C and sunny.")), Execute)
+    assert isinstance(guard.check(_answer("19C and sunny.")), Execute)
     guard.new_turn()
     _ran_weather(guard)
     assert isinstance(guard.check(_answer("Wear a coat.")), ToolErrors)
@@ -140,12 +142,12 @@ def test_an_answer_that_copies_a_result_with_its_note_keeps_the_result(gap: str)
     guard = _guard()
     _ran_weather(guard)
     copied = (
-        f"Weather in Rome: 24C, sunny{gap}[Note] You already called `get_weather` with these "
+        f"Weather in Porto: 19C, sunny{gap}[Note] You already called `get_conditions` with these "
         "arguments; the result is the same as before."
     )
     action = guard.check(_answer(copied))
     assert isinstance(action, Execute)
-    assert action.calls[0].args == {"message": "Weather in Rome: 24C, sunny"}
+    assert action.calls[0].args == {"message": "Weather in Porto: 19C, sunny"}
 
 
 @pytest.mark.parametrize(
@@ -155,16 +157,16 @@ def test_an_answer_that_copies_a_result_with_its_note_keeps_the_result(gap: str)
 def test_results_of_numbers_alone_refuse_nothing(result: str, answer: str) -> None:
     """A result with no words cannot tell an answer from nowhere: "-3 C" is relayed as "Cold."."""
     grounding = AnswerGrounding()
-    grounding.add_result("get_weather", result)
+    grounding.add_result("get_conditions", result)
     assert grounding.check(answer) is None
 
 
 def test_an_answer_that_names_what_was_looked_up_passes() -> None:
-    """ "Rome is warm." after get_weather(city="Rome") returned only "sunny, 28 C"."""
+    """ "Porto is warm." after get_conditions(city="Porto") returned only "sunny, 28 C"."""
     grounding = AnswerGrounding()
-    grounding.add_result("get_weather", "sunny, 28 C")
-    grounding.add_subject(["Rome"])
-    assert grounding.check("Rome is warm.") is None
+    grounding.add_result("get_conditions", "sunny, 28 C")
+    grounding.add_subject(["Porto"])
+    assert grounding.check("Porto is warm.") is None
     assert grounding.check("You complete your request.") is not None
 
 
@@ -180,9 +182,9 @@ def test_an_answer_of_tool_result_markup_is_shown_the_results_to_relay() -> None
     assert nudge.content.startswith("[ArgumentError] `respond` was not run")
     assert "<tool_" not in nudge.content
     example = json.loads(nudge.content.split("for example: ", 1)[1])
-    assert example == {"name": "respond", "arguments": {"message": "Weather in Rome: 24C, sunny"}}
+    assert example == {"name": "respond", "arguments": {"message": "Weather in Porto: 19C, sunny"}}
     assert nudge.call_id == refused.calls[0].call_id
-    assert isinstance(guard.check(_answer("Weather in Rome: 24C, sunny")), Execute)
+    assert isinstance(guard.check(_answer("Weather in Porto: 19C, sunny")), Execute)
 
 
 def test_markup_before_any_result_gets_the_plain_correction() -> None:
@@ -192,38 +194,38 @@ def test_markup_before_any_result_gets_the_plain_correction() -> None:
     assert "got echoed <tool_response> markup" in refused.errors[0].content
 
 
-STOCK = "ACME: 412.30 USD"
-ASKED = "What's ACME trading at?"
+STOCK = "KORV: 318.75 USD"
+ASKED = "What's KORV trading at?"
 
 
 @pytest.mark.parametrize(
     "answer",
     [
-        "ACME is at 412.30 USD.",
-        "412.30",
-        "ACME trading: 412.30",
-        "ACME is trading.",  # only the request's words, and nothing made up beside them
+        "KORV is at 318.75 USD.",
+        "318.75",
+        "KORV trading: 318.75",
+        "KORV is trading.",  # only the request's words, and nothing made up beside them
     ],
 )
 def test_an_answer_that_uses_the_result_beyond_the_request_passes(answer: str) -> None:
     grounding = AnswerGrounding()
     grounding.reset(ASKED)
-    grounding.add_result("get_stock_price", STOCK)
+    grounding.add_result("get_share_quote", STOCK)
     assert grounding.check(answer) is None
 
 
 def test_an_answer_linked_only_by_the_requests_words_is_refused() -> None:
-    """The real 0.5B answered "What's ACME trading at?" with a paragraph of its own about
-    ACME trading; the words it shares with the result are the request's."""
+    """The real 0.5B answered "What's KORV trading at?" with a paragraph of its own about
+    KORV trading; the words it shares with the result are the request's."""
     grounding = AnswerGrounding()
     grounding.reset(ASKED)
-    grounding.add_result("get_stock_price", STOCK)
-    answer = "ACME trading is a global market where investors buy and sell cryptocurrency."
+    grounding.add_result("get_share_quote", STOCK)
+    answer = "KORV trading is a global market where investors buy and sell cryptocurrency."
     nudge = grounding.check(answer)
     assert nudge is not None
     assert STOCK in nudge
-    plain = AnswerGrounding()  # without the request, "ACME" is a link to the result
-    plain.add_result("get_stock_price", STOCK)
+    plain = AnswerGrounding()  # without the request, "KORV" is a link to the result
+    plain.add_result("get_share_quote", STOCK)
     assert plain.check(answer) is None
 
 
@@ -234,22 +236,22 @@ def test_a_long_argument_the_model_wrote_is_no_evidence() -> None:
     grounding.reset(ASKED)
     paragraph = "Global markets where investors buy and sell cryptocurrency every day."
     grounding.add_subject([paragraph, "en"])
-    grounding.add_result("translate_text", "not relevant to this request")
-    grounding.add_result("get_stock_price", STOCK)
+    grounding.add_result("rephrase_text", "not relevant to this request")
+    grounding.add_result("get_share_quote", STOCK)
     assert grounding.check(paragraph) is not None
     short = AnswerGrounding()
-    short.add_subject(["Sarah Chen"])
-    short.add_result("get_department", "D-12 Research")
-    assert short.check("Sarah Chen works there.") is None
+    short.add_subject(["Maren Holt"])
+    short.add_result("get_division", "R-58 Logistics")
+    assert short.check("Maren Holt works there.") is None
 
 
 def test_the_correction_shows_distinct_results() -> None:
     """A result repeated by a model that kept calling the same tool is shown once, so the
     correction still reaches back to the result that answers."""
     grounding = AnswerGrounding()
-    grounding.add_result("get_stock_price", STOCK)
+    grounding.add_result("get_share_quote", STOCK)
     for _ in range(3):
-        grounding.add_result("translate_text", "not relevant to this request")
+        grounding.add_result("rephrase_text", "not relevant to this request")
     assert grounding.recent == f"{STOCK} | not relevant to this request"
 
 
@@ -260,8 +262,8 @@ def test_after_a_refused_answer_the_next_is_constrained_to_the_results() -> None
     _ran_weather(guard)
     assert guard.answer_choices == ()
     assert isinstance(guard.check(_answer("You complete your request.")), ToolErrors)
-    assert guard.answer_choices == ("Weather in Rome: 24C, sunny",)
-    assert isinstance(guard.check(_answer("Weather in Rome: 24C, sunny")), Execute)
+    assert guard.answer_choices == ("Weather in Porto: 19C, sunny",)
+    assert isinstance(guard.check(_answer("Weather in Porto: 19C, sunny")), Execute)
     guard.new_turn("And tomorrow?")
     assert guard.answer_choices == ()
     off = _guard(answer_from_results=False)
@@ -274,15 +276,15 @@ def test_a_tool_error_is_never_an_answer_to_constrain_to() -> None:
     """The correction shows failed calls' errors, but the answer is held only to successes;
     with none, it is not held at all."""
     grounding = AnswerGrounding()
-    grounding.add_result("get_stock_price", "unknown symbol 'AAPL'; try ACME", failed=True)
+    grounding.add_result("get_share_quote", "unknown symbol 'AAPL'; try KORV", failed=True)
     assert grounding.recent_successes == ()
-    grounding.add_result("get_stock_price", STOCK)
-    assert grounding.recent_results == ("unknown symbol 'AAPL'; try ACME", STOCK)
+    grounding.add_result("get_share_quote", STOCK)
+    assert grounding.recent_results == ("unknown symbol 'AAPL'; try KORV", STOCK)
     assert grounding.recent_successes == (STOCK,)
     guard = Guardrails([WEATHER], respond_tool=True)  # no required step: answering may follow
-    action = guard.check(LLMResponse(result=[ToolCall(tool="get_weather", args={"city": "X"})]))
+    action = guard.check(LLMResponse(result=[ToolCall(tool="get_conditions", args={"city": "X"})]))
     assert isinstance(action, Execute)
-    error = ToolResolutionError("unknown city 'X'; known cities: Rome")
+    error = ToolResolutionError("unknown city 'X'; known cities: Porto")
     guard.record([ToolResult(call=action.calls[0], error=error)])
     assert isinstance(guard.check(_answer("You complete your request.")), ToolErrors)
     assert guard.answer_choices == ()
@@ -290,24 +292,24 @@ def test_a_tool_error_is_never_an_answer_to_constrain_to() -> None:
 
 def test_a_hold_to_the_results_follows_the_results_that_come_after_it() -> None:
     """Held after one lookup, the answer may be a later lookup's result once it is in, or both,
-    one per line (the real 0.5B, held after Oslo, then sent on to Cairo, could only answer with
-    Oslo's weather)."""
+    one per line (the real 0.5B, held after Turku, then sent on to Lima, could only answer with
+    Turku's weather)."""
     cities = Guardrails([WEATHER], respond_tool=True)
     cities.new_turn("Where is it warmer today?")
 
     def weather(city: str, output: str) -> None:
-        action = cities.check(_answer_call("get_weather", city=city))
+        action = cities.check(_answer_call("get_conditions", city=city))
         assert isinstance(action, Execute)
         cities.record([ToolResult(call=action.calls[0], output=output)])
 
-    weather("Oslo", "Weather in Oslo: 3C, snow")
+    weather("Turku", "Weather in Turku: 3C, snow")
     assert isinstance(cities.check(_answer("Hello world!")), ToolErrors)
-    assert cities.answer_choices == ("Weather in Oslo: 3C, snow",)
-    weather("Cairo", "Weather in Cairo: 31C, clear")
+    assert cities.answer_choices == ("Weather in Turku: 3C, snow",)
+    weather("Lima", "Weather in Lima: 27C, clear")
     assert cities.answer_choices == (
-        "Weather in Oslo: 3C, snow",
-        "Weather in Cairo: 31C, clear",
-        "Weather in Oslo: 3C, snow\nWeather in Cairo: 31C, clear",
+        "Weather in Turku: 3C, snow",
+        "Weather in Lima: 27C, clear",
+        "Weather in Turku: 3C, snow\nWeather in Lima: 27C, clear",
     )
 
 

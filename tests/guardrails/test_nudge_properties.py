@@ -36,7 +36,7 @@ from forge_rt.guardrails._nudges import (
 NAME = st.from_regex(r"[a-z][a-z0-9_]{0,11}", fullmatch=True)
 TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 # Error messages as tools raise them, the awkward ones included: empty, a bare colon, a hint.
-MESSAGE = st.sampled_from(["", ":", "no such order:", "no such order; use ORD-0042", " \n "]) | TEXT
+MESSAGE = st.sampled_from(["", ":", "no such order:", "no such order; use KVX-0017", " \n "]) | TEXT
 SCALAR = st.one_of(st.none(), st.booleans(), st.integers(-(10**6), 10**6), st.floats(), TEXT)
 VALUE = st.recursive(
     SCALAR, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(NAME, inner, max_size=3)

@@ -34,7 +34,7 @@ class SalesArgs(BaseModel):
     quarter: int = Field(ge=1, le=4)
 
 
-SALES = ToolSpec(name="fetch_sales_data", description="Sales figures", parameters=SalesArgs)
+SALES = ToolSpec(name="fetch_rainfall_data", description="Rainfall figures", parameters=SalesArgs)
 REPORT = ToolSpec(
     name="report",
     parameters={
@@ -100,7 +100,7 @@ def test_user_nudge_renders_without_call_id() -> None:
 def test_example_call_is_a_valid_call_of_the_tool() -> None:
     """The example call parses as JSON and its arguments pass the tool's schema."""
     shown = json.loads(example_call(SALES))
-    assert shown["name"] == "fetch_sales_data"
+    assert shown["name"] == "fetch_rainfall_data"
     assert SALES.validate_args(shown["arguments"]) == {"year": 2000, "quarter": 1}
 
 
@@ -127,7 +127,7 @@ def test_retry_nudge_tier_zero_is_a_bug() -> None:
 def test_retry_nudge_lists_tools_and_shows_an_example() -> None:
     """The retry nudge names every tool and shows a copyable call of an ordinary tool."""
     text = retry_nudge(1, [RESPOND, *TOOLS])
-    assert "`fetch_sales_data`, `report`" in text
+    assert "`fetch_rainfall_data`, `report`" in text
     assert example_call(SALES) in text
     assert "To answer the user, call `respond`" in text
 
@@ -157,7 +157,7 @@ def test_unknown_tool_nudge_lists_real_tools_and_suggests_close_name() -> None:
     """An unknown tool gets the real tool list and the closest real name."""
     assert unknown_tool_nudge("reprot", TOOLS) == (
         "[ToolError] Unknown tool `reprot`. Did you mean `report`? Available tools: "
-        "`fetch_sales_data`, `report`. Call one of them by its exact name."
+        "`fetch_rainfall_data`, `report`. Call one of them by its exact name."
     )
 
 
@@ -178,13 +178,13 @@ def test_bad_args_nudge_lists_errors_and_the_call_to_send() -> None:
         args={"year": "last year", "quarter": "Q4"},
     )
     assert text == (
-        "[ArgumentError] `fetch_sales_data` was not run: fix `year`, `quarter`.\n"
+        "[ArgumentError] `fetch_rainfall_data` was not run: fix `year`, `quarter`.\n"
         "- Expected `int`, got `str` - at `$.year`\n"
         "- Expected `int`, got `str` - at `$.quarter`\n"
         '- `quarter`: "Q4" is read as 4\n'
         "- `year` needs a real value: an integer >= 2000.\n"
         "Send the call again with a real value for `year`, the rest as shown: "
-        '{"name": "fetch_sales_data", "arguments": {"quarter": 4}}'
+        '{"name": "fetch_rainfall_data", "arguments": {"quarter": 4}}'
     )
 
 
@@ -193,10 +193,10 @@ def test_bad_args_nudge_with_every_value_recoverable_shows_a_valid_call() -> Non
     text = bad_args_nudge(
         SALES,
         [ArgumentError("$.quarter", "Expected `int`, got `str`")],
-        args={"year": 2024, "quarter": "4th"},
+        args={"year": 2031, "quarter": "4th"},
     )
     shown = json.loads(text.rsplit("Send this corrected call: ", 1)[1])
-    assert SALES.validate_args(shown["arguments"]) == {"year": 2024, "quarter": 4}
+    assert SALES.validate_args(shown["arguments"]) == {"year": 2031, "quarter": 4}
 
 
 def test_bad_args_nudge_needs_errors() -> None:
@@ -208,23 +208,23 @@ def test_bad_args_nudge_needs_errors() -> None:
 def test_premature_terminal_nudge_names_pending_steps_per_tier() -> None:
     """Every tier carries the [StepEnforcementError] prefix and names the first pending step."""
     for tier in (1, 2, 3):
-        text = premature_terminal_nudge(tier, "report", ["fetch_sales_data", "analyze"])
+        text = premature_terminal_nudge(tier, "report", ["fetch_rainfall_data", "analyze"])
         assert text.startswith("[StepEnforcementError] ")
-        assert "`fetch_sales_data`" in text
-    assert "STOP" in premature_terminal_nudge(3, "report", ["fetch_sales_data"])
+        assert "`fetch_rainfall_data`" in text
+    assert "STOP" in premature_terminal_nudge(3, "report", ["fetch_rainfall_data"])
 
 
 def test_prerequisite_nudge_shows_the_matching_value() -> None:
     """An argument-matched prerequisite is shown with the concrete value it needs."""
     text = prerequisite_nudge(
         1,
-        "read_file",
-        [Prerequisite(tool="open_file", match_arg="path")],
+        "read_document",
+        [Prerequisite(tool="open_document", match_arg="path")],
         args={"path": "a.txt"},
     )
     assert text == (
-        '[PrereqError] `read_file` needs `open_file` with path="a.txt" to succeed first. '
-        'Please call `open_file` with path="a.txt" on its own, then call `read_file` again.'
+        '[PrereqError] `read_document` needs `open_document` with path="a.txt" to succeed first. '
+        'Please call `open_document` with path="a.txt" on its own, then call `read_document` again.'
     )
 
 

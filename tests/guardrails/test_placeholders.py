@@ -80,7 +80,7 @@ def _problem(value: str, echoes: EchoCorpus | None = None) -> str | None:
         ("<tool_response></tool_response>", "echoed <tool_response> markup"),
         ("AnswerError", "the name of a correction"),  # the real 0.5B, after an [AnswerError]
         ("[LoopError].", "the name of a correction"),
-        ("/path/to/your/file", "placeholder path"),  # the real 0.5B, for "See /notes/plan.txt"
+        ("/path/to/your/file", "placeholder path"),  # the real 0.5B, for "See /memos/agenda.txt"
         ("/path/to/file.txt", "placeholder path"),
         ("C:\\path\\to\\report.docx", "placeholder path"),
         ("~/your_project/notes.txt", "placeholder path"),
@@ -110,7 +110,7 @@ def test_a_stand_in_value_is_refused_with_its_rule(value: str, phrase: str) -> N
         "[1, 2]",
         "[120, 340, 90]",
         '["a", "b"]',
-        "[Paris, London]",
+        "[Quito, London]",
         "[New York]",
         "[x] done",
         "[x]",
@@ -129,16 +129,16 @@ def test_a_stand_in_value_is_refused_with_its_rule(value: str, phrase: str) -> N
         "Please sign your name here: ____",
         "TODO: call Bob about the invoice",
         "N/A",
-        "Paris",
+        "Quito",
         "The city, e.g. San Francisco",
-        "/notes/plan.txt",
+        "/memos/agenda.txt",
         "/srv/paths/to-do.txt",
         "src/yours.py",
         "/home/youri/projects",
         "/data/to/path",
         "Write the path to your file here: /notes/a.txt",
         "and/or",
-        "The report covers Q4 2024. Your complete profile is attached as a PDF in plain text "
+        "The report covers Q4 2031. Your complete profile is attached as a PDF in plain text "
         "form, together with the findings of the audit and the open questions.",
         "",
     ],
@@ -153,10 +153,10 @@ def test_a_sentence_of_a_correction_sent_back_is_an_echo() -> None:
     echoes = EchoCorpus()
     echoes.add(
         "[StepEnforcementError] `respond` cannot run yet: these steps are not done: "
-        "`fetch_sales_data`. Please call `fetch_sales_data` first."
+        "`fetch_rainfall_data`. Please call `fetch_rainfall_data` first."
     )
     assert "words copied from a correction" in (
-        _problem("Please call `fetch_sales_data` first.", echoes) or ""
+        _problem("Please call `fetch_rainfall_data` first.", echoes) or ""
     )
     assert _problem("Q4 sales were $1.2M, up 8% on Q3.", echoes) is None
 
@@ -165,10 +165,10 @@ def test_the_example_call_inside_a_correction_is_not_an_echo() -> None:
     """A correction's example call carries the model's own values: sending them is the fix."""
     echoes = EchoCorpus()
     echoes.add(
-        'Send this corrected call: {"name": "report", "arguments": {"report": "Sarah Chen joined '
+        'Send this corrected call: {"name": "report", "arguments": {"report": "Maren Holt joined '
         'Engineering in 2019 and reports to D. Park."}}'
     )
-    assert _problem("Sarah Chen joined Engineering in 2019 and reports to D. Park.", echoes) is None
+    assert _problem("Maren Holt joined Engineering in 2019 and reports to D. Park.", echoes) is None
 
 
 def test_prose_leaves_out_json_objects() -> None:
@@ -180,14 +180,14 @@ def test_prose_leaves_out_json_objects() -> None:
 def test_a_tool_result_relayed_in_the_answer_is_not_an_echo() -> None:
     """Facts copied from a tool's result are what an answer is for: they pass."""
     guard = Guardrails([FORECAST], respond_tool=True, options=GuardrailOptions(rescue=False))
-    first = guard.check([ToolCall(tool="get_forecast", args={"city": "Oslo"}, call_id="a")])
+    first = guard.check([ToolCall(tool="get_forecast", args={"city": "Turku"}, call_id="a")])
     assert isinstance(first, Execute)
-    guard.record([ToolResult(call=first.calls[0], output="Oslo: 4.0 C, light rain all afternoon")])
+    guard.record([ToolResult(call=first.calls[0], output="Turku: 4.0 C, light rain all afternoon")])
     answer = guard.check(
         [
             ToolCall(
                 tool="respond",
-                args={"message": "Oslo: 4.0 C, light rain all afternoon"},
+                args={"message": "Turku: 4.0 C, light rain all afternoon"},
                 call_id="b",
             )
         ]

@@ -21,12 +21,12 @@ def run(**kw):
 workflow = Workflow(
     name="home",
     tools=[
-        ToolDef(spec=ToolSpec(name="get_weather"), callable=run, needs=["network"]),
+        ToolDef(spec=ToolSpec(name="get_air_quality"), callable=run, needs=["network"]),
         ToolDef(spec=ToolSpec(name="turn_off_heating"), callable=run, needs=["writes_state"]),
         ToolDef(spec=ToolSpec(name="buy_heater"), callable=run, needs=["costs_money"]),
         ToolDef(spec=ToolSpec(name="mystery"), callable=run),
     ],
-    required_steps=["get_weather"],
+    required_steps=["get_air_quality"],
 )
 not_a_workflow = 42
 """
@@ -74,7 +74,13 @@ def test_the_table_shows_needs_verdict_reason_and_rule(module: Path, tmp_path: P
     """Each tool is a row: its declared needs, the verdict, the reason and the deciding rule."""
     result = _run(f"{module}:workflow", policy=POLICY, tmp=tmp_path)
     assert result.exit_code == 0, result.output
-    assert _row(result.output, "get_weather") == ["get_weather", "network", "allow", "", "default"]
+    assert _row(result.output, "get_air_quality") == [
+        "get_air_quality",
+        "network",
+        "allow",
+        "",
+        "default",
+    ]
     assert _row(result.output, "turn_off_heating") == [
         "turn_off_heating",
         "writes_state",
@@ -128,15 +134,15 @@ def test_a_bad_target_exits_2(module: Path, target: str, message: str) -> None:
 
 def test_a_policy_the_workflow_cannot_run_under_exits_2(module: Path, tmp_path: Path) -> None:
     """The table is shown, then the conflict (a denied required step) fails with exit 2."""
-    policy = '[tools]\nget_weather = { verdict = "deny", reason = "offline" }\n'
+    policy = '[tools]\nget_air_quality = { verdict = "deny", reason = "offline" }\n'
     result = _run(f"{module}:workflow", policy=policy, tmp=tmp_path)
     assert result.exit_code == 2
-    assert _row(result.output, "get_weather")[2:4] == ["deny", "offline"]
-    assert "required step 'get_weather' is denied by the policy" in result.output
+    assert _row(result.output, "get_air_quality")[2:4] == ["deny", "offline"]
+    assert "required step 'get_air_quality' is denied by the policy" in result.output
 
 
 def test_a_bad_policy_file_exits_2(module: Path, tmp_path: Path) -> None:
     """A malformed rule in the policy file is a usage error naming the rule."""
-    result = _run(f"{module}:workflow", policy='[tools]\nget_weather = "maybe"\n', tmp=tmp_path)
+    result = _run(f"{module}:workflow", policy='[tools]\nget_air_quality = "maybe"\n', tmp=tmp_path)
     assert result.exit_code == 2
     assert "unknown verdict 'maybe'" in result.output

@@ -15,7 +15,7 @@ from forge_rt.guardrails import (
 )
 
 READ = ToolSpec(
-    name="read_file",
+    name="read_document",
     parameters={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
 )
 ADD = ToolSpec(
@@ -48,9 +48,9 @@ def _ran(guard: Guardrails, tool: str, output: str | None = None, **args: object
 
 def test_a_validator_refusal_is_excluded_for_the_rest_of_the_turn() -> None:
     guard = Guardrails([READ], respond_tool=True, options=ON)
-    assert isinstance(guard.check(_reply("read_file", path="/path/to/your/file")), ToolErrors)
+    assert isinstance(guard.check(_reply("read_document", path="/path/to/your/file")), ToolErrors)
     assert [c.args for c in guard.excluded_calls] == [{"path": StartsWith("/path/to/your/file")}]
-    _ran(guard, "read_file", "v2 ships in March", path="/notes/plan.txt")
+    _ran(guard, "read_document", "v2 ships in March", path="/memos/agenda.txt")
     assert [c.args for c in guard.excluded_calls] == [{"path": StartsWith("/path/to/your/file")}]
     guard.new_turn()
     assert guard.excluded_calls == ()
@@ -58,11 +58,11 @@ def test_a_validator_refusal_is_excluded_for_the_rest_of_the_turn() -> None:
 
 def test_a_resolution_failure_is_excluded_until_a_call_succeeds() -> None:
     guard = Guardrails([READ], respond_tool=True, options=ON)
-    _ran(guard, "read_file", None, path="/notes/plan.md")
-    assert [c.args for c in guard.excluded_calls] == [{"path": StartsWith("/notes/plan.md")}]
-    _ran(guard, "read_file", None, path="/notes/plan")
+    _ran(guard, "read_document", None, path="/memos/agenda.md")
+    assert [c.args for c in guard.excluded_calls] == [{"path": StartsWith("/memos/agenda.md")}]
+    _ran(guard, "read_document", None, path="/memos/agenda")
     assert len(guard.excluded_calls) == 2
-    _ran(guard, "read_file", "v2 ships in March", path="/notes/plan.txt")
+    _ran(guard, "read_document", "v2 ships in March", path="/memos/agenda.txt")
     assert guard.excluded_calls == ()  # the success may have changed what resolves
 
 
@@ -75,8 +75,8 @@ def test_a_call_a_constraint_cannot_tell_apart_is_not_excluded() -> None:
 
 def test_off_by_default_nothing_refused_is_excluded() -> None:
     guard = Guardrails([READ], respond_tool=True)
-    assert isinstance(guard.check(_reply("read_file", path="/path/to/your/file")), ToolErrors)
-    _ran(guard, "read_file", None, path="/notes/plan.md")
+    assert isinstance(guard.check(_reply("read_document", path="/path/to/your/file")), ToolErrors)
+    _ran(guard, "read_document", None, path="/memos/agenda.md")
     assert guard.excluded_calls == ()
 
 

@@ -26,11 +26,11 @@ REAL_LOOP = "\n".join(CHECK % m for m in ["ciprofenamide", "ibuprofen"] * 5)
 
 # Reply 12 (0.5B): a chain written ahead whose terminal call is duplicated: a slip, not a loop.
 REAL_SLIP = (
-    '{"name": "fetch_sales_data", "arguments": {"quarter": 4, "year": 2024}}\n'
-    '{"name": "analyze_sales", "arguments": {}}\n'
-    '{"name": "report", "arguments": {"findings": "The sales data for Q4 2024 quarter and year '
+    '{"name": "fetch_rainfall_data", "arguments": {"quarter": 4, "year": 2031}}\n'
+    '{"name": "analyze_rainfall", "arguments": {}}\n'
+    '{"name": "report", "arguments": {"findings": "The sales data for Q4 2031 quarter and year '
     'have been successfully loaded and analyzed."}}\n'
-    '{"name": "report", "arguments": {"findings": "The sales data for Q4 2024 quarter and year '
+    '{"name": "report", "arguments": {"findings": "The sales data for Q4 2031 quarter and year '
     'have been successfully loaded and analyzed."}}'
 )
 
@@ -109,7 +109,7 @@ def test_calls_repeated_inside_one_array_are_counted() -> None:
 
 def test_objects_that_name_no_tool_are_not_calls() -> None:
     """Repeated data objects (a list of rows) are not calls; only call-shaped objects count."""
-    text = "\n".join(['{"city": "Paris", "temp": 18}'] * 5)
+    text = "\n".join(['{"city": "Quito", "temp": 18}'] * 5)
     assert stream(RepetitionDetector(), text) == (None, len(text))
 
 
@@ -131,7 +131,7 @@ def test_a_line_repeated_eight_times_is_found() -> None:
 def test_lines_inside_a_json_string_are_counted() -> None:
     """The real 0.5B looped inside a respond message (escaped line breaks, two lines taking
     turns) for 2,048 tokens: found at the eighth copy of a line, not at the cap."""
-    lines = ["A-1 total: 40 EUR", "A-2 total: 65 EUR"]
+    lines = ["B-4 total: 40 EUR", "B-5 total: 65 EUR"]
     lines += ["Total of one order: 40 EUR", "Total of one order: 65 EUR"] * 40
     message = json.dumps({"name": "respond", "arguments": {"message": "\n".join(lines)}})
     assert "\n" not in message  # the breaks are escaped, as a model writes them in JSON
@@ -247,9 +247,7 @@ def test_a_reply_stopped_for_repeating_is_told_so_not_that_it_hit_the_limit() ->
 
 
 # currency_chain run 0 at 1c46b5a (0.5B, constrained): the call, then spaces to the token cap.
-REAL_SPACES = (
-    '{"name": "get_exchange_rate", "arguments": {"base": "USD", "quote": "EUR}}"}' + " " * 2024
-)
+REAL_SPACES = '{"name": "get_fx_rate", "arguments": {"base": "USD", "quote": "EUR}}"}' + " " * 2031
 
 
 def test_a_run_of_whitespace_is_stopped_at_space_run() -> None:
@@ -263,7 +261,7 @@ def test_a_run_of_whitespace_is_stopped_at_space_run() -> None:
 def test_indentation_and_a_blank_line_are_no_run() -> None:
     """The healthy maximum in the real replies: a line break and 20 spaces; and mixed runs that
     are each below SPACE_RUN."""
-    cities = ["Oslo", "Rome", "Lima", "Cairo", "Paris"]
+    cities = ["Turku", "Bergen", "Lima", "Minsk", "Quito"]
     text = "".join(f'\n{" " * 20}"city": "{c}",' for c in cities) + " " * (SPACE_RUN - 1) + "}"
     assert stream(RepetitionDetector(), text)[0] is None
 

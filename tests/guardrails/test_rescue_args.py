@@ -217,38 +217,38 @@ ORDER = ToolSpec(
 @pytest.mark.parametrize(
     ("message", "expected"),
     [
-        ("no such order; use ORD-0042", {"order_id": "ORD-0042", "region": "eu"}),
+        ("no such order; use KVX-0017", {"order_id": "KVX-0017", "region": "eu"}),
         (
-            "unknown order 'ORD-42', did you mean 'ORD-0042'?",
-            {"order_id": "ORD-0042", "region": "eu"},
+            "unknown order 'KVX-17', did you mean 'KVX-0017'?",
+            {"order_id": "KVX-0017", "region": "eu"},
         ),
-        ("region must be one of: try us", {"order_id": "ORD-42", "region": "us"}),
+        ("region must be one of: try us", {"order_id": "KVX-17", "region": "us"}),
         ("no such order", None),
-        ("look it up first: use list_orders", None),
+        ("look it up first: use list_shipments", None),
         ("service busy, try again later", None),
         ("use a different id", None),
-        ("no order 'ORD-42'; ids are ORD-0041 and ORD-0042", None),  # several: no one value
-        ("no order 'ORD-42'; the only id is ORD-0042", {"order_id": "ORD-0042", "region": "eu"}),
+        ("no order 'KVX-17'; ids are KVX-0016 and KVX-0017", None),  # several: no one value
+        ("no order 'KVX-17'; the only id is KVX-0017", {"order_id": "KVX-0017", "region": "eu"}),
         ("region must be one of: us, apac", None),
-        ("region must be one of: us", {"order_id": "ORD-42", "region": "us"}),
+        ("region must be one of: us", {"order_id": "KVX-17", "region": "us"}),
         ("unknown region; valid values are `us` or `apac`", None),
         ("the order is gone", None),  # "is" alone names no value
         (
-            "no data for 'ORD-42'; only archived orders are kept (Lee's is ORD-0042)",
-            {"order_id": "ORD-0042", "region": "eu"},
+            "no data for 'KVX-17'; only archived orders are kept (Lee's is KVX-0017)",
+            {"order_id": "KVX-0017", "region": "eu"},
         ),
-        ("the correct order is ORD-0042.", {"order_id": "ORD-0042", "region": "eu"}),
+        ("the correct order is KVX-0017.", {"order_id": "KVX-0017", "region": "eu"}),
         (
-            "no such order; the nearest match is `ORD-0042`",
-            {"order_id": "ORD-0042", "region": "eu"},
+            "no such order; the nearest match is `KVX-0017`",
+            {"order_id": "KVX-0017", "region": "eu"},
         ),
         ("the order's status is gone", None),  # named, but not a valid value for any argument
         (
-            "order_id 'ORD-42' has the wrong format: use ORD- and 4 digits, e.g. ORD-0042",
-            {"order_id": "ORD-0042", "region": "eu"},
+            "order_id 'KVX-17' has the wrong format: use KVX- and 4 digits, e.g. KVX-0017",
+            {"order_id": "KVX-0017", "region": "eu"},
         ),
-        ("wrong format; for example ORD-0042", {"order_id": "ORD-0042", "region": "eu"}),
-        ("wrong format: use ORD- and 4 digits", None),  # a prefix is not a value
+        ("wrong format; for example KVX-0017", {"order_id": "KVX-0017", "region": "eu"}),
+        ("wrong format: use KVX- and 4 digits", None),  # a prefix is not a value
     ],
     ids=[
         "use",
@@ -277,23 +277,23 @@ def test_hinted_args_put_the_suggested_value_in_place(
     message: str, expected: dict[str, Any] | None
 ) -> None:
     """The value a tool's error suggests replaces the argument it is for; no hint, no call."""
-    args = {"order_id": "ORD-42", "region": "eu"}
-    assert hinted_args(ORDER, args, message, tools=["get_order", "list_orders"]) == expected
+    args = {"order_id": "KVX-17", "region": "eu"}
+    assert hinted_args(ORDER, args, message, tools=["get_order", "list_shipments"]) == expected
 
 
 @pytest.mark.parametrize(
     ("message", "expected"),
     [
-        ("no order 'ORD-42'; ids are ORD-0041 and ORD-0042", "ORD-0041"),
-        ("no order 'ORD-42'; ids are ORD-42 and ORD-0042", "ORD-0042"),  # not the same again
-        ("order_id must be one of A-1, A-2 or A-3", "A-1"),
+        ("no order 'KVX-17'; ids are KVX-0016 and KVX-0017", "KVX-0016"),
+        ("no order 'KVX-17'; ids are KVX-17 and KVX-0017", "KVX-0017"),  # not the same again
+        ("order_id must be one of B-4, B-5 or B-6", "B-4"),
         ("no such order", None),
     ],
     ids=["first", "not-the-sent-one", "three", "no-list"],
 )
 def test_hinted_args_with_several_take_a_listed_value(message: str, expected: str | None) -> None:
     """``several``: a list of several valid values gives the first that changes the call."""
-    args = {"order_id": "ORD-42", "region": "eu"}
+    args = {"order_id": "KVX-17", "region": "eu"}
     fixed = hinted_args(ORDER, args, message, several=True)
     assert (fixed["order_id"] if fixed is not None else None) == expected
 
@@ -305,12 +305,12 @@ def test_repair_drops_a_key_a_strict_model_forbids() -> None:
         model_config = ConfigDict(extra="forbid")
         city: str
 
-    repair = repair_args(ToolSpec(name="w", parameters=Strict), {"city": "Oslo", "x": 1})
-    assert (repair.args, repair.missing) == ({"city": "Oslo"}, ())
+    repair = repair_args(ToolSpec(name="w", parameters=Strict), {"city": "Turku", "x": 1})
+    assert (repair.args, repair.missing) == ({"city": "Turku"}, ())
 
 
 RATE = ToolSpec(
-    name="get_exchange_rate",
+    name="get_fx_rate",
     parameters={
         "type": "object",
         "properties": {"base": {"type": "string"}, "quote": {"type": "string"}},
@@ -346,7 +346,7 @@ def test_hinted_args_exchange_a_pair_named_the_other_way_round(
     [
         (("euros", "dollars"), "only EUR->USD is available", {"base": "EUR", "quote": "USD"}),
         (("eur", "usd"), "only EUR\u2192USD is available", None),  # the same values: unchanged
-        (("Paris", "Rome"), "only Berlin->Munich is served", None),  # other things, not spellings
+        (("Quito", "Bergen"), "only Berlin->Munich is served", None),  # other things, not spellings
         (("USD", "EUR"), "only EUR->GBP is available", None),  # names a value the call has
         (("euros", "dollars"), "only EUR/USD is available", None),  # no arrow: no direction
     ],

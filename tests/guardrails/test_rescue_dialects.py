@@ -12,8 +12,8 @@ from forge_rt.core import ToolSpec
 from forge_rt.guardrails import Dialect, rescue, rescue_tool_calls, respond_spec, split_reasoning
 
 WEATHER = ToolSpec(
-    name="get_weather",
-    description="Current weather for a city.",
+    name="get_air_quality",
+    description="Current air quality for a city.",
     parameters={
         "type": "object",
         "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
@@ -35,33 +35,33 @@ SEARCH = ToolSpec(
 )
 TOOLS = [WEATHER, SEARCH, respond_spec()]
 
-PARIS = ("get_weather", {"city": "Paris"})
+QUITO = ("get_air_quality", {"city": "Quito"})
 TRIO = ("search", {"query": "trio"})
 
 # (id, text, expected calls, expected dialects)
 CASES: list[tuple[str, str, list[tuple[str, dict[str, Any]]], list[Dialect]]] = [
     (
         "bare-name-arguments",
-        '{"name": "get_weather", "arguments": {"city": "Paris"}}',
-        [PARIS],
+        '{"name": "get_air_quality", "arguments": {"city": "Quito"}}',
+        [QUITO],
         [Dialect.BARE_JSON],
     ),
     (
         "bare-tool-args",
-        '{"tool": "get_weather", "args": {"city": "Paris"}}',
-        [PARIS],
+        '{"tool": "get_air_quality", "args": {"city": "Quito"}}',
+        [QUITO],
         [Dialect.BARE_JSON],
     ),
     (
         "function-object",
-        '{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}',
-        [PARIS],
+        '{"type": "function", "function": {"name": "get_air_quality", "arguments": {"city": "Quito"}}}',
+        [QUITO],
         [Dialect.BARE_JSON],
     ),
     (
         "function-arguments-as-json-string",
-        '{"function": {"name": "get_weather", "arguments": "{\\"city\\": \\"Paris\\"}"}}',
-        [PARIS],
+        '{"function": {"name": "get_air_quality", "arguments": "{\\"city\\": \\"Quito\\"}"}}',
+        [QUITO],
         [Dialect.BARE_JSON],
     ),
     (
@@ -73,68 +73,68 @@ CASES: list[tuple[str, str, list[tuple[str, dict[str, Any]]], list[Dialect]]] = 
     ),
     (
         "array-of-calls",
-        '[{"name": "get_weather", "arguments": {"city": "Paris"}}, '
+        '[{"name": "get_air_quality", "arguments": {"city": "Quito"}}, '
         '{"name": "search", "arguments": {"query": "trio"}}]',
-        [PARIS, TRIO],
+        [QUITO, TRIO],
         [Dialect.BARE_JSON, Dialect.BARE_JSON],
     ),
     (
         "calls-on-separate-lines",
-        '{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
+        '{"name": "get_air_quality", "arguments": {"city": "Quito"}}\n'
         '{"name": "search", "arguments": {"query": "trio"}}\n',
-        [PARIS, TRIO],
+        [QUITO, TRIO],
         [Dialect.BARE_JSON, Dialect.BARE_JSON],
     ),
     (
         "json-fence",
-        '```json\n{\n  "name": "get_weather",\n  "arguments": {\n    "city": "Paris"\n  }\n}\n```',
-        [PARIS],
+        '```json\n{\n  "name": "get_air_quality",\n  "arguments": {\n    "city": "Quito"\n  }\n}\n```',
+        [QUITO],
         [Dialect.FENCED_JSON],
     ),
     (
         "plain-fence-with-prose",
-        'I will look it up.\n\n```\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```\n'
+        'I will look it up.\n\n```\n{"name": "get_air_quality", "arguments": {"city": "Quito"}}\n```\n'
         "Done.",
-        [PARIS],
+        [QUITO],
         [Dialect.FENCED_JSON],
     ),
     (
         "two-fences",
-        '```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```\n\n'
+        '```json\n{"name": "get_air_quality", "arguments": {"city": "Quito"}}\n```\n\n'
         '```json\n{"name": "search", "arguments": {"query": "trio"}}\n```',
-        [PARIS, TRIO],
+        [QUITO, TRIO],
         [Dialect.FENCED_JSON, Dialect.FENCED_JSON],
     ),
     (
         "json-in-prose",
-        'Sure! Calling {"name": "get_weather", "arguments": {"city": "Paris"}} now.',
-        [PARIS],
+        'Sure! Calling {"name": "get_air_quality", "arguments": {"city": "Quito"}} now.',
+        [QUITO],
         [Dialect.JSON_IN_PROSE],
     ),
     (
         "hermes",
-        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
-        [PARIS],
+        '<tool_call>\n{"name": "get_air_quality", "arguments": {"city": "Quito"}}\n</tool_call>',
+        [QUITO],
         [Dialect.HERMES_XML],
     ),
     (
         "hermes-two-calls",
-        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n'
+        '<tool_call>\n{"name": "get_air_quality", "arguments": {"city": "Quito"}}\n</tool_call>\n'
         '<tool_call>\n{"name": "search", "arguments": {"query": "trio"}}\n</tool_call>',
-        [PARIS, TRIO],
+        [QUITO, TRIO],
         [Dialect.HERMES_XML, Dialect.HERMES_XML],
     ),
     (
         "hermes-cut-off-before-close",
-        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}',
-        [PARIS],
+        '<tool_call>\n{"name": "get_air_quality", "arguments": {"city": "Quito"}}',
+        [QUITO],
         [Dialect.HERMES_XML],
     ),
     (
         "qwen-coder-xml",
-        "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+        "<tool_call>\n<function=get_air_quality>\n<parameter=city>\nQuito\n</parameter>\n"
         "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>",
-        [("get_weather", {"city": "Paris", "days": 3})],
+        [("get_air_quality", {"city": "Quito", "days": 3})],
         [Dialect.QWEN_CODER_XML],
     ),
     (
@@ -146,39 +146,39 @@ CASES: list[tuple[str, str, list[tuple[str, dict[str, Any]]], list[Dialect]]] = 
     ),
     (
         "mistral-name-object",
-        '[TOOL_CALLS]get_weather{"city": "Paris"}',
-        [PARIS],
+        '[TOOL_CALLS]get_air_quality{"city": "Quito"}',
+        [QUITO],
         [Dialect.MISTRAL],
     ),
     (
         "mistral-array",
-        '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris"}}, '
+        '[TOOL_CALLS] [{"name": "get_air_quality", "arguments": {"city": "Quito"}}, '
         '{"name": "search", "arguments": {"query": "trio"}}]',
-        [PARIS, TRIO],
+        [QUITO, TRIO],
         [Dialect.MISTRAL, Dialect.MISTRAL],
     ),
     (
         "mistral-args-marker",
-        '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}',
-        [PARIS],
+        '[TOOL_CALLS]get_air_quality[ARGS]{"city": "Quito"}',
+        [QUITO],
         [Dialect.MISTRAL],
     ),
     (
         "mistral-call-id",
-        '[TOOL_CALLS]get_weather[CALL_ID]a1B2c3D4e[ARGS]{"city": "Paris"}',
-        [PARIS],
+        '[TOOL_CALLS]get_air_quality[CALL_ID]a1B2c3D4e[ARGS]{"city": "Quito"}',
+        [QUITO],
         [Dialect.MISTRAL],
     ),
     (
         "mistral-two-calls",
-        '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}[TOOL_CALLS]search[ARGS]{"query": "trio"}',
-        [PARIS, TRIO],
+        '[TOOL_CALLS]get_air_quality[ARGS]{"city": "Quito"}[TOOL_CALLS]search[ARGS]{"query": "trio"}',
+        [QUITO, TRIO],
         [Dialect.MISTRAL, Dialect.MISTRAL],
     ),
     (
         "llama-python-tag-json",
-        '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris"}}<|eom_id|>',
-        [PARIS],
+        '<|python_tag|>{"name": "get_air_quality", "parameters": {"city": "Quito"}}<|eom_id|>',
+        [QUITO],
         [Dialect.LLAMA_PYTHON_TAG],
     ),
     (
@@ -189,14 +189,14 @@ CASES: list[tuple[str, str, list[tuple[str, dict[str, Any]]], list[Dialect]]] = 
     ),
     (
         "llama-json",
-        '{"type": "function", "name": "get_weather", "parameters": {"city": "Paris"}}',
-        [PARIS],
+        '{"type": "function", "name": "get_air_quality", "parameters": {"city": "Quito"}}',
+        [QUITO],
         [Dialect.LLAMA_JSON],
     ),
     (
         "rehearsal",
-        'get_weather[ARGS]{"city": "Paris"}',
-        [PARIS],
+        'get_air_quality[ARGS]{"city": "Quito"}',
+        [QUITO],
         [Dialect.REHEARSAL],
     ),
     (
@@ -207,14 +207,14 @@ CASES: list[tuple[str, str, list[tuple[str, dict[str, Any]]], list[Dialect]]] = 
     ),
     (
         "python-call-positional-in-schema-order",
-        "```python\nget_weather('Paris', 3)\n```",
-        [("get_weather", {"city": "Paris", "days": 3})],
+        "```python\nget_air_quality('Quito', 3)\n```",
+        [("get_air_quality", {"city": "Quito", "days": 3})],
         [Dialect.PYTHON_CALL],
     ),
     (
         "python-call-on-its-own-line",
-        'I will check.\nget_weather(city="Paris")\n',
-        [PARIS],
+        'I will check.\nget_air_quality(city="Quito")\n',
+        [QUITO],
         [Dialect.PYTHON_CALL],
     ),
     (
@@ -225,21 +225,21 @@ CASES: list[tuple[str, str, list[tuple[str, dict[str, Any]]], list[Dialect]]] = 
     ),
     (
         "xml-function-name-attribute",
-        '<tools>\n    <function name="get_weather" arguments=\'{"city": "Paris"}\'/>\n</tools>',
-        [PARIS],
+        '<tools>\n    <function name="get_air_quality" arguments=\'{"city": "Quito"}\'/>\n</tools>',
+        [QUITO],
         [Dialect.XML_ATTR],
     ),
     (
         "xml-invoke-parameters",
-        '<invoke name="get_weather">\n<parameter name="city">Paris</parameter>\n'
+        '<invoke name="get_air_quality">\n<parameter name="city">Quito</parameter>\n'
         '<parameter name="days">2</parameter>\n</invoke>',
-        [("get_weather", {"city": "Paris", "days": 2})],
+        [("get_air_quality", {"city": "Quito", "days": 2})],
         [Dialect.XML_ATTR],
     ),
     (
         "xml-function-name-element",
-        '<function-name>get_weather</function-name>\n<arguments>\n{"city": "Paris"}\n</arguments>',
-        [PARIS],
+        '<function-name>get_air_quality</function-name>\n<arguments>\n{"city": "Quito"}\n</arguments>',
+        [QUITO],
         [Dialect.XML_TAGS],
     ),
     (
@@ -250,20 +250,20 @@ CASES: list[tuple[str, str, list[tuple[str, dict[str, Any]]], list[Dialect]]] = 
     ),
     (
         "repaired-trailing-commas",
-        '{"name": "get_weather", "arguments": {"city": "Paris",},}',
-        [PARIS],
+        '{"name": "get_air_quality", "arguments": {"city": "Quito",},}',
+        [QUITO],
         [Dialect.REPAIRED_JSON],
     ),
     (
         "repaired-single-quotes",
-        "{'name': 'get_weather', 'arguments': {'city': 'Paris'}}",
-        [PARIS],
+        "{'name': 'get_air_quality', 'arguments': {'city': 'Quito'}}",
+        [QUITO],
         [Dialect.REPAIRED_JSON],
     ),
     (
         "repaired-doubled-braces",
-        '{{"name": "get_weather", "arguments": {"city": "Paris"}}}',
-        [PARIS],
+        '{{"name": "get_air_quality", "arguments": {"city": "Quito"}}}',
+        [QUITO],
         [Dialect.REPAIRED_JSON],
     ),
     (
@@ -280,33 +280,33 @@ CASES: list[tuple[str, str, list[tuple[str, dict[str, Any]]], list[Dialect]]] = 
     ),
     (
         "repaired-missing-final-brace",
-        '{"name": "get_weather", "arguments": {"city": "Paris"}',
-        [PARIS],
+        '{"name": "get_air_quality", "arguments": {"city": "Quito"}',
+        [QUITO],
         [Dialect.REPAIRED_JSON],
     ),
     (
         "repaired-inside-fence",
-        "```json\n{'name': 'get_weather', 'arguments': {'city': 'Paris',}}\n```",
-        [PARIS],
+        "```json\n{'name': 'get_air_quality', 'arguments': {'city': 'Quito',}}\n```",
+        [QUITO],
         [Dialect.REPAIRED_JSON],
     ),
     (
         "mixed-dialects-in-order",
-        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n'
+        '<tool_call>\n{"name": "get_air_quality", "arguments": {"city": "Quito"}}\n</tool_call>\n'
         'Then: [TOOL_CALLS]search[ARGS]{"query": "trio"}',
-        [PARIS, TRIO],
+        [QUITO, TRIO],
         [Dialect.HERMES_XML, Dialect.MISTRAL],
     ),
     (
         "case-insensitive-unique-name",
-        '{"name": "Get_Weather", "arguments": {"city": "Paris"}}',
-        [PARIS],
+        '{"name": "Get_Air_Quality", "arguments": {"city": "Quito"}}',
+        [QUITO],
         [Dialect.BARE_JSON],
     ),
     (
         "arguments-beside-the-name",
-        '{"name": "get_weather", "city": "Paris"}',
-        [PARIS],
+        '{"name": "get_air_quality", "city": "Quito"}',
+        [QUITO],
         [Dialect.BARE_JSON],
     ),
     (
@@ -317,8 +317,8 @@ CASES: list[tuple[str, str, list[tuple[str, dict[str, Any]]], list[Dialect]]] = 
     ),
     (
         "quoted-integer-coerced",
-        '{"name": "get_weather", "arguments": {"city": "Paris", "days": "4"}}',
-        [("get_weather", {"city": "Paris", "days": 4})],
+        '{"name": "get_air_quality", "arguments": {"city": "Quito", "days": "4"}}',
+        [("get_air_quality", {"city": "Quito", "days": 4})],
         [Dialect.BARE_JSON],
     ),
 ]
@@ -339,22 +339,22 @@ def test_dialect_is_recovered(
 
 NO_CALLS = [
     ("empty", ""),
-    ("prose", "The capital of France is Paris."),
-    ("arguments-without-a-name", '{"city": "Paris"}'),
+    ("prose", "The capital of Ecuador is Quito."),
+    ("arguments-without-a-name", '{"city": "Quito"}'),
     ("json-answer-object", '{"response": "No interaction data found for Caffeine."}'),
     ("markdown-code", "```python\nimport math\nprint(math.sqrt(144))\n```"),
-    ("code-with-variables", "```python\nrecords = search(query)\nget_weather(city)\n```"),
+    ("code-with-variables", "```python\nrecords = search(query)\nget_air_quality(city)\n```"),
     ("python-def", "def search(query='trio'):\n    return []"),
-    ("tool-mentioned-in-prose", "You could call get_weather(city) to find out."),
+    ("tool-mentioned-in-prose", "You could call get_air_quality(city) to find out."),
     ("html", '<div class="x"><a href="/y">link</a></div>'),
     ("retry-nudge-echo", "Please try again with a valid tool call."),
     (
         "tool-response-echo",
-        '<tool_response>\n{"name": "get_weather", "arguments": {"city": "Rome"}}\n</tool_response>',
+        '<tool_response>\n{"name": "get_air_quality", "arguments": {"city": "Bergen"}}\n</tool_response>',
     ),
     (
         "tool-definition-echo",
-        '{"type": "function", "function": {"name": "get_weather", "description": "Current weather.",'
+        '{"type": "function", "function": {"name": "get_air_quality", "description": "Current air quality.",'
         ' "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}',
     ),
     (
@@ -377,12 +377,12 @@ def test_reasoning_is_split_off_and_never_parsed() -> None:
     """A call inside <think> stays reasoning; only the call after it is returned."""
     text = (
         '<think>Maybe {"name": "search", "arguments": {"query": "x"}}? No.</think>\n'
-        '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+        '{"name": "get_air_quality", "arguments": {"city": "Quito"}}'
     )
     result = rescue(text, TOOLS)
-    assert [(c.tool, c.args) for c in result.calls] == [PARIS]
+    assert [(c.tool, c.args) for c in result.calls] == [QUITO]
     assert result.reasoning == 'Maybe {"name": "search", "arguments": {"query": "x"}}? No.'
-    assert result.text == '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+    assert result.text == '{"name": "get_air_quality", "arguments": {"city": "Quito"}}'
 
 
 @pytest.mark.parametrize(
@@ -417,41 +417,41 @@ def test_split_reasoning(text: str, reasoning: str | None, rest: str) -> None:
 
 def test_unknown_tool_is_reported_not_returned() -> None:
     """A well-formed call of a tool that does not exist goes to unknown_calls only."""
-    result = rescue('{"name": "get_stock", "arguments": {"symbol": "ACME"}}', TOOLS)
+    result = rescue('{"name": "get_stock", "arguments": {"symbol": "KRYL"}}', TOOLS)
     assert result.calls == []
-    assert [(c.tool, c.args) for c in result.unknown_calls] == [("get_stock", {"symbol": "ACME"})]
+    assert [(c.tool, c.args) for c in result.unknown_calls] == [("get_stock", {"symbol": "KRYL"})]
     assert rescue_tool_calls('{"name": "get_stock", "arguments": {}}', TOOLS) == []
 
 
 def test_known_and_unknown_calls_are_separated() -> None:
     """Known calls keep their order and dialects; the unknown one is set aside."""
     text = (
-        '{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
+        '{"name": "get_air_quality", "arguments": {"city": "Quito"}}\n'
         '{"name": "tool_response", "arguments": {"x": 1}}\n'
         '{"name": "search", "arguments": {"query": "trio"}}'
     )
     result = rescue(text, TOOLS)
-    assert [(c.tool, c.args) for c in result.calls] == [PARIS, TRIO]
+    assert [(c.tool, c.args) for c in result.calls] == [QUITO, TRIO]
     assert [c.tool for c in result.unknown_calls] == ["tool_response"]
     assert result.dialects == (Dialect.BARE_JSON, Dialect.BARE_JSON)
 
 
 def test_unreadable_call_is_reported_as_malformed() -> None:
     """A call-shaped fragment that no repair can read is quoted back, not guessed at."""
-    text = 'Calling {"name": "get_weather", "arguments": {"city": Paris}} now'
+    text = 'Calling {"name": "get_air_quality", "arguments": {"city": Quito}} now'
     result = rescue(text, TOOLS)
     assert result.calls == []
-    assert result.malformed == ('{"name": "get_weather", "arguments": {"city": Paris}}',)
+    assert result.malformed == ('{"name": "get_air_quality", "arguments": {"city": Quito}}',)
 
 
 def test_cut_off_call_after_good_calls_is_malformed() -> None:
     """A reply cut off mid-call keeps the complete calls and reports the broken tail."""
     text = (
-        '{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
+        '{"name": "get_air_quality", "arguments": {"city": "Quito"}}\n'
         '{"name": "search", "arguments": {"query": "unterminated'
     )
     result = rescue(text, TOOLS)
-    assert [(c.tool, c.args) for c in result.calls] == [PARIS]
+    assert [(c.tool, c.args) for c in result.calls] == [QUITO]
     assert result.dialects == (Dialect.BARE_JSON,)
     assert result.malformed == ('{"name": "search", "arguments": {"query": "unterminated',)
 
@@ -459,8 +459,8 @@ def test_cut_off_call_after_good_calls_is_malformed() -> None:
 def test_rescued_calls_get_fresh_ids() -> None:
     """Ids written by the model are not trusted; every rescued call gets its own fresh id."""
     text = (
-        '{"id": "call_1", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}\n'
-        '{"id": "call_1", "function": {"name": "get_weather", "arguments": {"city": "Rome"}}}'
+        '{"id": "call_1", "function": {"name": "get_air_quality", "arguments": {"city": "Quito"}}}\n'
+        '{"id": "call_1", "function": {"name": "get_air_quality", "arguments": {"city": "Bergen"}}}'
     )
     first, second = rescue_tool_calls(text, TOOLS)
     assert first.call_id != second.call_id
@@ -469,15 +469,15 @@ def test_rescued_calls_get_fresh_ids() -> None:
 
 def test_constrained_reply_is_labelled() -> None:
     """A reply made under the tool-call schema is reported as constrained JSON."""
-    text = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+    text = '{"name": "get_air_quality", "arguments": {"city": "Quito"}}'
     assert rescue(text, TOOLS, constrained=True).dialects == (Dialect.CONSTRAINED_JSON,)
 
 
 def test_constrained_reply_that_is_not_one_call_is_still_rescued() -> None:
     """A 'constrained' reply that is not exactly one call keeps its real dialect."""
-    text = '```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```'
+    text = '```json\n{"name": "get_air_quality", "arguments": {"city": "Quito"}}\n```'
     result = rescue(text, TOOLS, constrained=True)
-    assert [(c.tool, c.args) for c in result.calls] == [PARIS]
+    assert [(c.tool, c.args) for c in result.calls] == [QUITO]
     assert result.dialects == (Dialect.FENCED_JSON,)
 
 
@@ -506,7 +506,7 @@ def test_public_names_are_exported() -> None:
 
 def test_many_broken_calls_are_all_repaired() -> None:
     """A long reply of calls each missing its closing brace yields every call, in order."""
-    lines = [f'{{"tool": "get_weather", "args": {{"city": "C{i}"}}' for i in range(300)]
+    lines = [f'{{"tool": "get_air_quality", "args": {{"city": "C{i}"}}' for i in range(300)]
     result = rescue("\n".join(lines), TOOLS)
     assert [c.args["city"] for c in result.calls] == [f"C{i}" for i in range(300)]
     assert set(result.dialects) == {Dialect.REPAIRED_JSON}
@@ -514,21 +514,21 @@ def test_many_broken_calls_are_all_repaired() -> None:
 
 def test_brace_soup_stops_the_scan_and_says_so() -> None:
     """Unreadable bracket soup is bounded work: calls before it survive, and it is logged."""
-    text = '{"name": "get_weather", "arguments": {"city": "Paris"}}\n' + "{" * 20_000
+    text = '{"name": "get_air_quality", "arguments": {"city": "Quito"}}\n' + "{" * 20_000
     with structlog.testing.capture_logs() as logs:
         result = rescue(text, TOOLS)
-    assert [(c.tool, c.args) for c in result.calls] == [PARIS]
+    assert [(c.tool, c.args) for c in result.calls] == [QUITO]
     assert [e["event"] for e in logs] == ["rescue.scan_budget_exhausted"]
 
 
 @pytest.mark.parametrize(
     "text",
     [
-        '{"name": "get_weather", "arguments": {"city": "Paris", "days": ' + "9" * 5000 + "}}",
-        '{"name": "get_weather", "arguments": {"city": "Paris", "days": ' + "9" * 5000 + ",}}",
-        '{"name": "get_weather", "arguments": {"city": "Paris", "days": "' + "9" * 5000 + '"}}',
-        "<function=get_weather><parameter=days>" + "9" * 5000 + "</parameter></function>",
-        "```python\nget_weather('Paris', " + "9" * 5000 + ")\n```",
+        '{"name": "get_air_quality", "arguments": {"city": "Quito", "days": ' + "9" * 5000 + "}}",
+        '{"name": "get_air_quality", "arguments": {"city": "Quito", "days": ' + "9" * 5000 + ",}}",
+        '{"name": "get_air_quality", "arguments": {"city": "Quito", "days": "' + "9" * 5000 + '"}}',
+        "<function=get_air_quality><parameter=days>" + "9" * 5000 + "</parameter></function>",
+        "```python\nget_air_quality('Quito', " + "9" * 5000 + ")\n```",
     ],
     ids=["strict", "repaired", "quoted", "qwen-xml", "python"],
 )

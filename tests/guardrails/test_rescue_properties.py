@@ -11,7 +11,7 @@ from forge_rt.core import ToolCall, ToolSpec
 from forge_rt.guardrails import Dialect, RescueResult, render_call, rescue, respond_spec
 
 WEATHER = ToolSpec(
-    name="get_weather",
+    name="get_air_quality",
     parameters={
         "type": "object",
         "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
@@ -169,7 +169,7 @@ SOUP_TOKENS = [
     "name",
     '"name"',
     '"arguments"',
-    "get_weather",
+    "get_air_quality",
     "noop",
     "True",
     "null",
@@ -189,10 +189,10 @@ SOUP_TOKENS = [
     "<parameter=",
     "</parameter>",
     "</function>",
-    '<function name="get_weather"',
+    '<function name="get_air_quality"',
     "<invoke name=",
     "<function-name>",
-    "<get_weather",
+    "<get_air_quality",
     "/>",
     ">",
     "<think>",

@@ -23,7 +23,7 @@ class SalesArgs(BaseModel):
     quarter: int = Field(ge=1, le=4)
 
 
-SALES = ToolSpec(name="fetch_sales_data", description="Sales figures", parameters=SalesArgs)
+SALES = ToolSpec(name="fetch_rainfall_data", description="Rainfall figures", parameters=SalesArgs)
 REPORT = ToolSpec(
     name="report",
     parameters={
@@ -49,10 +49,10 @@ def _call(tool: str, call_id: str = "call_1", **args: object) -> ToolCall:
 
 
 def test_valid_native_calls_pass_with_coerced_arguments(validator: ResponseValidator) -> None:
-    """Valid calls come back runnable, arguments coerced by the schema ("2024" -> 2024)."""
-    result = validator.validate([_call("fetch_sales_data", year="2024", quarter=4)])
+    """Valid calls come back runnable, arguments coerced by the schema ("2031" -> 2031)."""
+    result = validator.validate([_call("fetch_rainfall_data", year="2031", quarter=4)])
     assert result.ok
-    assert [c.args for c in result.calls] == [{"year": 2024, "quarter": 4}]
+    assert [c.args for c in result.calls] == [{"year": 2031, "quarter": 4}]
     assert result.calls[0].call_id == "call_1"
 
 
@@ -60,7 +60,7 @@ def test_unknown_tool_gets_tool_channel_error_listing_real_tools(
     validator: ResponseValidator,
 ) -> None:
     """A call of a tool that does not exist gets a tool-channel error paired with the call."""
-    result = validator.validate([_call("weather", city="Oslo")])
+    result = validator.validate([_call("weather", city="Turku")])
     assert not result.needs_retry
     [error] = result.errors
     assert (error.role, error.kind, error.call_id, error.tool) == (
@@ -69,30 +69,30 @@ def test_unknown_tool_gets_tool_channel_error_listing_real_tools(
         "call_1",
         "weather",
     )
-    assert "Available tools: `fetch_sales_data`, `report`, `render`" in error.content
+    assert "Available tools: `fetch_rainfall_data`, `report`, `render`" in error.content
 
 
 def test_wrong_type_is_reported_msgspec_style_with_example(validator: ResponseValidator) -> None:
     """A wrong argument type is reported as expected/got/where; the call shown keeps the model's
     valid values and describes the field it must fill, never with a made-up value."""
-    result = validator.validate([_call("fetch_sales_data", year="last year", quarter=4)])
+    result = validator.validate([_call("fetch_rainfall_data", year="last year", quarter=4)])
     [error] = result.errors
     assert "- Expected `int`, got `str` - at `$.year`" in error.content
     assert "- `year` needs a real value: an integer >= 2000." in error.content
     assert error.content.endswith(
-        'the rest as shown: {"name": "fetch_sales_data", "arguments": {"quarter": 4}}'
+        'the rest as shown: {"name": "fetch_rainfall_data", "arguments": {"quarter": 4}}'
     )
 
 
 def test_missing_field_is_reported_at_its_object(validator: ResponseValidator) -> None:
     """A missing required argument names the field, located at its parent object."""
-    [error] = validator.validate([_call("fetch_sales_data", year=2024)]).errors
+    [error] = validator.validate([_call("fetch_rainfall_data", year=2031)]).errors
     assert "- Object missing required field `quarter` - at `$`" in error.content
 
 
 def test_bound_violation_is_reported(validator: ResponseValidator) -> None:
     """A value outside the schema's bounds says which bound."""
-    [error] = validator.validate([_call("fetch_sales_data", year=2024, quarter=7)]).errors
+    [error] = validator.validate([_call("fetch_rainfall_data", year=2031, quarter=7)]).errors
     assert "- Expected `int` <= 4 - at `$.quarter`" in error.content
 
 
@@ -107,7 +107,7 @@ def test_schema_pasted_into_arguments_is_rejected_with_expected_shape(
         "title": "SalesArgs",
         "type": "object",
     }
-    call = ToolCall(tool="fetch_sales_data", args=polluted, call_id="call_1")
+    call = ToolCall(tool="fetch_rainfall_data", args=polluted, call_id="call_1")
     [error] = validator.validate([call]).errors
     for key in ("properties", "required", "title", "type"):
         assert (
@@ -116,16 +116,16 @@ def test_schema_pasted_into_arguments_is_rejected_with_expected_shape(
         ) in error.content
     assert "Object missing required field `year`" in error.content
     assert "- `quarter` needs a real value: an integer from 1 to 4." in error.content
-    assert error.content.endswith('{"name": "fetch_sales_data", "arguments": {}}')
+    assert error.content.endswith('{"name": "fetch_rainfall_data", "arguments": {}}')
 
 
 def test_schema_keywords_beside_real_arguments_are_dropped_and_the_call_runs(
     validator: ResponseValidator,
 ) -> None:
     """Schema keywords pasted beside valid arguments are dropped, not a reason to refuse."""
-    call = _call("fetch_sales_data", year=2024, quarter=4, title="SalesArgs", type="object")
+    call = _call("fetch_rainfall_data", year=2031, quarter=4, title="SalesArgs", type="object")
     result = validator.validate([call])
-    assert (result.ok, result.calls[0].args) == (True, {"year": 2024, "quarter": 4})
+    assert (result.ok, result.calls[0].args) == (True, {"year": 2031, "quarter": 4})
     assert result.ignored == {"call_1": ("title", "type")}
 
 
@@ -203,7 +203,7 @@ def test_each_failing_call_gets_its_own_error(validator: ResponseValidator) -> N
         [
             _call("weather", "call_a"),
             _call("report", "call_b", findings="ok"),
-            _call("fetch_sales_data", "call_c", year="x", quarter=1),
+            _call("fetch_rainfall_data", "call_c", year="x", quarter=1),
         ]
     )
     assert [e.call_id for e in result.errors] == ["call_a", "call_c"]
@@ -330,10 +330,10 @@ def test_an_answer_opened_with_tool_response_markup_keeps_the_answer(
     """Seen on the real 0.5B: "<tool_response>The weather ..." is the answer with a stray tag;
     the tag at the ends is dropped and the call runs with the rest."""
     result = validator.validate(
-        [_call("report", findings="<tool_response>Rome is 24C and sunny.</tool_response>")]
+        [_call("report", findings="<tool_response>Bergen is 19C and sunny.</tool_response>")]
     )
     assert result.errors == []
-    assert [c.args for c in result.calls] == [{"findings": "Rome is 24C and sunny."}]
+    assert [c.args for c in result.calls] == [{"findings": "Bergen is 19C and sunny."}]
 
 
 @pytest.mark.parametrize("finish", ["repetition", "length"])
@@ -341,17 +341,17 @@ def test_an_answer_opened_with_tool_response_markup_keeps_the_answer(
 def test_a_reply_cut_while_copying_a_note_keeps_the_result_it_copied(
     finish: str, newline: str
 ) -> None:
-    """The real 0.5B relayed "Canberra: 467,000 people" and went on into the [Note] appended to
+    """The real 0.5B relayed "Hobart: 253,000 people" and went on into the [Note] appended to
     that result until the repetition stop: the value is what it copied before the note."""
-    note = "[Note] You already called `get_population` with these arguments; the result is the same"
-    text = '{"name": "report", "arguments": {"findings": "Canberra: 467,000 people' + (
+    note = "[Note] You already called `get_resident_count` with these arguments; the result is the same"
+    text = '{"name": "report", "arguments": {"findings": "Hobart: 253,000 people' + (
         (newline + note) * 4
     )
     response = LLMResponse(result=TextResponse(content=text), raw_text=text, finish_reason=finish)
     result = ResponseValidator(TOOLS, rescue=True).validate(response)
     assert not result.needs_retry
     assert [(c.tool, c.args) for c in result.calls] == [
-        ("report", {"findings": "Canberra: 467,000 people"})
+        ("report", {"findings": "Hobart: 253,000 people"})
     ]
 
 

@@ -35,7 +35,7 @@ class Findings(BaseModel):
     findings: str
 
 
-SALES = ToolSpec(name="fetch_sales_data", parameters=SalesArgs)
+SALES = ToolSpec(name="fetch_rainfall_data", parameters=SalesArgs)
 REPORT = ToolSpec(name="report", parameters=Findings)
 
 
@@ -46,11 +46,13 @@ def validator() -> ResponseValidator:
 
 def test_fenced_json_call_is_rescued(validator: ResponseValidator) -> None:
     """A call written in a ```json fence becomes a validated call with its dialect named."""
-    text = '```json\n{"name": "fetch_sales_data", "arguments": {"quarter": "4", "year": 2024}}\n```'
+    text = (
+        '```json\n{"name": "fetch_rainfall_data", "arguments": {"quarter": "4", "year": 2031}}\n```'
+    )
     result = validator.validate(TextResponse(content=text))
     assert result.ok
     assert (result.calls[0].args, result.dialects, result.rescued, result.text) == (
-        {"quarter": 4, "year": 2024},
+        {"quarter": 4, "year": 2031},
         (Dialect.FENCED_JSON,),
         True,
         "",
@@ -59,9 +61,9 @@ def test_fenced_json_call_is_rescued(validator: ResponseValidator) -> None:
 
 def test_rescued_unknown_tool_gets_an_error(validator: ResponseValidator) -> None:
     """A well-formed call of a tool that does not exist is reported, not dropped."""
-    result = validator.validate('{"name": "analyze_sales", "arguments": {}}')
+    result = validator.validate('{"name": "analyze_rainfall", "arguments": {}}')
     [error] = result.errors
-    assert error.content.startswith("[ToolError] Unknown tool `analyze_sales`.")
+    assert error.content.startswith("[ToolError] Unknown tool `analyze_rainfall`.")
 
 
 def test_call_repeated_on_many_lines_is_collapsed(validator: ResponseValidator) -> None:
@@ -74,12 +76,12 @@ def test_call_repeated_on_many_lines_is_collapsed(validator: ResponseValidator) 
 def test_schema_pasted_as_arguments_in_text_is_rejected(validator: ResponseValidator) -> None:
     """Real 0.5B output that sends the tool's schema as its arguments is rejected with the shape."""
     text = (
-        '{"name": "fetch_sales_data", "arguments": {"properties": {"quarter": {"description": '
+        '{"name": "fetch_rainfall_data", "arguments": {"properties": {"quarter": {"description": '
         '"Quarter number (1-4)", "title": "Quarter", "type": "integer"}}}}'
     )
     [error] = validator.validate(text).errors
     assert "`properties` is a JSON-schema keyword copied from the tool definition" in error.content
-    assert error.content.endswith('{"name": "fetch_sales_data", "arguments": {}}')
+    assert error.content.endswith('{"name": "fetch_rainfall_data", "arguments": {}}')
 
 
 def test_reasoning_only_reply_is_empty(validator: ResponseValidator) -> None:
@@ -95,7 +97,7 @@ def test_reasoning_only_reply_is_empty(validator: ResponseValidator) -> None:
 def test_rescued_call_keeps_reasoning_for_the_history() -> None:
     """Reasoning split off a rescued reply is rendered before the canonical call turn."""
     guard = Guardrails([SALES, REPORT])
-    text = '<think>Need Q4.</think>{"name": "fetch_sales_data", "arguments": {"quarter": 4, "year": 2024}}'
+    text = '<think>Need Q4.</think>{"name": "fetch_rainfall_data", "arguments": {"quarter": 4, "year": 2031}}'
     action = guard.check(text)
     assert isinstance(action, Execute)
     reasoning, turn = action.messages()

@@ -13,6 +13,7 @@ copied from one is caught as the echo it is.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -49,6 +50,7 @@ from forge_rt.guardrails._actions import (
     TextAnswer,
     ToolErrors,
 )
+from forge_rt.guardrails._answered import AnsweredCalls
 from forge_rt.guardrails._chains import LookupChains
 from forge_rt.guardrails._coverage import ListCoverage
 from forge_rt.guardrails._dialects import Dialect
@@ -209,6 +211,8 @@ class Guardrails:
     ``respond`` is the terminal tool. Pass ``tracker`` to resume with steps already done.
     ``withheld`` maps the tools a policy denies (left out of ``tools``) to the policy's reason,
     which a call of one is refused with (see :func:`~forge_rt.guardrails.apply_policy`).
+    ``markers``: texts that mark the corrections the caller wrote into a history the model
+    reads (the proxy's); an argument holding one is refused (the rule ``placeholders``).
     """
 
     def __init__(
@@ -222,6 +226,7 @@ class Guardrails:
         tracker: StepTracker | None = None,
         options: GuardrailOptions = _DEFAULT_OPTIONS,
         withheld: Mapping[str, str] | None = None,
+        markers: Sequence[str] = (),
     ) -> None:
         specs = list(tools)
         terminal = frozenset(terminal_tools)
@@ -244,7 +249,10 @@ class Guardrails:
             placeholders=options.placeholders,
             withheld=withheld,
             facts=self._guesses if options.placeholders else None,
+            markers=re.compile("|".join(map(re.escape, markers))) if markers else None,
+            answer_tool=RESPOND_TOOL_NAME if self._synthetic_respond else None,
         )
+        self._answered = AnsweredCalls(options.max_retries)
         self._errors = ErrorTracker(
             options.max_retries, options.max_tool_errors if options.recovery else 0
         )
@@ -423,6 +431,7 @@ class Guardrails:
         what it did before this request. Only those: the loop guard, the budgets and the
         steps are not touched.
         """
+        self._answered.observe(messages, self._specs)
         starts = [i for i, m in enumerate(messages) if m.type is MessageType.USER_INPUT]
         if not starts:
             return
@@ -486,12 +495,19 @@ class Guardrails:
         calls = {call_key(c): c for c in self.loop_blocked}
         calls.update((call_key(c), c) for c in self._refused.calls)  # empty unless exclude_refused
         calls.update((call_key(c), c) for c in self._covered)
+        calls.update((call_key(c), c) for c in self._answered.blocked)
         if self._markup_answered and self._synthetic_respond:
             markup = ToolCall(
                 tool=RESPOND_TOOL_NAME, args={"message": StartsWith("<")}, call_id="markup"
             )
             calls[call_key(markup)] = markup
         return tuple(calls.values())
+
+    @property
+    def repeated_tools(self) -> frozenset[str]:
+        """Tools whose call, answered in the caller's history, the model insisted on past the
+        warning (the rule ``answered_calls``): the next constraint leaves them out."""
+        return self._answered.warned
 
     @property
     def answer_choices(self) -> tuple[str, ...]:
@@ -613,11 +629,16 @@ class Guardrails:
             refused = ordered or []
         refused_ids = {r.call.call_id for r in refused}
         runnable = [c for c in result.calls if c.call_id not in refused_ids]
-        reply = _Reply(text=result.text, text_offered=text_offered)
+        reply = _Reply(raw=_last_raw(result), text=result.text, text_offered=text_offered)
+        dropped = 0
         for name, judge in self._pipeline:
             if refused and name in _WHOLE_REPLY:
                 continue  # judged only when every call of the reply may run
             verdict = judge(runnable, reply)
+            if isinstance(verdict, _Dropped):
+                runnable = [c for c in runnable if c not in verdict.calls]
+                dropped += len(verdict.calls)
+                continue
             if isinstance(verdict, StepBlocked):
                 return msgspec.structs.replace(
                     _with_refusals(verdict, result.calls, refused), rule=name
@@ -636,7 +657,7 @@ class Guardrails:
             calls=runnable,
             refused=refused,
             ignored=dict(self._ignored),
-            collapsed=result.collapsed,
+            collapsed=result.collapsed + dropped,
             # A call written under the constraint was not rescued: the constraint made it.
             rescued_dialects=tuple(d for d in result.dialects if d is not Dialect.CONSTRAINED_JSON),
             reasoning=result.reasoning,
@@ -647,6 +668,7 @@ class Guardrails:
         """The ``calls`` and ``answer`` rules that are on, in the registry's order, each with the
         method that judges a parsed reply's runnable calls."""
         judges: dict[str, _Judge] = {
+            "answered_calls": self._answered_again,
             "unfounded_calls": self._from_nowhere,
             "guessed_values": self._guessed,
             "listing_pick": self._picked_wrong,
@@ -680,6 +702,23 @@ class Guardrails:
             collapsed=result.collapsed,
             text=result.text,
             rule="placeholders" if result.placeholders else SCHEMA_RULE,
+        )
+
+    def _answered_again(
+        self, runnable: Sequence[ToolCall], reply: _Reply
+    ) -> _Dropped | StepBlocked | None:
+        """The verdict on calls the caller's history already answered (the rule
+        ``answered_calls``; see :mod:`forge_rt.guardrails._answered`): dropped beside fresh
+        ones, else answered from the history or warned about."""
+        repeated = self._answered.again([c for c in runnable if not self.is_synthetic_respond(c)])
+        if not repeated:
+            return None
+        if len(repeated) < len(runnable):
+            log.info("guardrails.answered_calls_dropped", tools=[c.tool for c in repeated])
+            return _Dropped(calls=tuple(repeated))
+        log.info("guardrails.answered_from_history", tools=[c.tool for c in repeated])
+        return self._answered.judge(
+            repeated, raw=reply.raw, text=reply.text, next_step=self.next_step
         )
 
     def _looping(self, runnable: Sequence[ToolCall], reply: _Reply) -> StepBlocked | None:
@@ -1130,13 +1169,21 @@ class Guardrails:
 
 
 class _Reply(msgspec.Struct, frozen=True, kw_only=True):
-    """What a judge reads of a parsed reply besides its runnable calls."""
+    """What a judge reads of a parsed reply besides its runnable calls: the reply as sent, its
+    prose, and whether the constraint offered text."""
 
+    raw: str
     text: str
     text_offered: bool
 
 
-_Judge = Callable[[Sequence[ToolCall], _Reply], "list[Nudge] | StepBlocked | None"]
+class _Dropped(msgspec.Struct, frozen=True, kw_only=True):
+    """A judge's verdict that ``calls`` do not run while the rest of the reply does."""
+
+    calls: tuple[ToolCall, ...]
+
+
+_Judge = Callable[[Sequence[ToolCall], _Reply], "list[Nudge] | StepBlocked | _Dropped | None"]
 """A ``calls`` or ``answer`` rule: the corrections of the reply (empty: no objection), or the
 loop guard's block."""
 
@@ -1145,7 +1192,7 @@ loop guard's block."""
 _WHOLE_REPLY = frozenset(
     r.name
     for r in RULES
-    if r.stage in ("calls", "answer") and r.name not in ("steps", "loop_guard")
+    if r.stage in ("calls", "answer") and r.name not in ("steps", "answered_calls", "loop_guard")
 )
 
 

@@ -42,6 +42,7 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     retry_nudges: bool = True
     # calls
     steps: bool = True
+    answered_calls: bool = True
     unfounded_calls: bool = False
     guessed_values: bool = True
     listing_pick: bool = True

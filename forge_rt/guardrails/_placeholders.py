@@ -236,6 +236,28 @@ def placeholder_errors(
     return found
 
 
+GUARDRAIL_TEXT_PROBLEM = (
+    "Expected your own content, got the text of a correction copied back; write the real "
+    "value, not the error message"
+)
+
+
+def marked_errors(
+    args: Mapping[str, Any], markers: re.Pattern[str], *, answer: bool = False
+) -> list[ArgumentError]:
+    """One error per string value in ``args`` (at any depth) that holds text ``markers`` marks
+    as the guardrails' own (a caller that writes corrections into a history the model reads
+    says how to know them). An ``answer`` (the synthetic ``respond`` message) is refused only
+    where nothing stands before the marker: the caller cuts the rest away."""
+    found: list[ArgumentError] = []
+    for path, _key, value in _strings(args, "$", None):
+        marker = markers.search(value)
+        if marker is None or (answer and value[: marker.start()].strip()):
+            continue
+        found.append(ArgumentError(path, GUARDRAIL_TEXT_PROBLEM))
+    return found
+
+
 _EDGE_MARKUP = re.compile(
     r"^\s*(?:</?tool_(?:response|call)>\s*)+|(?:\s*</?tool_(?:response|call)>)+\s*$"
 )

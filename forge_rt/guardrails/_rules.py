@@ -103,6 +103,15 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        name="answered_calls",
+        stage="calls",
+        reads="the calls a caller's history already answered (the proxy's client runs its calls)",
+        does=(
+            "drops such a call beside fresh ones; alone, answers it from the history and asks "
+            "again; insisted on, warns, then ends the turn"
+        ),
+    ),
+    Rule(
         name="unfounded_calls",
         stage="calls",
         reads="every value of the reply's calls, against all the model was given",

@@ -41,6 +41,7 @@ from forge_rt.guardrails._placeholders import (
     EchoCorpus,
     before_copied_note,
     has_echo_markup,
+    marked_errors,
     normalise,
     placeholder_errors,
     strip_echo_markup,
@@ -261,7 +262,9 @@ class ResponseValidator:
     ``rescue`` turns calls written as text (bare or fenced JSON, XML, Python-call syntax, ...)
     into structured calls; with it off, any reply without native tool calls needs a retry.
     ``placeholders`` refuses argument values that stand for a value rather than being one
-    (see :func:`placeholder_errors`); off, only the schema judges the arguments.
+    (see :func:`placeholder_errors`), and, with ``markers``, a value that holds the text those
+    mark as a correction's (see :func:`marked_errors`; ``answer_tool`` is the synthetic
+    ``respond``, whose message may go on into it); off, only the schema judges the arguments.
     ``withheld`` maps tools a policy denies (not among ``tools``) to the reason: a call of
     one is refused with that reason rather than as an unknown tool. ``facts``: what the task
     gave, for the correction of a placeholder to show the same-shaped value it holds.
@@ -275,6 +278,8 @@ class ResponseValidator:
         placeholders: bool = True,
         withheld: Mapping[str, str] | None = None,
         facts: ArgumentGrounding | None = None,
+        markers: re.Pattern[str] | None = None,
+        answer_tool: str | None = None,
     ) -> None:
         if not tools:
             raise ValueError("ResponseValidator needs at least one tool")
@@ -287,6 +292,8 @@ class ResponseValidator:
         self._specs = tuple(by_name.values())
         self._rescue = rescue
         self._placeholders = placeholders
+        self._markers = markers  # the guardrails' own text, where the caller can tell it
+        self._answer_tool = answer_tool  # the synthetic respond tool, if offered
         self._withheld = dict(withheld or {})
         self._facts = facts  # what the task gave, for the value a placeholder stood for
         offered = sorted(set(self._withheld) & set(by_name))
@@ -462,6 +469,9 @@ class ResponseValidator:
                 if self._placeholders
                 else []
             )
+            if self._placeholders and self._markers is not None:
+                answer = call.tool == self._answer_tool
+                placeholders += marked_errors(args, self._markers, answer=answer)
             try:
                 valid = spec.validate_args(args)
             except ToolArgumentError as exc:

@@ -7,10 +7,10 @@ calls written as text are rescued, invalid replies get a corrective message appe
 private copy of the history (the client never sees it) and the slot is asked again, until a
 valid reply or an exhausted budget. The synthetic ``respond`` tool is offered alongside the
 client's tools and stripped from the answer: a ``respond`` call becomes a plain text reply.
-A reply the guardrails accept still passes a :class:`~forge_rt.proxy._review.ReplyReview`
-before any of it is returned: guardrail text the model copied back is cut or rejected, and a
-call already answered in the request's history is answered from it instead of being returned
-again (both retried the same hidden way).
+The guardrails are the one judge and their retries the one loop: they know the proxy's
+guardrail markers (a copied correction in an argument is refused) and the client's history (a
+call already answered in it is answered from it, not returned again). Of an accepted reply,
+the text is cut before any guardrail text (:func:`~forge_rt.proxy._review.without_guardrail_text`).
 
 Streaming goes through a :class:`~forge_rt.proxy._gate.StreamGate`, which releases only output
 no later verdict can take back. Every failure is raised as a
@@ -60,9 +60,10 @@ from forge_rt.guardrails import (
 from forge_rt.proxy._config import ReasoningReplay
 from forge_rt.proxy._errors import ErrorKind, ProxyHTTPError, from_forge_error
 from forge_rt.proxy._gate import GateMode, StreamGate
+from forge_rt.proxy._leaks import GUARDRAIL_MARKERS
 from forge_rt.proxy._metrics import ProxyMetrics
 from forge_rt.proxy._policy import withhold
-from forge_rt.proxy._review import ReplyReview
+from forge_rt.proxy._review import without_guardrail_text
 from forge_rt.runtime import Accepted, GuardedStep, Rejected, RunStats, SlotCall, SlotWorker
 
 __all__ = ["InferenceEngine", "Outcome", "RequestPlan", "Sink", "apply_reasoning_replay"]
@@ -207,6 +208,7 @@ class InferenceEngine:
             respond_tool=kind == "respond",
             options=self._options_for(kind),
             withheld=withheld,
+            markers=GUARDRAIL_MARKERS,
         )
 
     def _options_for(self, kind: _Guard) -> GuardrailOptions:
@@ -372,12 +374,6 @@ class InferenceEngine:
             tools=guard.tools,
             constraint=self._constraint(request, guard.tools, guard.options, parallel=parallel),
         )
-        review = ReplyReview(
-            guard,
-            request.messages,
-            respond=kind == "respond",
-            max_retries=self._options.max_retries,
-        )
         stats = RunStats()
 
         avoided: frozenset[str] = frozenset()
@@ -394,16 +390,17 @@ class InferenceEngine:
         async def prepare() -> InferenceRequest:
             nonlocal base, avoided, excluded, answered
             gate.new_attempt()
-            allowed = [t for t in guard.tools if t.name not in review.avoid]
-            blocked = (*review.blocked, *guard.excluded_calls)
+            repeated = guard.repeated_tools
+            allowed = [t for t in guard.tools if t.name not in repeated]
+            blocked = guard.excluded_calls
             answers = guard.answer_choices
-            changed = review.avoid != avoided or blocked != excluded or answers != answered
+            changed = repeated != avoided or blocked != excluded or answers != answered
             if changed and base.constraint is not None and request.constraint is None:
                 # A tool the loop guard warned about is left out of the constraint (the prompt
                 # keeps offering it, so the backend's cached prompt stays valid); where none
                 # would be left, the calls it blocked are. An answer sent back for leaving out
                 # the results is followed by one of them (``Guardrails.answer_choices``).
-                avoided, excluded, answered = review.avoid, blocked, answers
+                avoided, excluded, answered = repeated, blocked, answers
                 narrowed = narrowing.to(allowed or guard.tools, exclude=blocked, answers=answers)
                 base = msgspec.structs.replace(base, constraint=narrowed)
             return msgspec.structs.replace(base, messages=tuple(history))
@@ -444,19 +441,6 @@ class InferenceEngine:
         call = self._call(plan, gate, sink, deadline_at)
         try:
             accepted = await step.run(prepare, call, on_rejected)
-            while True:
-                verdict = review.check(accepted)
-                if isinstance(verdict, Accepted):
-                    accepted = verdict
-                    break
-                stats.count_retry(verdict.reason.value)
-                stats.count_rule(verdict.action.rule)
-                committed = await on_rejected(verdict)
-                accepted = (
-                    committed
-                    if committed is not None
-                    else await step.run(prepare, call, on_rejected)
-                )
         except BudgetExhaustedError as exc:
             self._metrics.guardrail_failures.labels(type(exc).__name__).inc()
             self._metrics.attempts.observe(stats.inferences)
@@ -468,6 +452,7 @@ class InferenceEngine:
             )
             raise
         self._metrics.attempts.observe(stats.inferences)
+        accepted = without_guardrail_text(accepted, respond=kind == "respond")
         action, response = accepted.action, accepted.response
         if isinstance(action, TextAnswer) and action.rule:
             self._metrics.rules.labels(action.rule).inc()

@@ -436,5 +436,9 @@ class ActorCell:
                 parent.escalate(escalation)
             else:
                 self.system._root_escalation(escalation)
-        if reason.kind is not StopKind.NORMAL:
+        if reason.kind is StopKind.CANCELLED:
+            # An orderly cancel (shutdown, a parent stopping its children, stop(mode="cancel")) is
+            # no news to a user: debug. A crash or an escalation stays at info.
+            _log.debug("actor terminated", actor=self.name, reason=str(reason))
+        elif reason.kind is not StopKind.NORMAL:
             _log.info("actor terminated", actor=self.name, reason=str(reason))

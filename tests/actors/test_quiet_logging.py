@@ -4,12 +4,15 @@ structlog (when structlog is configured) or the standard library (when a root ha
 from __future__ import annotations
 
 import logging
+from contextlib import ExitStack
+from dataclasses import dataclass
 
 import pytest
 import structlog
 import trio
+import trio.testing
 
-from actors import quiet_logger
+from actors import Actor, ActorSystem, RestartPolicy, handles, quiet_logger
 from forge_rt.core import ToolCall, Workflow
 from forge_rt.runtime import Session
 from forge_rt.testing import ScriptedClient, captured_logs
@@ -40,6 +43,51 @@ async def test_a_structlog_application_gets_every_event() -> None:
         await _one_turn()
     events = {e["event"] for e in logs}
     assert {"workflow.turn", "actor terminated"} <= events
+
+
+_ABOVE_DEBUG = {"info", "warning", "error", "critical"}
+
+
+async def test_an_orderly_shutdown_logs_nothing_at_info() -> None:
+    """Closing a session cancels its workflow actors and the slot's executors: no news to a user
+    (`forge-rt demo` ended with nine such lines at info), so every event of it is debug."""
+    workflow = Workflow(name="chat", tools=[], system_prompt_template="Chat.", constrain="never")
+    client = ScriptedClient([[ToolCall(tool="respond", args={"message": "hi"})]])
+    with ExitStack() as stack:
+        async with Session.open(client) as session:
+            alice = await session.start(workflow, name="alice")
+            await alice.send("hello")
+            logs = stack.enter_context(captured_logs())  # from here: the shutdown alone
+        await trio.lowlevel.checkpoint()
+    terminated = [e for e in logs if e["event"] == "actor terminated"]
+    assert {e["actor"] for e in terminated} >= {"alice", "slot"}
+    assert {(e["reason"], e["log_level"]) for e in terminated} == {("cancelled", "debug")}
+    assert [e for e in logs if e["log_level"] in _ABOVE_DEBUG] == []
+
+
+@dataclass(frozen=True)
+class _Boom:
+    pass
+
+
+class _Fragile(Actor):
+    @handles(_Boom)
+    async def on_boom(self, msg: _Boom) -> None:
+        raise RuntimeError("boom")
+
+
+async def test_a_crash_stays_visible_at_info_and_above() -> None:
+    """An actor that crashed and was not restarted is news: its end is logged above debug."""
+    with captured_logs() as logs:
+        async with ActorSystem.open() as system:
+            ref = await system.spawn(_Fragile, name="fragile", restart=RestartPolicy.TEMPORARY)
+            await ref.send(_Boom())
+            await trio.testing.wait_all_tasks_blocked()
+    [terminated] = [e for e in logs if e["event"] == "actor terminated"]
+    assert terminated["actor"] == "fragile"
+    assert terminated["reason"].startswith("crashed: RuntimeError('boom')")
+    assert terminated["log_level"] == "info"
+    assert any(e["event"] == "actor crashed" and e["log_level"] == "warning" for e in logs)
 
 
 def test_a_stdlib_application_gets_events_at_its_level(caplog: pytest.LogCaptureFixture) -> None:

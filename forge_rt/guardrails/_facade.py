@@ -590,7 +590,12 @@ class Guardrails:
         return tuple(_kept(allowed, lambda name: name not in failing))
 
     def check(
-        self, response: Reply, *, constrained: bool = False, text_offered: bool = False
+        self,
+        response: Reply,
+        *,
+        constrained: bool = False,
+        text_offered: bool = False,
+        last_chance: bool = False,
     ) -> Action:
         """Decide what to do with one reply (an LLMResponse, native calls, or text).
 
@@ -599,6 +604,9 @@ class Guardrails:
         was decoded under a constraint that admits plain text beside calls, so text with no
         call in it is the model's answer where ``GuardrailOptions.prose_answers`` is on (free
         decoding cannot tell an answer from a call announced in prose, and retries it).
+        ``last_chance``: the caller's budget allows no reply after this one (the runtime's last
+        iteration), so the ``answer`` rules do not judge it: an answer sent back then could
+        only end the run unanswered, and a run that took the answer may still be right.
 
         Order: rescue and validation (no call → retry nudge; unknown tool or bad arguments →
         tool errors), then premature terminal calls and prerequisites (those calls are refused,
@@ -606,14 +614,16 @@ class Guardrails:
         :class:`Fatal`, never raised.
         """
         try:
-            action = self._check(response, constrained, text_offered)
+            action = self._check(response, constrained, text_offered, last_chance)
         except BudgetExhaustedError as exc:
             return Fatal(error=exc)
         for text in _shown(action):
             self._echoes.add(text)
         return action
 
-    def _check(self, response: Reply, constrained: bool, text_offered: bool) -> Action:
+    def _check(
+        self, response: Reply, constrained: bool, text_offered: bool, last_chance: bool
+    ) -> Action:
         self._ignored = {}
         result = self._validator.validate(response, echoes=self._echoes, constrained=constrained)
         if result.needs_retry:
@@ -634,6 +644,8 @@ class Guardrails:
         for name, judge in self._pipeline:
             if refused and name in _WHOLE_REPLY:
                 continue  # judged only when every call of the reply may run
+            if last_chance and name in _ANSWER_RULES:
+                continue  # no iteration is left to answer a correction
             verdict = judge(runnable, reply)
             if isinstance(verdict, _Dropped):
                 runnable = [c for c in runnable if c not in verdict.calls]
@@ -887,11 +899,12 @@ class Guardrails:
         if not isinstance(message, str) or not has_echo_markup(message):
             return None
         self._markup_answered = True  # the next constraints write no answer that starts so
-        results = self._grounding.recent
-        log.info("guardrails.markup_answer", tool=call.tool, results=results is not None)
-        if results is None:
+        successes = self._grounding.recent_successes  # a tool's error is no answer to relay
+        log.info("guardrails.markup_answer", tool=call.tool, results=bool(successes))
+        if not successes:
             return None
-        return msgspec.structs.replace(error, content=markup_answer_nudge(results))
+        content = markup_answer_nudge(" | ".join(successes))
+        return msgspec.structs.replace(error, content=content)
 
     def _superseded(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
         """The correction for a reply that is only a terminal call whose text leaves out what
@@ -1186,6 +1199,8 @@ class _Dropped(msgspec.Struct, frozen=True, kw_only=True):
 _Judge = Callable[[Sequence[ToolCall], _Reply], "list[Nudge] | StepBlocked | _Dropped | None"]
 """A ``calls`` or ``answer`` rule: the corrections of the reply (empty: no objection), or the
 loop guard's block."""
+
+_ANSWER_RULES = frozenset(r.name for r in RULES if r.stage == "answer")
 
 # The rules judged only when every call of a reply may run: with one refused by the steps,
 # that refusal is the correction, and the rest runs.

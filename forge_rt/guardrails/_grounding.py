@@ -119,21 +119,16 @@ class AnswerGrounding:
         """The correction for ``answer`` when it is not about the results (it shares nothing
         with them, or only the request's words beside words of its own; see
         :meth:`_linked`) and this turn has not refused one yet (that refusal is then spent),
-        else ``None``."""
-        results = self.recent
-        if self._refused or results is None or self._linked(content_tokens(answer)):
+        else ``None``. The example it shows answers from the results of calls that succeeded:
+        a tool's error is never offered as an answer, and with none succeeded there is nothing
+        to show, so nothing is sent back."""
+        successes = self.recent_successes
+        if self._refused or not successes or self._linked(content_tokens(answer)):
             return None
         if is_confirmation(answer):
             return None  # "Done." after an action is an answer; only prose from nowhere is not
         self._refused = True
-        return ungrounded_answer_nudge(results)
-
-    @property
-    def recent(self) -> str | None:
-        """The turn's last three results with words, joined, for a correction to answer
-        from; ``None`` before any."""
-        distinct = self.recent_results
-        return " | ".join(distinct) if distinct else None
+        return ungrounded_answer_nudge(" | ".join(successes))
 
     @property
     def recent_results(self) -> tuple[str, ...]:

@@ -591,13 +591,14 @@ def next_step_text(spec: ToolSpec, *, finish: bool) -> str:
     other tools' arguments; the call's shape is what the output constraint (or the tool list)
     already shows.
     """
-    if spec.name == RESPOND_TOOL_NAME:
+    required = [n for n in spec.json_schema().get("required", []) if isinstance(n, str)]
+    if spec.name == RESPOND_TOOL_NAME and len(required) == 1:
+        # The tool's own field: a caller's own ``respond`` need not take a ``message``.
         return (
-            "Now answer the user with the facts from the results above: call `respond` with "
-            "your answer in `message`."
+            f"Now answer the user with the facts from the results above: call `{spec.name}` "
+            f"with your answer in `{required[0]}`."
         )
     lead = "Now finish with" if finish else "Next, call"
-    required = [n for n in spec.json_schema().get("required", []) if isinstance(n, str)]
     if not required:
         return f"{lead} `{spec.name}`."
     what = "; ".join(f"`{name}`: {describe_field(spec, name)}" for name in required)

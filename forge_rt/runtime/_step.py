@@ -183,7 +183,8 @@ class GuardedStep:
     constrained (see the module docstring); ``parallel`` says whether that constraint admits
     several calls in one reply (pass what the caller allows: the proxy, the client's
     ``parallel_tool_calls``). ``tracer`` records each request, reply and verdict (and the
-    slot's events for the call).
+    slot's events for the call). ``last_chance`` says whether the reply being judged is the
+    last the caller's budget allows (``Guardrails.check(last_chance=...)``).
     """
 
     def __init__(
@@ -196,8 +197,10 @@ class GuardedStep:
         escalate: bool = False,
         parallel: bool = True,
         tracer: Tracer | None = None,
+        last_chance: Callable[[], bool] | None = None,
     ) -> None:
         self._slot = slot
+        self._last_chance = last_chance
         self._tracer = tracer
         self.guardrails = guardrails
         self.stats = stats
@@ -225,9 +228,14 @@ class GuardedStep:
         constraint = request.constraint
         text_offered = isinstance(constraint, GrammarConstraint) and constraint.admits_text
         constrained = constraint is not None and not text_offered
-        action = self.guardrails.check(response, constrained=constrained, text_offered=text_offered)
+        last = self._last_chance is not None and self._last_chance()
+        action = self.guardrails.check(
+            response, constrained=constrained, text_offered=text_offered, last_chance=last
+        )
         if tracer is not None:
-            tracer.reply(response, constrained=constrained, text_offered=text_offered)
+            tracer.reply(
+                response, constrained=constrained, text_offered=text_offered, last_chance=last
+            )
             tracer.verdict(action)
         match action:
             case Execute():

@@ -356,6 +356,8 @@ class WorkflowActor(Actor):
             on_response=self._observe,
             escalate=True,
             tracer=self._tracer,
+            # The reply of the turn's last iteration: one sent back could not be answered.
+            last_chance=lambda: self._iteration >= self._max_iterations,
         )
         call = SlotCall(
             priority=options.priority,

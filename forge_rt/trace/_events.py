@@ -116,14 +116,15 @@ class RequestSent(_Event, kw_only=True, tag="request"):
 
 
 class ReplyReceived(_Event, kw_only=True, tag="reply"):
-    """The model's whole reply, as the guardrails got it; ``constrained`` and ``text_offered``
-    as ``check`` got them."""
+    """The model's whole reply, as the guardrails got it; ``constrained``, ``text_offered`` and
+    ``last_chance`` as ``check`` got them."""
 
     turn: int
     iteration: int
     response: LLMResponse
     constrained: bool = False
     text_offered: bool = False
+    last_chance: bool = False
 
 
 class CallRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -172,6 +172,7 @@ class _Actor:
                     event.response,
                     constrained=event.constrained,
                     text_offered=event.text_offered,
+                    last_chance=event.last_chance,
                 )
                 self._replayed = decision_of(action)
                 self._report.replies += 1

@@ -123,7 +123,12 @@ class Tracer:
         )
 
     def reply(
-        self, response: LLMResponse, *, constrained: bool, text_offered: bool = False
+        self,
+        response: LLMResponse,
+        *,
+        constrained: bool,
+        text_offered: bool = False,
+        last_chance: bool = False,
     ) -> None:
         self.sink.emit(
             ReplyReceived(
@@ -134,6 +139,7 @@ class Tracer:
                 response=response,
                 constrained=constrained,
                 text_offered=text_offered,
+                last_chance=last_chance,
             )
         )
 

@@ -252,7 +252,10 @@ def test_the_correction_shows_distinct_results() -> None:
     grounding.add_result("get_share_quote", STOCK)
     for _ in range(3):
         grounding.add_result("rephrase_text", "not relevant to this request")
-    assert grounding.recent == f"{STOCK} | not relevant to this request"
+    assert grounding.recent_results == (STOCK, "not relevant to this request")
+    nudge = grounding.check("Everything is in order.")
+    assert nudge is not None
+    assert f"{STOCK} | not relevant to this request" in nudge
 
 
 def test_after_a_refused_answer_the_next_is_constrained_to_the_results() -> None:
@@ -272,9 +275,10 @@ def test_after_a_refused_answer_the_next_is_constrained_to_the_results() -> None
     assert off.answer_choices == ()
 
 
-def test_a_tool_error_is_never_an_answer_to_constrain_to() -> None:
-    """The correction shows failed calls' errors, but the answer is held only to successes;
-    with none, it is not held at all."""
+def test_a_tool_error_is_never_an_answer_to_show_or_constrain_to() -> None:
+    """A failed call's error counts as what the turn is about, but it is never the example
+    answer nor one the answer is held to; with no call succeeded there is no example to
+    show, and the answer is not sent back."""
     grounding = AnswerGrounding()
     grounding.add_result("get_share_quote", "unknown symbol 'AAPL'; try KORV", failed=True)
     assert grounding.recent_successes == ()
@@ -286,8 +290,15 @@ def test_a_tool_error_is_never_an_answer_to_constrain_to() -> None:
     assert isinstance(action, Execute)
     error = ToolResolutionError("unknown city 'X'; known cities: Porto")
     guard.record([ToolResult(call=action.calls[0], error=error)])
-    assert isinstance(guard.check(_answer("You complete your request.")), ToolErrors)
+    assert isinstance(guard.check(_answer("You complete your request.")), Execute)
     assert guard.answer_choices == ()
+    failed_then_ok = AnswerGrounding()
+    failed_then_ok.add_result("get_share_quote", "unknown symbol 'AAPL'; try KORV", failed=True)
+    failed_then_ok.add_result("get_share_quote", STOCK)
+    shown = failed_then_ok.check("You complete your request.")
+    assert shown is not None
+    assert STOCK in shown
+    assert "unknown symbol" not in shown
 
 
 def test_a_hold_to_the_results_follows_the_results_that_come_after_it() -> None:

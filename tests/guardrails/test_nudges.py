@@ -24,9 +24,11 @@ from forge_rt.guardrails import (
     loop_nudge,
     premature_terminal_nudge,
     prerequisite_nudge,
+    respond_spec,
     retry_nudge,
     unknown_tool_nudge,
 )
+from forge_rt.guardrails._nudges import next_step_text
 
 
 class SalesArgs(BaseModel):
@@ -241,3 +243,20 @@ def test_loop_nudge_names_call_and_repeats() -> None:
     text = loop_nudge("search", {"q": "x"}, 3)
     assert re.match(r'^\[LoopError\] You called `search` with \{"q": "x"\} 3 times in a row;', text)
     assert "ends the task" in text
+
+
+def test_the_answer_note_names_the_respond_tools_own_field() -> None:
+    """A caller's own ``respond`` tool whose field is not ``message`` is described with its
+    field: the model copies what the note says into its answer."""
+    own = ToolSpec(
+        name="respond",
+        parameters={
+            "type": "object",
+            "properties": {"reply_text": {"type": "string"}},
+            "required": ["reply_text"],
+        },
+    )
+    note = next_step_text(own, finish=True)
+    assert "`reply_text`" in note
+    assert "`message`" not in note
+    assert "`message`" in next_step_text(respond_spec(), finish=True)

@@ -51,6 +51,7 @@ from forge_rt.guardrails._bounds import (
 )
 from forge_rt.guardrails._exclude import Excluded, argument_variants, render_json
 from forge_rt.guardrails._rescue_args import schema_of
+from forge_rt.guardrails._shape import CallShape
 from forge_rt.guardrails._validator import call_key
 
 __all__ = [
@@ -63,6 +64,8 @@ __all__ = [
 ]
 
 log = quiet_logger(__name__)
+
+_ONE_OR_MORE = CallShape()  # the default: one call, or several as an array
 
 _DROP = frozenset({"$defs", "definitions", "$schema", "$id"})
 
@@ -136,8 +139,7 @@ def _check_tools(tools: Sequence[ToolSpec]) -> None:
 def tool_call_schema(
     tools: Sequence[ToolSpec],
     *,
-    parallel: bool = True,
-    listed: bool = False,
+    shape: CallShape = _ONE_OR_MORE,
     exclude: Sequence[ToolCall] = (),
     answers: Sequence[str] = (),
 ) -> dict[str, Any]:
@@ -148,13 +150,13 @@ def tool_call_schema(
     (llama.cpp's converter does not follow references), objects closed where the validator
     would reject extra keys, strings and arrays bounded (:func:`~forge_rt.guardrails.bounded`).
 
-    With ``parallel`` (the default: the runtime runs a reply's calls as one batch) a JSON array
+    With ``shape.parallel`` (the default: the runtime runs a reply's calls as one batch) a JSON array
     of 1 to :data:`~forge_rt.guardrails.DEFAULT_MAX_CALLS` such calls is a further branch, so a
     request that needs two calls at once can be answered in one reply; rescue parsing reads a
     bare array of calls like any other. A single call stays a bare object, the shape small
     models write by themselves and the one the proxy streams a ``respond`` message from.
 
-    ``listed`` (with ``parallel``): the reply is always the array, of one call or more. Opened
+    ``shape.listed`` (with ``parallel``): the reply is always the array, of one call or more. Opened
     with ``[``, a reply's every call ends at a choice between ``,`` (another call) and ``]``,
     which is where a model weighs whether the request asks for more; written as a bare object,
     a small model ends after the first call (on BFCL's parallel categories the embedded 0.5B
@@ -181,7 +183,7 @@ def tool_call_schema(
         }
         for spec, args in _call_arguments(tools, exclude, answers)
     ]
-    if not parallel:
+    if not shape.parallel:
         return {"anyOf": calls}
     batch = {
         "type": "array",
@@ -189,7 +191,7 @@ def tool_call_schema(
         "minItems": 1,
         "maxItems": DEFAULT_MAX_CALLS,
     }
-    return batch if listed else {"anyOf": [*calls, batch]}
+    return batch if shape.listed else {"anyOf": [*calls, batch]}
 
 
 def _call_arguments(
@@ -425,9 +427,7 @@ class _Grammar:
 def tool_call_grammar(
     tools: Sequence[ToolSpec],
     *,
-    parallel: bool = True,
-    listed: bool = False,
-    prose: bool = False,
+    shape: CallShape = _ONE_OR_MORE,
     exclude: Sequence[ToolCall] = (),
     answers: Sequence[str] = (),
 ) -> str:
@@ -439,12 +439,12 @@ def tool_call_grammar(
     arrays are bounded (:func:`~forge_rt.guardrails.bounded`; a value of any type too), and
     numbers have at most 16 integer digits, 16 decimals and a two-digit exponent, so sampling
     cannot run away inside a value or produce a number that does not fit a double. With
-    ``parallel``, a reply may also be a JSON array of 1 to
-    :data:`~forge_rt.guardrails.DEFAULT_MAX_CALLS` calls (only that, with ``listed``).
+    ``shape.parallel``, a reply may also be a JSON array of 1 to
+    :data:`~forge_rt.guardrails.DEFAULT_MAX_CALLS` calls (only that, with ``shape.listed``).
     ``exclude`` leaves out calls, and ``answers`` narrows ``respond``'s message, as
     :func:`tool_call_schema` does.
 
-    ``prose``: a reply may also be text that holds no call -- any text whose first character
+    ``shape.prose``: a reply may also be text that holds no call -- any text whose first character
     cannot open one (not ``{``, ``[``, a backtick, ``<`` or whitespace) -- and the calls may
     come in a code fence. The constraint then leaves to the model *whether* it calls, and
     holds only *how*: the first token decides, as it would unconstrained, and a small model
@@ -464,14 +464,14 @@ def tool_call_grammar(
                 f'"\\"arguments\\"" ws ":" ws {args} ws "}}"',
             )
         )
-    if parallel:
+    if shape.parallel:
         call = grammar.define("call", " | ".join(alternatives))
         more = f"{{0,{DEFAULT_MAX_CALLS - 1}}}"
         batch = f'"[" ws {call} ( ws "," ws {call} ){more} ws "]"'
-        root = batch if listed else f"{call} | {batch}"
+        root = batch if shape.listed else f"{call} | {batch}"
     else:
         root = " | ".join(alternatives)
-    if prose:
+    if shape.prose:
         calls = grammar.define("calls", root)
         fenced = grammar.define("fenced", f'"```" "json"? ws {calls} ws "```"')
         text = grammar.define("prose", _PROSE)
@@ -516,9 +516,7 @@ def choose_constraint(
     tools: Sequence[ToolSpec],
     *,
     backend: str | None = None,
-    parallel: bool = True,
-    listed: bool = False,
-    prose: bool = False,
+    shape: CallShape = _ONE_OR_MORE,
 ) -> ConstraintDecision:
     """Decide whether (and how) to constrain the model's output to calls of ``tools``.
 
@@ -531,10 +529,10 @@ def choose_constraint(
       :class:`~forge_rt.errors.ConstraintUnsupportedError`.
 
     Pass the tools the model is offered, ``respond`` included, so it can still answer in text.
-    ``parallel`` says whether one reply may hold several calls, ``listed`` whether they are
-    always written as a list (see :func:`tool_call_schema`), ``prose`` whether a text reply
-    is a branch of the constraint (see :func:`tool_call_grammar`): a backend that takes both
-    kinds then gets the grammar, one that takes only a JSON schema gets the calls alone.
+    ``shape`` says whether one reply may hold several calls, whether they are always written
+    as a list (see :func:`tool_call_schema`) and whether a text reply is a branch of the
+    constraint (see :func:`tool_call_grammar`): with ``shape.prose`` a backend that takes both
+    kinds gets the grammar, one that takes only a JSON schema gets the calls alone.
     The decision is logged (``guardrails.constraint``) with its reason.
     """
     if mode not in ("auto", "always", "never"):
@@ -544,20 +542,20 @@ def choose_constraint(
         reason = "constrain='never': replies are read by rescue parsing"
     elif not tools:
         reason = "no tools are offered, so there is no call to constrain to"
-    elif prose and capabilities.grammar:
-        gbnf = tool_call_grammar(tools, parallel=parallel, listed=listed, prose=True)
+    elif shape.prose and capabilities.grammar:
+        gbnf = tool_call_grammar(tools, shape=shape)
         constraint = GrammarConstraint(gbnf=gbnf, admits_text=True)
         reason = (
             f"the backend accepts a GBNF grammar: a reply is text or calls of {len(tools)} tools"
         )
     elif capabilities.json_schema:
-        schema = tool_call_schema(tools, parallel=parallel, listed=listed)
+        schema = tool_call_schema(tools, shape=shape)
         constraint = JsonSchemaConstraint(schema=schema)
         reason = (
             f"the backend accepts a JSON schema: every reply is a call of one of {len(tools)} tools"
         )
     elif capabilities.grammar:
-        gbnf = tool_call_grammar(tools, parallel=parallel, listed=listed)
+        gbnf = tool_call_grammar(tools, shape=msgspec.structs.replace(shape, prose=False))
         constraint = GrammarConstraint(gbnf=gbnf)
         reason = f"the backend accepts a GBNF grammar: every reply is a call of one of {len(tools)} tools"
     elif mode == "always":
@@ -591,8 +589,8 @@ class NarrowedConstraint:
 
     The tools offered in the prompt stay the same (so the backend's KV cache of the prompt stays
     valid); only the output constraint shrinks. Each narrowing is built once and kept, in the
-    shape ``parallel``, ``listed`` and ``prose`` say (pass what ``constraint`` was built with;
-    ``prose`` applies to a grammar, the only kind that has it).
+    ``shape`` ``constraint`` was built with (``shape.prose`` applies to a grammar that admits
+    text, the only kind that has it).
     """
 
     def __init__(
@@ -600,15 +598,12 @@ class NarrowedConstraint:
         constraint: OutputConstraint | None,
         tools: Sequence[ToolSpec],
         *,
-        parallel: bool = True,
-        listed: bool = False,
-        prose: bool = False,
+        shape: CallShape = _ONE_OR_MORE,
     ) -> None:
         self._constraint = constraint
         self._all = frozenset(t.name for t in tools)
-        self._parallel = parallel
-        self._listed = listed
-        self._prose = prose
+        prose = isinstance(constraint, GrammarConstraint) and constraint.admits_text
+        self._shape = msgspec.structs.replace(shape, prose=prose)
         # Bounded: exclusions and answers differ from turn to turn; a chat daemon runs for weeks.
         self._narrowed: OrderedDict[
             tuple[frozenset[str], frozenset[Any], tuple[str, ...]], OutputConstraint
@@ -650,26 +645,13 @@ class NarrowedConstraint:
         if narrowed is not None:
             self._narrowed.move_to_end(key)
         else:
-            parallel = self._parallel
+            shape = self._shape
             if isinstance(constraint, JsonSchemaConstraint):
-                schema = tool_call_schema(
-                    allowed,
-                    parallel=parallel,
-                    listed=self._listed,
-                    exclude=blocked,
-                    answers=answers,
-                )
+                schema = tool_call_schema(allowed, shape=shape, exclude=blocked, answers=answers)
                 narrowed = JsonSchemaConstraint(schema=schema)
             else:
-                gbnf = tool_call_grammar(
-                    allowed,
-                    parallel=parallel,
-                    listed=self._listed,
-                    prose=self._prose,
-                    exclude=blocked,
-                    answers=answers,
-                )
-                narrowed = GrammarConstraint(gbnf=gbnf, admits_text=self._prose)
+                gbnf = tool_call_grammar(allowed, shape=shape, exclude=blocked, answers=answers)
+                narrowed = GrammarConstraint(gbnf=gbnf, admits_text=shape.prose)
             self._narrowed[key] = narrowed
             if len(self._narrowed) > NARROWED_KEPT:
                 self._narrowed.popitem(last=False)

@@ -10,6 +10,7 @@ import msgspec
 
 from forge_rt.errors import ConfigurationError
 from forge_rt.guardrails._rules import RULES, rule_named
+from forge_rt.guardrails._shape import CallShape
 
 __all__ = ["GuardrailOptions"]
 
@@ -79,6 +80,12 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
                 f"GuardrailOptions.loop_repeats must be >= 2 or None (no loop guard), got "
                 f"{self.loop_repeats}"
             )
+
+    def call_shape(self, *, parallel: bool = True) -> CallShape:
+        """The shape of a constrained reply under these options: several calls where
+        ``parallel``, always as a list with ``call_list``, text as a branch with
+        ``prose_answers``. Every constraint of a run is built in this shape."""
+        return CallShape(parallel=parallel, listed=self.call_list, prose=self.prose_answers)
 
     def enabled(self, rule: str) -> bool:
         """Whether the rule called ``rule`` is on."""

@@ -249,9 +249,7 @@ class InferenceEngine:
                 self._constrain,
                 self._capabilities,
                 tools,
-                parallel=parallel,
-                listed=options.call_list,
-                prose=options.prose_answers,
+                shape=options.call_shape(parallel=parallel),
             ).constraint
         except ToolSchemaError as exc:
             # A client's schema the constraint cannot express (a keyword validation ignores may
@@ -380,11 +378,7 @@ class InferenceEngine:
         excluded: tuple[ToolCall, ...] = ()
         answered: tuple[str, ...] = ()
         narrowing = NarrowedConstraint(
-            base.constraint,
-            guard.tools,
-            parallel=parallel,
-            listed=guard.options.call_list,
-            prose=guard.options.prose_answers,
+            base.constraint, guard.tools, shape=guard.options.call_shape(parallel=parallel)
         )
 
         async def prepare() -> InferenceRequest:

@@ -62,10 +62,17 @@ DEFAULT_INFERENCE_DEADLINE_S = 600.0
 _log = quiet_logger(__name__)
 
 
-def _decide_constraint(workflow: Workflow, client: LLMClient) -> ConstraintDecision:
-    """The workflow's constraint, decided once for the actor (narrowed per iteration there)."""
+def _decide_constraint(
+    workflow: Workflow, client: LLMClient, options: GuardrailOptions
+) -> ConstraintDecision:
+    """The workflow's constraint, decided once for the actor (narrowed per iteration there),
+    in the reply shape of its guardrail options."""
     return choose_constraint(
-        workflow.constrain, client.capabilities, workflow_tool_specs(workflow), backend=client.model
+        workflow.constrain,
+        client.capabilities,
+        workflow_tool_specs(workflow),
+        backend=client.model,
+        shape=options.call_shape(),
     )
 
 
@@ -453,8 +460,8 @@ class Session:
         approvals: ApprovalGate,
         seed: dict[str, Any],
     ) -> ActorRef[Any]:
-        decision = _decide_constraint(workflow, self.client)
         options = guardrails or self._defaults.guardrails
+        decision = _decide_constraint(workflow, self.client, options)
         return await self.system.spawn(
             lambda: WorkflowActor(
                 workflow,

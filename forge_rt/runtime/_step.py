@@ -353,27 +353,16 @@ class GuardedStep:
         if self._escalation is None:
             tools = self.guardrails.tools
             constraint: OutputConstraint | None = None
-            options = self.guardrails.options
+            shape = self.guardrails.options.call_shape(parallel=self._parallel)
             try:
                 constraint = choose_constraint(
-                    "auto",
-                    self._slot.client.capabilities,
-                    tools,
-                    parallel=self._parallel,
-                    listed=options.call_list,
-                    prose=options.prose_answers,
+                    "auto", self._slot.client.capabilities, tools, shape=shape
                 ).constraint
             except ToolSchemaError as exc:
                 # Often why the run decodes freely: a schema with no flat constraint (a
                 # recursive model). Its retries stay free, as they were before escalation.
                 _log.info("step.escalation_unavailable", reason=str(exc))
-            self._escalation = NarrowedConstraint(
-                constraint,
-                tools,
-                parallel=self._parallel,
-                listed=options.call_list,
-                prose=options.prose_answers,
-            )
+            self._escalation = NarrowedConstraint(constraint, tools, shape=shape)
         guardrails = self.guardrails
         return self._escalation.to(
             guardrails.callable_now(avoid),

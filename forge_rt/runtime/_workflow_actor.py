@@ -185,7 +185,9 @@ class WorkflowActor(Actor):
             tracker=tracker,
             withheld=approvals.withheld if approvals is not None else None,
         )
-        self._narrowed = NarrowedConstraint(constraint, self._guardrails.tools)
+        self._narrowed = NarrowedConstraint(
+            constraint, self._guardrails.tools, shape=guardrail_options.call_shape()
+        )
         self._avoid: frozenset[str] = frozenset()  # tools a loop nudge just blocked
         self._window: int | None = None  # the backend's context length, once asked
         self._window_known = False

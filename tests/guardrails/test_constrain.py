@@ -22,6 +22,7 @@ from forge_rt.core import (
 )
 from forge_rt.errors import ConstraintUnsupportedError, ToolSchemaError, WorkflowDefinitionError
 from forge_rt.guardrails import (
+    CallShape,
     ConstraintDecision,
     Dialect,
     choose_constraint,
@@ -76,7 +77,7 @@ def _walk(value: Any) -> list[Mapping[str, Any]]:
 
 def test_schema_is_any_of_one_closed_object_per_tool() -> None:
     """One alternative per tool: name as const, arguments required, nothing else allowed."""
-    schema = tool_call_schema(TOOLS, parallel=False)
+    schema = tool_call_schema(TOOLS, shape=CallShape(parallel=False))
     options = schema["anyOf"]
     assert [o["properties"]["name"] for o in options] == [
         {"const": "plot"},
@@ -100,7 +101,7 @@ def test_refs_are_inlined_for_llama_cpp() -> None:
 def test_argument_objects_are_closed_like_the_validator() -> None:
     """Objects that declare properties (even none) forbid extra keys; free-form ones stay open."""
     free = ToolSpec(name="free", parameters={"type": "object"})
-    schema = tool_call_schema([WEATHER, PING, free], parallel=False)
+    schema = tool_call_schema([WEATHER, PING, free], shape=CallShape(parallel=False))
     weather, ping, free_args = (o["properties"]["arguments"] for o in schema["anyOf"])
     assert weather["additionalProperties"] is False
     assert ping["additionalProperties"] is False

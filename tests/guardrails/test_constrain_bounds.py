@@ -27,6 +27,7 @@ from forge_rt.guardrails import (
     MAX_REPLY_TOKENS,
     PLAIN_REPLY_TOKENS,
     STRING_CHARS_PER_TOKEN,
+    CallShape,
     NarrowedConstraint,
     bounded,
     call_tokens,
@@ -102,7 +103,7 @@ def test_the_tool_schema_itself_is_not_changed() -> None:
     """Only the constraint is bounded: validation still accepts a longer string than 512."""
     long_city = "x" * (DEFAULT_MAX_LENGTH + 1)
     assert WEATHER.validate_args({"city": long_city}) is not None
-    schema = tool_call_schema([WEATHER], parallel=False)
+    schema = tool_call_schema([WEATHER], shape=CallShape(parallel=False))
     assert not _admits(schema, call("get_air_quality", city=long_city))
     assert _admits(schema, call("get_air_quality", city=long_city[:-1]))
 
@@ -124,7 +125,7 @@ def test_a_value_of_any_type_is_bounded_in_the_grammar() -> None:
         name="store",
         parameters={"type": "object", "properties": {"value": {}}, "required": ["value"]},
     )
-    rules = parse_gbnf(tool_call_grammar([free], parallel=False))
+    rules = parse_gbnf(tool_call_grammar([free], shape=CallShape(parallel=False)))
     text = '{"name": "store", "arguments": {"value": %s}}'
     assert accepts(rules, text % json.dumps("x" * DEFAULT_MAX_LENGTH))
     assert not accepts(rules, text % json.dumps("x" * (DEFAULT_MAX_LENGTH + 1)))
@@ -149,7 +150,7 @@ def test_the_schema_admits_an_array_of_calls() -> None:
 
 def test_without_parallel_calls_the_schema_is_one_call() -> None:
     """parallel=False keeps the one-call language: an array is not an instance."""
-    schema = tool_call_schema(TOOLS, parallel=False)
+    schema = tool_call_schema(TOOLS, shape=CallShape(parallel=False))
     weather = call("get_air_quality", city="Turku")
     assert _admits(schema, weather)
     assert not _admits(schema, [weather])
@@ -165,7 +166,7 @@ def test_the_grammar_admits_the_same_arrays() -> None:
     assert accepts(rules, "[" + ",".join([one] * DEFAULT_MAX_CALLS) + "]")
     assert not accepts(rules, "[" + ",".join([one] * (DEFAULT_MAX_CALLS + 1)) + "]")
     assert not accepts(rules, "[]")
-    single = parse_gbnf(tool_call_grammar(TOOLS, parallel=False))
+    single = parse_gbnf(tool_call_grammar(TOOLS, shape=CallShape(parallel=False)))
     assert accepts(single, one)
     assert not accepts(single, two)
 
@@ -185,19 +186,25 @@ def test_choose_constraint_passes_the_parallel_choice_on() -> None:
     """choose_constraint builds the schema or grammar with or without the array of calls."""
     schema_caps = ClientCapabilities(json_schema=True)
     grammar_caps = ClientCapabilities(grammar=True)
-    single = choose_constraint("auto", schema_caps, TOOLS, parallel=False)
-    assert single.constraint == JsonSchemaConstraint(schema=tool_call_schema(TOOLS, parallel=False))
-    grammar = choose_constraint("auto", grammar_caps, TOOLS, parallel=False)
-    assert grammar.constraint == GrammarConstraint(gbnf=tool_call_grammar(TOOLS, parallel=False))
+    single = choose_constraint("auto", schema_caps, TOOLS, shape=CallShape(parallel=False))
+    assert single.constraint == JsonSchemaConstraint(
+        schema=tool_call_schema(TOOLS, shape=CallShape(parallel=False))
+    )
+    grammar = choose_constraint("auto", grammar_caps, TOOLS, shape=CallShape(parallel=False))
+    assert grammar.constraint == GrammarConstraint(
+        gbnf=tool_call_grammar(TOOLS, shape=CallShape(parallel=False))
+    )
 
 
 @pytest.mark.parametrize("parallel", [True, False], ids=["parallel", "single"])
 def test_a_narrowed_constraint_keeps_the_parallel_choice(parallel: bool) -> None:
     """Narrowing to fewer tools rebuilds the constraint with the same parallel setting."""
-    base = JsonSchemaConstraint(schema=tool_call_schema(TOOLS, parallel=parallel))
-    narrowed = NarrowedConstraint(base, TOOLS, parallel=parallel).to([WEATHER, PING])
+    base = JsonSchemaConstraint(schema=tool_call_schema(TOOLS, shape=CallShape(parallel=parallel)))
+    narrowed = NarrowedConstraint(base, TOOLS, shape=CallShape(parallel=parallel)).to(
+        [WEATHER, PING]
+    )
     assert narrowed == JsonSchemaConstraint(
-        schema=tool_call_schema([WEATHER, PING], parallel=parallel)
+        schema=tool_call_schema([WEATHER, PING], shape=CallShape(parallel=parallel))
     )
 
 
@@ -229,7 +236,7 @@ def test_the_longest_instance_fits_its_budget() -> None:
             "required": ["city", "unit", "count", "labels"],
         },
     )
-    schema = tool_call_schema([wide], parallel=False)
+    schema = tool_call_schema([wide], shape=CallShape(parallel=False))
     widest = call(
         "wide",
         city="x" * DEFAULT_MAX_LENGTH,
@@ -255,7 +262,9 @@ def test_a_tight_schema_gets_a_tight_budget() -> None:
     request = InferenceRequest(
         messages=(),
         tools=(switch,),
-        constraint=JsonSchemaConstraint(schema=tool_call_schema([switch], parallel=False)),
+        constraint=JsonSchemaConstraint(
+            schema=tool_call_schema([switch], shape=CallShape(parallel=False))
+        ),
     )
     # braces 2; "name" 3 + colon, comma, gaps 6 + "switch" 4; "arguments" 6 + 6 + the
     # arguments: braces 2, "state" 4 + 6 + "off" 3, "room" 3 + 6 + an integer 17
@@ -274,9 +283,9 @@ def test_a_parallel_constraint_is_capped_at_the_flat_maximum() -> None:
 
 def test_a_grammar_budget_follows_from_the_request_tools() -> None:
     """A grammar cannot be measured; the budget is the tool schema's, or the flat cap without tools."""
-    grammar = GrammarConstraint(gbnf=tool_call_grammar([PING], parallel=False))
+    grammar = GrammarConstraint(gbnf=tool_call_grammar([PING], shape=CallShape(parallel=False)))
     with_tools = InferenceRequest(messages=(), tools=(PING,), constraint=grammar)
-    schema = tool_call_schema([PING], parallel=True)
+    schema = tool_call_schema([PING], shape=CallShape(parallel=True))
     assert reply_token_budget(with_tools) == min(instance_tokens(schema), MAX_REPLY_TOKENS)
     assert reply_token_budget(InferenceRequest(messages=(), constraint=grammar)) == MAX_REPLY_TOKENS
 
@@ -287,7 +296,7 @@ def test_a_free_tool_reply_gets_one_call_and_room_to_reach_it() -> None:
     tight = InferenceRequest(messages=(), tools=(PING,))
     assert reply_token_budget(tight) == FREE_CALL_MIN_TOKENS
     wide = InferenceRequest(messages=(), tools=(WEATHER, PING))
-    single = instance_tokens(tool_call_schema([WEATHER, PING], parallel=False))
+    single = instance_tokens(tool_call_schema([WEATHER, PING], shape=CallShape(parallel=False)))
     assert single > FREE_CALL_MIN_TOKENS
     assert reply_token_budget(wide) == single
 

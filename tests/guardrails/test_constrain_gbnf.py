@@ -19,7 +19,14 @@ from pydantic import BaseModel, Field
 from test_constrain import SCHEMA, TOOLS, _valid, instances
 
 from forge_rt.core import ToolSpec
-from forge_rt.guardrails import Dialect, rescue, respond_spec, tool_call_grammar, tool_call_schema
+from forge_rt.guardrails import (
+    CallShape,
+    Dialect,
+    rescue,
+    respond_spec,
+    tool_call_grammar,
+    tool_call_schema,
+)
 
 # --- a GBNF reader --------------------------------------------------------------------------
 
@@ -379,7 +386,7 @@ def test_every_grammar_string_is_a_known_call_with_valid_arguments(data: st.Data
 def test_grammar_and_schema_describe_the_same_tools() -> None:
     """One call alternative per tool, in the same order as the schema's anyOf."""
     names = [option[1][0][1] for option in UNBOUNDED_RULES["call"][1]]  # alt of seq of one ref
-    schema = tool_call_schema(UNBOUNDED, parallel=False)
+    schema = tool_call_schema(UNBOUNDED, shape=CallShape(parallel=False))
     assert names == [f"call-{o['properties']['name']['const']}" for o in schema["anyOf"]]
 
 

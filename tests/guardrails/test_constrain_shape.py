@@ -13,6 +13,7 @@ import pytest
 
 from forge_rt.core import ClientCapabilities, GrammarConstraint, JsonSchemaConstraint, ToolSpec
 from forge_rt.guardrails import (
+    CallShape,
     NarrowedConstraint,
     choose_constraint,
     respond_spec,
@@ -53,7 +54,7 @@ def _text(value: object) -> str:
 
 
 def test_a_listed_schema_is_a_list_of_one_call_or_more() -> None:
-    schema = tool_call_schema(TOOLS, listed=True)
+    schema = tool_call_schema(TOOLS, shape=CallShape(listed=True))
     assert schema["type"] == "array"
     assert schema["minItems"] == 1
     names = {o["properties"]["name"]["const"] for o in schema["items"]["anyOf"]}
@@ -61,13 +62,13 @@ def test_a_listed_schema_is_a_list_of_one_call_or_more() -> None:
 
 
 def test_listed_means_nothing_where_one_call_is_all_a_reply_may_hold() -> None:
-    assert tool_call_schema(TOOLS, parallel=False, listed=True) == tool_call_schema(
-        TOOLS, parallel=False
-    )
+    assert tool_call_schema(
+        TOOLS, shape=CallShape(parallel=False, listed=True)
+    ) == tool_call_schema(TOOLS, shape=CallShape(parallel=False))
 
 
 def test_a_listed_grammar_takes_lists_and_refuses_a_bare_call() -> None:
-    grammar = Gbnf(tool_call_grammar(TOOLS, listed=True))
+    grammar = Gbnf(tool_call_grammar(TOOLS, shape=CallShape(listed=True)))
     assert grammar.accepts(_text([KITCHEN]))
     assert grammar.accepts(_text([KITCHEN, PORCH]))
     assert not grammar.accepts(_text(KITCHEN))
@@ -76,7 +77,7 @@ def test_a_listed_grammar_takes_lists_and_refuses_a_bare_call() -> None:
 
 
 def test_a_grammar_with_prose_takes_text_and_calls_bare_or_fenced() -> None:
-    grammar = Gbnf(tool_call_grammar(TOOLS, listed=True, prose=True))
+    grammar = Gbnf(tool_call_grammar(TOOLS, shape=CallShape(listed=True, prose=True)))
     assert grammar.accepts("None of these tools tells the time, but it is usually light at noon.")
     assert grammar.accepts("Two lines\nof text, with {braces} later on.")
     assert grammar.accepts(_text([KITCHEN, PORCH]))
@@ -97,11 +98,13 @@ def test_a_grammar_with_prose_takes_text_and_calls_bare_or_fenced() -> None:
     ],
 )
 def test_text_that_starts_like_a_call_is_held_to_a_valid_call(reply: str) -> None:
-    assert not Gbnf(tool_call_grammar(TOOLS, listed=True, prose=True)).accepts(reply)
+    assert not Gbnf(tool_call_grammar(TOOLS, shape=CallShape(listed=True, prose=True))).accepts(
+        reply
+    )
 
 
 def test_prose_picks_the_grammar_where_the_backend_takes_both() -> None:
-    decision = choose_constraint("auto", BOTH_CAPS, TOOLS, listed=True, prose=True)
+    decision = choose_constraint("auto", BOTH_CAPS, TOOLS, shape=CallShape(listed=True, prose=True))
     assert isinstance(decision.constraint, GrammarConstraint)
     assert decision.constraint.admits_text
     assert Gbnf(decision.constraint.gbnf).accepts("Not something I can switch.")
@@ -109,7 +112,7 @@ def test_prose_picks_the_grammar_where_the_backend_takes_both() -> None:
 
 def test_without_a_grammar_the_calls_are_constrained_and_text_is_not_offered() -> None:
     caps = ClientCapabilities(json_schema=True)
-    decision = choose_constraint("auto", caps, TOOLS, listed=True, prose=True)
+    decision = choose_constraint("auto", caps, TOOLS, shape=CallShape(listed=True, prose=True))
     assert isinstance(decision.constraint, JsonSchemaConstraint)
     assert decision.constraint.schema["type"] == "array"
 
@@ -121,9 +124,11 @@ def test_the_plain_decision_is_unchanged_without_the_shape_options() -> None:
 
 
 def test_a_narrowed_grammar_keeps_the_shape() -> None:
-    gbnf = tool_call_grammar(TOOLS, listed=True, prose=True)
+    gbnf = tool_call_grammar(TOOLS, shape=CallShape(listed=True, prose=True))
     narrowing = NarrowedConstraint(
-        GrammarConstraint(gbnf=gbnf, admits_text=True), TOOLS, listed=True, prose=True
+        GrammarConstraint(gbnf=gbnf, admits_text=True),
+        TOOLS,
+        shape=CallShape(listed=True, prose=True),
     )
     narrowed = narrowing.to([LAMP, respond_spec()])
     assert isinstance(narrowed, GrammarConstraint)
@@ -135,8 +140,10 @@ def test_a_narrowed_grammar_keeps_the_shape() -> None:
 
 
 def test_a_narrowed_schema_stays_a_list() -> None:
-    schema = tool_call_schema(TOOLS, listed=True)
-    narrowing = NarrowedConstraint(JsonSchemaConstraint(schema=schema), TOOLS, listed=True)
+    schema = tool_call_schema(TOOLS, shape=CallShape(listed=True))
+    narrowing = NarrowedConstraint(
+        JsonSchemaConstraint(schema=schema), TOOLS, shape=CallShape(listed=True)
+    )
     narrowed = narrowing.to([TIMER])
     assert isinstance(narrowed, JsonSchemaConstraint)
     assert narrowed.schema["type"] == "array"

@@ -16,6 +16,7 @@ import trio
 
 from forge_rt.core import ToolCall, ToolSpec
 from forge_rt.guardrails import (
+    CallShape,
     Dialect,
     StartsWith,
     rescue,
@@ -75,10 +76,14 @@ def _assert_other_call(content: str, finish_reason: str) -> None:
 async def test_excluded_call_is_not_written(local_model_url: str, kind: str) -> None:
     """Under a constraint that excludes get_weather(city="Paris"), the reply is another call."""
     if kind == "json_schema":
-        schema = tool_call_schema([WEATHER], parallel=False, exclude=[BLOCKED])
+        schema = tool_call_schema([WEATHER], shape=CallShape(parallel=False), exclude=[BLOCKED])
         constraint = {"response_format": {"type": "json_schema", "json_schema": {"schema": schema}}}
     else:
-        constraint = {"grammar": tool_call_grammar([WEATHER], parallel=False, exclude=[BLOCKED])}
+        constraint = {
+            "grammar": tool_call_grammar(
+                [WEATHER], shape=CallShape(parallel=False), exclude=[BLOCKED]
+            )
+        }
     with trio.fail_after(300):
         content, finish_reason = await _complete(local_model_url, constraint)
     _assert_other_call(content, finish_reason)
@@ -96,10 +101,12 @@ async def test_an_answer_of_markup_is_not_written_once_excluded(
     start with "<", and the backend takes the excluding schema and grammar."""
     tools = [respond_spec()]
     if kind == "json_schema":
-        schema = tool_call_schema(tools, parallel=False, exclude=[MARKUP])
+        schema = tool_call_schema(tools, shape=CallShape(parallel=False), exclude=[MARKUP])
         constraint = {"response_format": {"type": "json_schema", "json_schema": {"schema": schema}}}
     else:
-        constraint = {"grammar": tool_call_grammar(tools, parallel=False, exclude=[MARKUP])}
+        constraint = {
+            "grammar": tool_call_grammar(tools, shape=CallShape(parallel=False), exclude=[MARKUP])
+        }
     body = {
         "messages": [
             {

@@ -11,7 +11,7 @@ from sim_helpers import WEATHER_TOOLS, user
 
 from forge_rt.backends.sim import RequestView, SimBackend, SimConfig, SimToolCall
 from forge_rt.core import ToolSpec, model_from_json_schema
-from forge_rt.guardrails import DEFAULT_MAX_LENGTH, tool_call_schema
+from forge_rt.guardrails import DEFAULT_MAX_LENGTH, CallShape, tool_call_schema
 
 SPECS = [
     ToolSpec(
@@ -46,7 +46,7 @@ async def _content(sim: SimBackend, schema: dict[str, Any]) -> Any:
 async def test_the_intended_call_is_an_instance_of_the_tool_call_schema(parallel: bool) -> None:
     """Under tool_call_schema (with or without the array branch) the sim writes the one call it
     intends as a bare object, which the schema admits."""
-    schema = tool_call_schema(SPECS, parallel=parallel)
+    schema = tool_call_schema(SPECS, shape=CallShape(parallel=parallel))
     intent = SimToolCall(name="get_weather", arguments={"city": "Oslo", "days": 2})
     async with SimBackend.serve(_config(intent)) as sim:
         value = await _content(sim, schema)

@@ -1,0 +1,25 @@
+"""How a constrained reply is written: one value for the three choices every constraint shares."""
+
+from __future__ import annotations
+
+import msgspec
+
+__all__ = ["CallShape"]
+
+
+class CallShape(msgspec.Struct, frozen=True, kw_only=True):
+    """The shape of the replies a tool-call constraint admits.
+
+    ``parallel``: a reply may hold several calls, as a JSON array (the runtime runs a reply's
+    calls as one batch; the proxy passes the client's ``parallel_tool_calls``). ``listed`` (with
+    ``parallel``): the reply is always that array, of one call or more, so after each call the
+    model chooses between another and the end (``GuardrailOptions.call_list``). ``prose``: text
+    that holds no call is a branch too -- a grammar's only (``GuardrailOptions.prose_answers``).
+
+    Built from the options by :meth:`GuardrailOptions.call_shape`, so the first constraint of a
+    run, each narrowing of it and each escalation have the same shape.
+    """
+
+    parallel: bool = True
+    listed: bool = False
+    prose: bool = False

@@ -32,6 +32,7 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.table import Table
 
 from forge_rt import __version__
 from forge_rt._cli_options import (
@@ -58,9 +59,11 @@ from forge_rt.eval._report import (
     DEFAULT_GROUP_BY,
     GROUP_FIELDS,
     build_report,
+    format_p,
     render_html,
     report_table,
 )
+from forge_rt.eval._rule_audit import rule_audit
 from forge_rt.eval._runner import EvalPlan, lines_for, pending_runs, run_eval, sim_client
 from forge_rt.eval._scenario import Scenario
 from forge_rt.eval._split import SPLITS, SplitName, split_of, take_split
@@ -803,3 +806,46 @@ def report_command(path: Path, html_path: Path | None, group_by: str) -> None:
     if not records:
         raise click.ClickException(f"{path} holds no run records; run `forge-rt eval` first")
     _print_and_write(records, fields, source=path, html=html_path or default_report_path(path))
+
+
+@eval_command.command(
+    "rules",
+    context_settings=command_settings("eval", "rules"),
+    epilog=env_epilog("eval", "rules", example="BASELINE", config=False),
+)
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--baseline",
+    default="full",
+    show_default=True,
+    help="The arm each rule is audited in, and each without:RULE arm is paired with.",
+)
+def rules_command(path: Path, baseline: str) -> None:
+    """Print the per-rule audit of an eval's results file: for each guardrail rule, the runs it
+    fired in and how many of them ended correct, and, where the file holds the arm
+    without:RULE, the runs the rule turned right and wrong, with McNemar's p."""
+    try:
+        lines = rule_audit(read_records(path), baseline=baseline)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    table = Table(title=f"{path} · rules in the {baseline} arm")
+    for name in (
+        "rule",
+        "stage",
+        "fired in",
+        "correct when fired",
+        "turned right",
+        "turned wrong",
+        "p",
+    ):
+        table.add_column(name, justify="left" if name in ("rule", "stage") else "right")
+    for line in lines:
+        paired = (str(line.gained), str(line.lost), format_p(line.p)) if line.paired else ("-",) * 3
+        table.add_row(
+            line.rule,
+            line.stage,
+            f"{line.fired}/{line.runs}" if line.counted else "-",
+            f"{line.correct_when_fired}/{line.fired}" if line.fired else "-",
+            *paired,
+        )
+    Console(width=120).print(table)

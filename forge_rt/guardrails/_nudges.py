@@ -389,11 +389,15 @@ def bad_args_nudge(
     example = example_call(spec, repair.args)
     if filled:
         lines.append(f"Send the call with the value the task gave: {example}")
-    elif repair.missing:
+    elif repair.missing and repair.args:
         lines.append(
             f"Send the call again with a real value for {_names(repair.missing)}, the rest as "
             f"shown: {example}"
         )
+    elif repair.missing:
+        # Nothing of the call is left to keep: an example would be a call its tool refuses
+        # (``"arguments": {}``), and a small model copies what it is shown.
+        lines.append(f"Send the call again with a real value for {_names(repair.missing)}.")
     else:
         lines.append(f"Send this corrected call: {example}")
     return "\n".join(lines)

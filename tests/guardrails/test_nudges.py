@@ -260,3 +260,24 @@ def test_the_answer_note_names_the_respond_tools_own_field() -> None:
     assert "`reply_text`" in note
     assert "`message`" not in note
     assert "`message`" in next_step_text(respond_spec(), finish=True)
+
+
+def test_a_correction_never_shows_a_call_its_tool_would_refuse() -> None:
+    """With every argument unusable, no example call is shown: it would hold no arguments, a
+    call the tool refuses, which the model copies."""
+    kiln = ToolSpec(
+        name="fire_kiln",
+        parameters={
+            "type": "object",
+            "properties": {"kiln_id": {"type": "string", "description": "The kiln's id."}},
+            "required": ["kiln_id"],
+        },
+    )
+    text = bad_args_nudge(
+        kiln,
+        [ArgumentError("$.kiln_id", "Expected a real value, got a placeholder")],
+        args={"kiln_id": "<kiln_id>"},
+        unusable=["kiln_id"],
+    )
+    assert '"arguments": {}' not in text
+    assert text.endswith("Send the call again with a real value for `kiln_id`.")

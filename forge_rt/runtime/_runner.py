@@ -34,7 +34,8 @@ from forge_rt.runtime._approvals import ApprovalCallback, ApprovalGate, Approval
 from forge_rt.runtime._budget import BudgetMonitor, BudgetSource
 from forge_rt.runtime._durable import SessionLog, decode_state, restored_history
 from forge_rt.runtime._scheduling import DEFAULT_MAX_WAIT_S, PreemptPolicy
-from forge_rt.runtime._slot import DEFAULT_RETRY, BackendRetry, SlotWorker, StallLimits
+from forge_rt.runtime._slot import SlotWorker
+from forge_rt.runtime._slot_limits import DEFAULT_RETRY, BackendRetry, StallLimits
 from forge_rt.runtime._step import RunStats
 from forge_rt.runtime._workflow_actor import (
     ChunkSink,
@@ -324,6 +325,19 @@ class Session:
             )
             yield cls(system, client, slot, budget, defaults, store, trace=sink)
 
+    @classmethod
+    def on_slot(cls, slot: SlotWorker) -> Session:
+        """A session over a slot already started, in that slot's actor system, with the
+        default options: ``await Session.on_slot(slot).run(workflow, "text")`` runs a whole
+        workflow turn whose inference calls are scheduled on ``slot`` one by one, interleaved
+        with every other caller's.
+
+        Nothing is opened here, so nothing needs closing: ``run`` stops the workflow actor it
+        spawned, and the slot lives as long as its actor system. For options (guardrails,
+        sampling, budgets, a store, traces) start the session with ``Session.open``.
+        """
+        return cls(slot.system, slot.client, slot, None, _Defaults())
+
     async def start(
         self,
         workflow: Workflow,
@@ -532,11 +546,6 @@ def _resume_seed(resume_from: WorkflowCancelledError | None) -> dict[str, Any]:
         "completed_steps": resume_from.completed_steps,
         "iteration": resume_from.iteration,
     }
-
-
-def slot_session(slot: SlotWorker) -> Session:
-    """A session over an existing slot, in that slot's actor system (``SlotWorker.submit``)."""
-    return Session(slot.system, slot.client, slot, None, _Defaults())
 
 
 class WorkflowRunner:

@@ -15,15 +15,18 @@ youngest call for a more urgent arrival, and a call that has waited ``max_wait_s
 of everything but urgent calls.
 
 Scheduling is per inference call, not per workflow: while one workflow runs its tools, another
-workflow's call uses the slot.
+workflow's call uses the slot. The slot knows nothing of workflows (a whole turn on a slot is
+``Session.on_slot(slot).run``, in the runner). Its parts: the executor
+(``runtime/_slot_executor.py``), its settings (``_slot_limits.py``: stall limits, backend
+retry), what it reports (``_slot_stats.py``) and the messages between its actors
+(``_slot_messages.py``). Several slots of one backend: ``SlotPool`` (``runtime/_pool.py``).
 """
 
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 import trio
@@ -34,20 +37,11 @@ from forge_rt.core import (
     InferenceRequest,
     LLMClient,
     LLMResponse,
-    PromptProgressChunk,
-    ReasoningDeltaChunk,
     ResetChunk,
     StreamChunk,
-    TextDeltaChunk,
-    TextResponse,
-    ToolCallDeltaChunk,
-    Workflow,
 )
 from forge_rt.errors import (
-    BackendError,
-    FaultKind,
     InferenceDeadlineError,
-    InferenceStalledError,
     SlotEvictedError,
     SlotQueueFullError,
     StreamError,
@@ -63,480 +57,33 @@ from forge_rt.runtime._scheduling import (
     pick_next,
     pick_victim,
 )
+from forge_rt.runtime._slot_executor import _Reached, _SlotExecutor
+from forge_rt.runtime._slot_limits import DEFAULT_RETRY, BackendRetry, StallLimits
+from forge_rt.runtime._slot_messages import (
+    Recheck,
+    _Abandoned,
+    _Accepted,
+    _AttemptDone,
+    _Completed,
+    _CutOff,
+    _Failed,
+    _GetStats,
+    _Preempted,
+    _Rejected,
+    _RunJob,
+    _Submit,
+)
+from forge_rt.runtime._slot_stats import PriorityWaits, SlotStats
 from forge_rt.trace import Tracer
 
-if TYPE_CHECKING:
-    from forge_rt.runtime._workflow_actor import WorkflowResult
-
-__all__ = [
-    "BackendRetry",
-    "PriorityWaits",
-    "SlotPool",
-    "SlotStats",
-    "SlotWorker",
-    "SlotWorkerActor",
-    "StallLimits",
-]
+__all__ = ["SlotWorker", "SlotWorkerActor"]
 
 _log = quiet_logger(__name__)
 
 # One runs; the others let a preempting call start while a preempted attempt unwinds.
 _EXECUTORS = 3
 
-
-_RETRIED_KINDS = frozenset(
-    {
-        FaultKind.CONNECT_REFUSED,
-        FaultKind.CONNECT_TIMEOUT,
-        FaultKind.RESET_BEFORE_FIRST_BYTE,
-        FaultKind.RESET_MID_STREAM,  # only while retry-safe: nothing of it reached the caller
-    }
-)
-
-
-class BackendRetry(msgspec.Struct, frozen=True, kw_only=True):
-    """Riding out a backend that is briefly away (a restart, a reload), for ``window_s`` seconds.
-
-    A call that failed before anything reached its caller -- the connection refused, reset
-    before the response began or before its first chunk (a server killed mid-prefill), or a
-    503 -- is tried again after a backoff that starts at
-    ``first_backoff_s``, doubles up to ``max_backoff_s`` and is jittered (half to all of it), until
-    the window is spent; then the last error goes to the caller. The embedded model restarts in
-    about 3 s on the development machine; the 30 s default covers that ten times over. Faults
-    that would only repeat (a 4xx, a 500, a stall) are never retried here, and neither is a
-    backend the slot has never reached: a wrong URL fails at once instead of after the window.
-    """
-
-    window_s: float = 30.0
-    first_backoff_s: float = 0.1
-    max_backoff_s: float = 2.0
-
-    def covers(self, outcome: object, elapsed_s: float) -> bool:
-        """Whether ``outcome`` is worth another try, ``elapsed_s`` into the window."""
-        if not isinstance(outcome, _Failed) or elapsed_s > self.window_s:
-            return False
-        error = outcome.error
-        if not isinstance(error, BackendError) or not error.retry_safe:
-            return False
-        return error.kind in _RETRIED_KINDS or error.status == 503
-
-
-class _Reached:
-    """Whether the slot's backend has ever answered (shared by its executors)."""
-
-    __slots__ = ("seen",)
-
-    def __init__(self) -> None:
-        self.seen = False
-
-
-DEFAULT_RETRY = BackendRetry()
-"""What a SlotWorker rides out unless told otherwise: 30 s of a backend being away."""
-
-
-class StallLimits(msgspec.Struct, frozen=True, kw_only=True):
-    """How long a running call may produce nothing before the slot gives up on it.
-
-    The first token may take ``first_token_s`` plus one second per ``prefill_floor_tps`` prompt
-    tokens (estimated at four characters each, tool schemas included): prefill grows with the
-    prompt, so a fixed limit would either cut long prompts or wait too long on short ones. A
-    backend that reports its progress on the prompt (llama-server, asked by
-    :class:`~forge_rt.clients.LlamaServerClient`) restarts that wait with each report, for the
-    tokens it says are left (:meth:`prefill_limit`): a prefill slowed by a crowded CPU keeps
-    going as long as it moves, and a server that stops moving is caught. After the first token,
-    each next chunk must come within ``between_chunks_s``. ``None`` turns a limit off. The
-    defaults leave a wide margin over
-    the embedded Qwen2.5-Coder on the 2-core development CPU (about 160 prompt tokens/s and
-    20 generated tokens/s for the 0.5B, a third of that for the 1.5B, idle): a prefill floor eight
-    times slower than the 0.5B's and a gap between tokens 500 times longer than its usual one.
-
-    A call fetched whole (``whole=True``) streams nothing to watch between, so it gets one limit
-    for the whole call: the first-token limit plus its ``max_tokens`` (``assumed_max_tokens``
-    when the request sets none) at ``decode_floor_tps`` -- ten times slower than the 0.5B
-    generates. A hung backend then ends the call in minutes, not at the client's read timeout.
-    """
-
-    first_token_s: float | None = 30.0
-    prefill_floor_tps: float = 20.0
-    between_chunks_s: float | None = 30.0
-    decode_floor_tps: float = 2.0
-    assumed_max_tokens: int = 2048
-
-    def first_token_limit(self, request: InferenceRequest) -> float:
-        if self.first_token_s is None:
-            return math.inf
-        size = sum(len(m.content) for m in request.messages) + sum(
-            len(spec.description) + len(str(spec.json_schema())) for spec in request.tools
-        )
-        return self.first_token_s + size / 4 / self.prefill_floor_tps
-
-    def prefill_limit(self, progress: PromptProgressChunk) -> float:
-        """How long the rest of the prompt may take after a progress report: the first-token
-        base plus the tokens it says are left, at the prefill floor."""
-        if self.first_token_s is None:
-            return math.inf
-        return self.first_token_s + progress.remaining / self.prefill_floor_tps
-
-    def whole_call_limit(self, request: InferenceRequest) -> float:
-        if self.first_token_s is None or self.between_chunks_s is None:
-            return math.inf
-        tokens = request.sampling.max_tokens or self.assumed_max_tokens
-        return self.first_token_limit(request) + tokens / self.decode_floor_tps
-
-
 ChunkSink = Callable[[StreamChunk], Awaitable[None]]
-
-
-class PriorityWaits(msgspec.Struct, kw_only=True):
-    """Queue waits (submission to first start) of one priority level, in seconds."""
-
-    count: int = 0
-    total_s: float = 0.0
-    max_s: float = 0.0
-
-    @property
-    def mean_s(self) -> float:
-        return self.total_s / self.count if self.count else 0.0
-
-
-class SlotStats(msgspec.Struct, kw_only=True):
-    """A snapshot of one slot's work.
-
-    Of the calls cut mid-reply -- ``preemptions``, and ``backend_cuts``: streams the backend
-    closed mid-reply (a restart) within the retry window -- ``continued`` ones resumed from their
-    partial text (nothing lost) and ``restarted`` ones began again; ``evicted`` calls were dropped from the full queue for a
-    more urgent arrival, ``rejected`` arrivals refused by it; ``tokens_redecoded`` counts the tokens those restarts threw
-    away, to be generated again. ``prompt_tokens_reprocessed`` is what the backend reported
-    processing (prompt minus cached tokens) for the attempts that finished preempted calls,
-    out of ``prompt_tokens_resumed`` in their prompts: the prefill that preemption cost.
-    """
-
-    name: str
-    queue_depth: int
-    running: bool
-    submitted: int
-    completed: int
-    failed: int
-    abandoned: int
-    rejected: int
-    evicted: int
-    preemptions: int
-    continued: int
-    restarted: int
-    backend_cuts: int
-    tokens_redecoded: int
-    prompt_tokens_reprocessed: int
-    prompt_tokens_resumed: int
-    cache_hits: int
-    busy_s: float
-    uptime_s: float
-    waits: dict[int, PriorityWaits]
-
-    @property
-    def busy_fraction(self) -> float:
-        return self.busy_s / self.uptime_s if self.uptime_s > 0 else 0.0
-
-
-# --- messages ----------------------------------------------------------------------------------
-
-
-class _Submit(msgspec.Struct):
-    job: InferenceJob
-
-
-class _Accepted(msgspec.Struct):
-    pass
-
-
-class _Rejected(msgspec.Struct):
-    error: SlotQueueFullError
-
-
-class _RunJob(msgspec.Struct):
-    job: InferenceJob
-
-
-class _Completed(msgspec.Struct):
-    response: LLMResponse
-
-
-class _Preempted(msgspec.Struct):
-    partial_text: str
-    continuable: bool
-    tokens: int  # tokens this attempt streamed before it was cut
-
-
-class _CutOff(msgspec.Struct):
-    """The backend closed the stream mid-reply (a restart, a crash), after part of it reached
-    the caller: continued from the partial text, or restarted, like a preemption."""
-
-    error: BackendError
-    partial_text: str
-    continuable: bool
-    tokens: int
-
-
-class _Abandoned(msgspec.Struct):
-    pass
-
-
-class _Failed(msgspec.Struct):
-    error: BaseException
-
-
-_Outcome = _Completed | _Preempted | _CutOff | _Abandoned | _Failed
-
-
-class _AttemptDone(msgspec.Struct):
-    job: InferenceJob
-    outcome: _Outcome
-    executor: ActorRef[Any]
-
-
-class _GetStats(msgspec.Struct):
-    pass
-
-
-class Recheck(msgspec.Struct):
-    """Ask the scheduler to look at its queue again (a budget changed, room may have freed)."""
-
-
-# --- executor ------------------------------------------------------------------------------------
-
-
-class _SlotExecutor(Actor):
-    """Runs one attempt at a time on the backend and reports how it ended."""
-
-    def __init__(
-        self,
-        client: LLMClient,
-        scheduler: ActorRef[Any],
-        slot_id: int | None,
-        *,
-        name: str,
-        limits: StallLimits,
-        retry: BackendRetry | None,
-        reached: _Reached,
-    ) -> None:
-        self._client = client
-        self._scheduler = scheduler
-        self._slot_id = slot_id
-        self._name = name
-        self._limits = limits
-        self._retry = retry
-        self._reached = reached
-        self._jitter = random.Random()
-
-    @handles(_RunJob)
-    async def on_run(self, msg: _RunJob) -> None:
-        outcome = await self._attempt(msg.job)
-        await self._scheduler.send(_AttemptDone(msg.job, outcome, self.context.self_ref))
-
-    def _stalled(
-        self,
-        received: int,
-        waited: float,
-        tokens: int,
-        *,
-        whole: bool = False,
-        prefill: PromptProgressChunk | None = None,
-    ) -> InferenceStalledError:
-        last_report = ""
-        if whole:
-            phase = "whole_call"
-        elif received:
-            phase = "between_chunks"
-        elif prefill is None:
-            phase = "first_token"
-        else:
-            phase = "prefill"
-            last_report = (
-                f" (its last report: {prefill.processed} of {prefill.total} prompt tokens read)"
-            )
-        _log.warning("slot.stalled", slot=self._name, phase=phase, waited_s=waited, tokens=tokens)
-        message = _stalled_message(self._name, phase, waited, tokens) + last_report
-        return InferenceStalledError(
-            message,
-            slot=self._name,
-            phase=phase,
-            waited_s=waited,
-            tokens=tokens,
-        )
-
-    async def _attempt(self, job: InferenceJob) -> _Outcome:
-        """One dispatch of ``job``: tried again while the backend is briefly away (see
-        :class:`BackendRetry`), each try under a fresh attempt scope the scheduler can cancel."""
-        retry, started = self._retry, trio.current_time()
-        reached = self._reached
-        backoff = retry.first_backoff_s if retry is not None else 0.0
-        tries = 1
-        while True:
-            outcome = await self._try_once(job)
-            if isinstance(outcome, _CutOff):
-                return self._cut_or_failed(job, outcome)
-            failed = outcome.error if isinstance(outcome, _Failed) else None
-            if failed is None or (isinstance(failed, BackendError) and failed.status is not None):
-                reached.seen = True  # the backend answered, if only with an error status
-            elapsed = trio.current_time() - started + backoff
-            if retry is None or not reached.seen or not retry.covers(outcome, elapsed):
-                return outcome
-            assert isinstance(outcome, _Failed)
-            _log.info(
-                "slot.backend_retry",
-                slot=self._name,
-                job=job.id,
-                tries=tries,
-                backoff_s=round(backoff, 3),
-                error=str(outcome.error),
-            )
-            scope = job.attempt_scope = trio.CancelScope()
-            with scope:
-                await trio.sleep(backoff * (0.5 + self._jitter.random() / 2))
-            if scope.cancelled_caught or job.abandoned or job.preempt_requested:
-                # Nothing was streamed: a preempted job is simply run again later.
-                return _Abandoned() if job.abandoned else _Preempted("", True, 0)
-            job.attempt_scope = trio.CancelScope()
-            backoff = min(backoff * 2, retry.max_backoff_s)
-            tries += 1
-
-    def _cut_or_failed(self, job: InferenceJob, cut: _CutOff) -> _CutOff | _Failed:
-        """A stream the backend cut mid-reply goes back to the queue, to be continued (or
-        restarted) once the backend is back -- within the retry window counted from its first
-        cut; past it, or with no retry, the call fails with the backend's error."""
-        now = trio.current_time()
-        if job.cut_since is None:
-            job.cut_since = now
-        if self._retry is None or now - job.cut_since > self._retry.window_s:
-            return _Failed(cut.error)
-        _log.info("slot.cut_by_backend", slot=self._name, job=job.id, tokens=cut.tokens)
-        return cut
-
-    async def _try_once(self, job: InferenceJob) -> _Outcome:
-        request = job.request
-        slot_id = job.line if job.line is not None else self._slot_id
-        if slot_id is not None and request.slot_id != slot_id:
-            request = msgspec.structs.replace(request, slot_id=slot_id)
-        if job.prefill:
-            request = _continued(request, job)
-        scope = job.attempt_scope
-        assert scope is not None, "the scheduler sets the attempt scope before dispatch"
-        partial: list[str] = []
-        tokens = 0
-        tool_delta = False
-        final: LLMResponse | None = None
-        try:
-            with scope:
-                if job.whole:
-                    whole_limit = self._limits.whole_call_limit(request)
-                    with trio.move_on_after(whole_limit):
-                        final = await self._client.send(request)
-                    if final is None:
-                        return _Failed(self._stalled(0, whole_limit, 0, whole=True))
-                    return _Completed(final)
-                # One watch over opening the stream and every chunk: its deadline starts at the
-                # first-token limit (the response headers wait on prefill too) and moves with
-                # each chunk that arrives.
-                received = 0
-                prefill: PromptProgressChunk | None = None  # the backend's last report on it
-                limit = self._limits.first_token_limit(request)  # the wait being watched now
-                between = self._limits.between_chunks_s
-                watch = trio.CancelScope(deadline=trio.current_time() + limit)
-                with watch:
-                    async with self._client.stream(request) as chunks:
-                        async for chunk in chunks:
-                            self._reached.seen = True  # it answered: a later refusal is a restart
-                            if isinstance(chunk, PromptProgressChunk):
-                                # Still reading the prompt: the wait restarts, for what is left
-                                # of it. Only the slot reads these; the caller never sees them.
-                                prefill = chunk
-                                limit = self._limits.prefill_limit(chunk)
-                                watch.deadline = trio.current_time() + limit
-                                continue
-                            received += 1
-                            limit = math.inf if between is None else between
-                            watch.deadline = trio.current_time() + limit
-                            if isinstance(chunk, FinalChunk):
-                                final = chunk.response
-                                break
-                            if isinstance(chunk, TextDeltaChunk):
-                                partial.append(chunk.text)
-                            elif isinstance(chunk, ToolCallDeltaChunk):
-                                tool_delta = True
-                            elif isinstance(chunk, ResetChunk):
-                                partial.clear()
-                                tokens = 0
-                                tool_delta = False
-                            if isinstance(
-                                chunk, TextDeltaChunk | ReasoningDeltaChunk | ToolCallDeltaChunk
-                            ):
-                                tokens += 1
-                                if job.first_token_at is None:
-                                    job.first_token_at = trio.current_time()
-                            job.send.send_nowait(chunk)
-                if watch.cancelled_caught:
-                    return _Failed(
-                        self._stalled(received, limit, job.decoded + tokens, prefill=prefill)
-                    )
-        except trio.BrokenResourceError:
-            job.abandoned = True  # the caller closed its end: nobody wants the rest
-            return _Abandoned()
-        except BackendError as exc:
-            if exc.kind is FaultKind.RESET_MID_STREAM and (tokens or partial or tool_delta):
-                text = "".join(partial)
-                return _CutOff(exc, text, continuable=not tool_delta, tokens=tokens)
-            return _Failed(exc)
-        except Exception as exc:  # noqa: BLE001 -- not swallowed: delivered to the caller, who owns it
-            return _Failed(exc)
-        if final is not None:
-            return _Completed(_with_prefill(final, job.prefill))
-        if job.abandoned:
-            return _Abandoned()
-        if job.preempt_requested:
-            return _Preempted("".join(partial), continuable=not tool_delta, tokens=tokens)
-        return _Failed(StreamError("the backend stream ended without a final response"))
-
-
-def _stalled_message(slot: str, phase: str, waited: float, tokens: int) -> str:
-    what = {
-        "first_token": "no first token",
-        "prefill": "no progress on the prompt",
-        "between_chunks": "no next chunk",
-        "whole_call": "no reply to a call fetched whole",
-    }[phase]
-    return (
-        f"slot {slot!r}: {what} within {waited:.1f} s after {tokens} streamed tokens; the call "
-        "was cancelled and the slot moved on -- the backend is hung or overloaded (its log says "
-        "which), or raise the SlotWorker's stall limits for a slower one"
-    )
-
-
-def _continued(request: InferenceRequest, job: InferenceJob) -> InferenceRequest:
-    """``request`` resumed after the text its earlier attempts generated (``job.prefill``).
-
-    The reply budget shrinks by the tokens already written, and a constrained call is held to
-    the rest of its constraint (``job.continuation``), not to a whole reply again.
-    """
-    changes: dict[str, Any] = {
-        "assistant_prefill": (request.assistant_prefill or "") + job.prefill,
-    }
-    if job.continuation is not None:
-        changes["constraint"] = job.continuation
-    limit = request.sampling.max_tokens
-    if limit is not None and job.decoded:
-        changes["sampling"] = msgspec.structs.replace(
-            request.sampling, max_tokens=max(1, limit - job.decoded)
-        )
-    return msgspec.structs.replace(request, **changes)
-
-
-def _with_prefill(response: LLMResponse, prefill: str) -> LLMResponse:
-    """A continued reply, made whole again: the text generated before preemption comes first."""
-    if not prefill:
-        return response
-    result = response.result
-    if isinstance(result, TextResponse):
-        result = TextResponse(content=prefill + result.content, reasoning=result.reasoning)
-    return msgspec.structs.replace(response, result=result, raw_text=prefill + response.raw_text)
 
 
 # --- scheduler -----------------------------------------------------------------------------------
@@ -1037,72 +584,6 @@ class SlotWorker:
         result: SlotStats = await self._ref.ask(_GetStats())
         return result
 
-    async def submit(
-        self,
-        workflow: Workflow,
-        user_message: str,
-        *,
-        priority: int = 0,
-        deadline: float | None = None,
-        on_chunk: ChunkSink | None = None,
-    ) -> WorkflowResult:
-        """Run a whole workflow turn on this slot (forge's SlotWorker convenience).
-
-        Spawns a WorkflowActor in this slot's actor system; its inference calls are scheduled
-        on this slot one by one, interleaved with other workflows' calls. For every other
-        option (guardrails, sampling, context, budgets) open a ``Session``.
-        """
-        from forge_rt.runtime._runner import slot_session
-
-        return await slot_session(self).run(
-            workflow, user_message, priority=priority, deadline=deadline, on_chunk=on_chunk
-        )
-
     async def recheck(self) -> None:
         """Tell the scheduler to try dispatching again (after a budget change)."""
         await self._ref.send(Recheck())
-
-
-class SlotPool:
-    """Several slots of one backend (llama-server ``--parallel N``), each with its own SlotWorker.
-
-    Each workflow (by ``key``) is pinned to one slot the first time it asks, so its prompt stays
-    in that slot's KV cache; new keys go to the slot with the fewest pinned keys. Requests carry
-    the slot index as ``slot_id`` (llama-server's ``id_slot``).
-    """
-
-    def __init__(self, slots: list[SlotWorker]) -> None:
-        if not slots:
-            raise ValueError("a SlotPool needs at least one slot")
-        self.slots = slots
-        self._pins: dict[str, int] = {}
-
-    @classmethod
-    async def start(
-        cls, system: ActorSystem, client: LLMClient, n_slots: int, **options: Any
-    ) -> SlotPool:
-        """Start ``n_slots`` SlotWorkers named ``slot0``, ``slot1``, ... (options as SlotWorker)."""
-        slots = [
-            await SlotWorker.start(system, client, name=f"slot{i}", slot_id=i, **options)
-            for i in range(n_slots)
-        ]
-        return cls(slots)
-
-    def slot_for(self, key: str) -> SlotWorker:
-        """The slot ``key`` is pinned to (pinning it now if it is new)."""
-        index = self._pins.get(key)
-        if index is None:
-            loads = [0] * len(self.slots)
-            for pinned in self._pins.values():
-                loads[pinned] += 1
-            index = loads.index(min(loads))
-            self._pins[key] = index
-        return self.slots[index]
-
-    def release(self, key: str) -> None:
-        """Forget ``key``'s pin (its workflow ended)."""
-        self._pins.pop(key, None)
-
-    async def infer(self, request: InferenceRequest, *, key: str, **options: Any) -> LLMResponse:
-        """Run ``request`` on ``key``'s slot; options as ``SlotWorker.infer``."""
-        return await self.slot_for(key).infer(request, affinity_key=key, **options)

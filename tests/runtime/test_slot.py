@@ -456,11 +456,13 @@ def test_an_outcome_for_a_caller_that_left_is_dropped() -> None:
     trio.run(main)
 
 
-async def test_submit_runs_a_whole_workflow_turn_on_the_slot(
+async def test_a_session_on_a_slot_runs_a_whole_workflow_turn_on_it(
     system: ActorSystem, autojump_clock: object
 ) -> None:
-    """``submit`` runs a workflow turn through this slot and returns its result."""
+    """``Session.on_slot(slot).run`` runs a workflow turn through that slot and returns its
+    result."""
     from forge_rt.core import ToolCall, Workflow
+    from forge_rt.runtime import Session
 
     respond = ToolCall(tool="respond", args={"message": "hello"}, call_id="r1")
     client = ScriptedClient([[respond]])
@@ -468,6 +470,6 @@ async def test_submit_runs_a_whole_workflow_turn_on_the_slot(
     workflow = Workflow(
         name="greet", description="Greet.", tools={}, system_prompt_template="Greet."
     )
-    result = await slot.submit(workflow, "hi", priority=3)
+    result = await Session.on_slot(slot).run(workflow, "hi", priority=3)
     assert result.output == "hello"
     assert (await slot.stats()).completed == 1

@@ -1,0 +1,290 @@
+"""A slot's executor: runs one attempt of a call on the backend and reports how it ended.
+
+The scheduler (``runtime/_slot.py``) decides what runs; an executor runs it. Each attempt streams
+its chunks straight to the caller under a cancel scope the scheduler can cancel (a preemption),
+watched by the stall limits (a backend that stops producing), and tried again while the backend
+is briefly away (``BackendRetry``). The outcome -- completed, preempted, cut by the backend,
+abandoned by its caller, failed -- goes back to the scheduler as an ``_AttemptDone``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+import msgspec
+import trio
+
+from actors import Actor, ActorRef, handles, quiet_logger
+from forge_rt.core import (
+    FinalChunk,
+    InferenceRequest,
+    LLMClient,
+    LLMResponse,
+    PromptProgressChunk,
+    ReasoningDeltaChunk,
+    ResetChunk,
+    TextDeltaChunk,
+    TextResponse,
+    ToolCallDeltaChunk,
+)
+from forge_rt.errors import BackendError, FaultKind, InferenceStalledError, StreamError
+from forge_rt.runtime._scheduling import InferenceJob
+from forge_rt.runtime._slot_limits import BackendRetry, StallLimits
+from forge_rt.runtime._slot_messages import (
+    _Abandoned,
+    _AttemptDone,
+    _Completed,
+    _CutOff,
+    _Failed,
+    _Outcome,
+    _Preempted,
+    _RunJob,
+)
+
+_log = quiet_logger(__name__)
+
+
+class _Reached:
+    """Whether the slot's backend has ever answered (shared by its executors)."""
+
+    __slots__ = ("seen",)
+
+    def __init__(self) -> None:
+        self.seen = False
+
+
+class _SlotExecutor(Actor):
+    """Runs one attempt at a time on the backend and reports how it ended."""
+
+    def __init__(
+        self,
+        client: LLMClient,
+        scheduler: ActorRef[Any],
+        slot_id: int | None,
+        *,
+        name: str,
+        limits: StallLimits,
+        retry: BackendRetry | None,
+        reached: _Reached,
+    ) -> None:
+        self._client = client
+        self._scheduler = scheduler
+        self._slot_id = slot_id
+        self._name = name
+        self._limits = limits
+        self._retry = retry
+        self._reached = reached
+        self._jitter = random.Random()
+
+    @handles(_RunJob)
+    async def on_run(self, msg: _RunJob) -> None:
+        outcome = await self._attempt(msg.job)
+        await self._scheduler.send(_AttemptDone(msg.job, outcome, self.context.self_ref))
+
+    def _stalled(
+        self,
+        received: int,
+        waited: float,
+        tokens: int,
+        *,
+        whole: bool = False,
+        prefill: PromptProgressChunk | None = None,
+    ) -> InferenceStalledError:
+        last_report = ""
+        if whole:
+            phase = "whole_call"
+        elif received:
+            phase = "between_chunks"
+        elif prefill is None:
+            phase = "first_token"
+        else:
+            phase = "prefill"
+            last_report = (
+                f" (its last report: {prefill.processed} of {prefill.total} prompt tokens read)"
+            )
+        _log.warning("slot.stalled", slot=self._name, phase=phase, waited_s=waited, tokens=tokens)
+        message = _stalled_message(self._name, phase, waited, tokens) + last_report
+        return InferenceStalledError(
+            message,
+            slot=self._name,
+            phase=phase,
+            waited_s=waited,
+            tokens=tokens,
+        )
+
+    async def _attempt(self, job: InferenceJob) -> _Outcome:
+        """One dispatch of ``job``: tried again while the backend is briefly away (see
+        :class:`BackendRetry`), each try under a fresh attempt scope the scheduler can cancel."""
+        retry, started = self._retry, trio.current_time()
+        reached = self._reached
+        backoff = retry.first_backoff_s if retry is not None else 0.0
+        tries = 1
+        while True:
+            outcome = await self._try_once(job)
+            if isinstance(outcome, _CutOff):
+                return self._cut_or_failed(job, outcome)
+            failed = outcome.error if isinstance(outcome, _Failed) else None
+            if failed is None or (isinstance(failed, BackendError) and failed.status is not None):
+                reached.seen = True  # the backend answered, if only with an error status
+            elapsed = trio.current_time() - started + backoff
+            if retry is None or not reached.seen or not retry.covers(outcome, elapsed):
+                return outcome
+            assert isinstance(outcome, _Failed)
+            _log.info(
+                "slot.backend_retry",
+                slot=self._name,
+                job=job.id,
+                tries=tries,
+                backoff_s=round(backoff, 3),
+                error=str(outcome.error),
+            )
+            scope = job.attempt_scope = trio.CancelScope()
+            with scope:
+                await trio.sleep(backoff * (0.5 + self._jitter.random() / 2))
+            if scope.cancelled_caught or job.abandoned or job.preempt_requested:
+                # Nothing was streamed: a preempted job is simply run again later.
+                return _Abandoned() if job.abandoned else _Preempted("", True, 0)
+            job.attempt_scope = trio.CancelScope()
+            backoff = min(backoff * 2, retry.max_backoff_s)
+            tries += 1
+
+    def _cut_or_failed(self, job: InferenceJob, cut: _CutOff) -> _CutOff | _Failed:
+        """A stream the backend cut mid-reply goes back to the queue, to be continued (or
+        restarted) once the backend is back -- within the retry window counted from its first
+        cut; past it, or with no retry, the call fails with the backend's error."""
+        now = trio.current_time()
+        if job.cut_since is None:
+            job.cut_since = now
+        if self._retry is None or now - job.cut_since > self._retry.window_s:
+            return _Failed(cut.error)
+        _log.info("slot.cut_by_backend", slot=self._name, job=job.id, tokens=cut.tokens)
+        return cut
+
+    async def _try_once(self, job: InferenceJob) -> _Outcome:
+        request = job.request
+        slot_id = job.line if job.line is not None else self._slot_id
+        if slot_id is not None and request.slot_id != slot_id:
+            request = msgspec.structs.replace(request, slot_id=slot_id)
+        if job.prefill:
+            request = _continued(request, job)
+        scope = job.attempt_scope
+        assert scope is not None, "the scheduler sets the attempt scope before dispatch"
+        partial: list[str] = []
+        tokens = 0
+        tool_delta = False
+        final: LLMResponse | None = None
+        try:
+            with scope:
+                if job.whole:
+                    whole_limit = self._limits.whole_call_limit(request)
+                    with trio.move_on_after(whole_limit):
+                        final = await self._client.send(request)
+                    if final is None:
+                        return _Failed(self._stalled(0, whole_limit, 0, whole=True))
+                    return _Completed(final)
+                # One watch over opening the stream and every chunk: its deadline starts at the
+                # first-token limit (the response headers wait on prefill too) and moves with
+                # each chunk that arrives.
+                received = 0
+                prefill: PromptProgressChunk | None = None  # the backend's last report on it
+                limit = self._limits.first_token_limit(request)  # the wait being watched now
+                between = self._limits.between_chunks_s
+                watch = trio.CancelScope(deadline=trio.current_time() + limit)
+                with watch:
+                    async with self._client.stream(request) as chunks:
+                        async for chunk in chunks:
+                            self._reached.seen = True  # it answered: a later refusal is a restart
+                            if isinstance(chunk, PromptProgressChunk):
+                                # Still reading the prompt: the wait restarts, for what is left
+                                # of it. Only the slot reads these; the caller never sees them.
+                                prefill = chunk
+                                limit = self._limits.prefill_limit(chunk)
+                                watch.deadline = trio.current_time() + limit
+                                continue
+                            received += 1
+                            limit = math.inf if between is None else between
+                            watch.deadline = trio.current_time() + limit
+                            if isinstance(chunk, FinalChunk):
+                                final = chunk.response
+                                break
+                            if isinstance(chunk, TextDeltaChunk):
+                                partial.append(chunk.text)
+                            elif isinstance(chunk, ToolCallDeltaChunk):
+                                tool_delta = True
+                            elif isinstance(chunk, ResetChunk):
+                                partial.clear()
+                                tokens = 0
+                                tool_delta = False
+                            if isinstance(
+                                chunk, TextDeltaChunk | ReasoningDeltaChunk | ToolCallDeltaChunk
+                            ):
+                                tokens += 1
+                                if job.first_token_at is None:
+                                    job.first_token_at = trio.current_time()
+                            job.send.send_nowait(chunk)
+                if watch.cancelled_caught:
+                    return _Failed(
+                        self._stalled(received, limit, job.decoded + tokens, prefill=prefill)
+                    )
+        except trio.BrokenResourceError:
+            job.abandoned = True  # the caller closed its end: nobody wants the rest
+            return _Abandoned()
+        except BackendError as exc:
+            if exc.kind is FaultKind.RESET_MID_STREAM and (tokens or partial or tool_delta):
+                text = "".join(partial)
+                return _CutOff(exc, text, continuable=not tool_delta, tokens=tokens)
+            return _Failed(exc)
+        except Exception as exc:  # noqa: BLE001 -- not swallowed: delivered to the caller, who owns it
+            return _Failed(exc)
+        if final is not None:
+            return _Completed(_with_prefill(final, job.prefill))
+        if job.abandoned:
+            return _Abandoned()
+        if job.preempt_requested:
+            return _Preempted("".join(partial), continuable=not tool_delta, tokens=tokens)
+        return _Failed(StreamError("the backend stream ended without a final response"))
+
+
+def _stalled_message(slot: str, phase: str, waited: float, tokens: int) -> str:
+    what = {
+        "first_token": "no first token",
+        "prefill": "no progress on the prompt",
+        "between_chunks": "no next chunk",
+        "whole_call": "no reply to a call fetched whole",
+    }[phase]
+    return (
+        f"slot {slot!r}: {what} within {waited:.1f} s after {tokens} streamed tokens; the call "
+        "was cancelled and the slot moved on -- the backend is hung or overloaded (its log says "
+        "which), or raise the SlotWorker's stall limits for a slower one"
+    )
+
+
+def _continued(request: InferenceRequest, job: InferenceJob) -> InferenceRequest:
+    """``request`` resumed after the text its earlier attempts generated (``job.prefill``).
+
+    The reply budget shrinks by the tokens already written, and a constrained call is held to
+    the rest of its constraint (``job.continuation``), not to a whole reply again.
+    """
+    changes: dict[str, Any] = {
+        "assistant_prefill": (request.assistant_prefill or "") + job.prefill,
+    }
+    if job.continuation is not None:
+        changes["constraint"] = job.continuation
+    limit = request.sampling.max_tokens
+    if limit is not None and job.decoded:
+        changes["sampling"] = msgspec.structs.replace(
+            request.sampling, max_tokens=max(1, limit - job.decoded)
+        )
+    return msgspec.structs.replace(request, **changes)
+
+
+def _with_prefill(response: LLMResponse, prefill: str) -> LLMResponse:
+    """A continued reply, made whole again: the text generated before preemption comes first."""
+    if not prefill:
+        return response
+    result = response.result
+    if isinstance(result, TextResponse):
+        result = TextResponse(content=prefill + result.content, reasoning=result.reasoning)
+    return msgspec.structs.replace(response, result=result, raw_text=prefill + response.raw_text)

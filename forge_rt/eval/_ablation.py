@@ -8,7 +8,7 @@ from forge_rt.core import ConstrainMode
 from forge_rt.errors import ConfigurationError
 from forge_rt.guardrails import GuardrailOptions, rule_named
 
-__all__ = ["ABLATIONS", "WITHOUT", "Ablation", "ablation"]
+__all__ = ["ABLATIONS", "WITH", "WITHOUT", "Ablation", "ablation"]
 
 
 class Ablation(msgspec.Struct, frozen=True, kw_only=True):
@@ -75,22 +75,33 @@ WITHOUT = "without:"
 it (see :data:`~forge_rt.guardrails.RULES`)."""
 
 
+WITH = "with:"
+"""The prefix of ``with:NAME``: the default with the rule ``NAME`` on, for a rule that is off by
+default and not yet judged (pair it with ``full`` on dev)."""
+
+
 def ablation(name: str) -> Ablation:
-    """The preset called ``name``, or ``without:RULE``; a typo lists the real ones."""
-    if name.startswith(WITHOUT):
+    """The preset called ``name``, or ``without:RULE`` / ``with:RULE``; a typo lists the real
+    ones."""
+    for prefix in (WITHOUT, WITH):
+        if not name.startswith(prefix):
+            continue
         try:
-            rule = rule_named(name.removeprefix(WITHOUT))
+            rule = rule_named(name.removeprefix(prefix))
         except ConfigurationError as exc:
             raise ValueError(f"ablation {name!r}: {exc}") from None
+        options = GuardrailOptions()
+        switched = options.without(rule.name) if prefix == WITHOUT else options.enabling(rule.name)
         return Ablation(
             name=name,
-            description=f"the default without the rule {rule.name}: {rule.does}",
-            guardrails=GuardrailOptions().without(rule.name),
+            description=f"the default {prefix.rstrip(':')} the rule {rule.name}: {rule.does}",
+            guardrails=switched,
             constrain="auto",
         )
     try:
         return ABLATIONS[name]
     except KeyError:
         raise ValueError(
-            f"unknown ablation {name!r}; choose from {sorted(ABLATIONS)} or {WITHOUT}RULE"
+            f"unknown ablation {name!r}; choose from {sorted(ABLATIONS)}, {WITHOUT}RULE or "
+            f"{WITH}RULE"
         ) from None

@@ -290,6 +290,7 @@ class Guardrails:
         self._finding: str | None = None
         self._failing: dict[str, int] = {}  # tool -> failures in a row
         self._last_ok: frozenset[str] = frozenset()  # tools that succeeded in the last batch
+        self._just_ran: tuple[ToolCall, ...] = ()  # the last batch's successful lookups
         self._pending_before = len(self._tracker.pending(self._steps.required_steps))
         self._idle = 0  # batches in a row that did not advance a required step
         self._stale = 0  # batches in a row that only repeated calls that had succeeded
@@ -418,6 +419,7 @@ class Guardrails:
         self._finding = None
         self._failing.clear()
         self._last_ok = frozenset()
+        self._just_ran = ()
         self._pending_before = len(self._tracker.pending(self._steps.required_steps))
         self._idle = 0
         self._stale = 0
@@ -491,11 +493,15 @@ class Guardrails:
         whose message starts with ``<``. The real 0.5B wrote ``"<tool_response>"`` as its
         answer again after each correction; under the constraint its next answer has to be
         something else (and, as with every exclusion of a string, one of safe characters: no
-        quote, backslash or line break)."""
+        quote, backslash or line break). With ``exclude_repeats`` (off by default), the
+        calls of the last batch that succeeded, other than terminal ones: the same call right
+        after its result returns the same result."""
         calls = {call_key(c): c for c in self.loop_blocked}
         calls.update((call_key(c), c) for c in self._refused.calls)  # empty unless exclude_refused
         calls.update((call_key(c), c) for c in self._covered)
         calls.update((call_key(c), c) for c in self._answered.blocked)
+        if self.options.exclude_repeats:
+            calls.update((call_key(c), c) for c in self._just_ran)
         if self._markup_answered and self._synthetic_respond:
             markup = ToolCall(
                 tool=RESPOND_TOOL_NAME, args={"message": StartsWith("<")}, call_id="markup"
@@ -1031,6 +1037,11 @@ class Guardrails:
                 if isinstance(result.error, ToolResolutionError) and self.options.exclude_refused:
                     self._refused.unresolved(result.call)
                 self._grounding.add_result(result.call.tool, str(result.error), failed=True)
+        # The lookups that just succeeded: the same call right after its result returns it
+        # again (the rule exclude_repeats leaves them out of the next constraint).
+        self._just_ran = tuple(
+            r.call for r in results if r.ok and r.call.tool not in self.terminal_tools
+        )
         stale = bool(results) and all(r.call.call_id in repeated for r in results)
         self._stale = self._stale + 1 if stale else 0
         # The same tool again right after it succeeded, with every required step done: small

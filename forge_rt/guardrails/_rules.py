@@ -192,6 +192,12 @@ RULES: tuple[Rule, ...] = (
         does="keeps them out of the turn's later constraints, until a call succeeds",
     ),
     Rule(
+        name="exclude_repeats",
+        stage="next",
+        reads="the calls of the last batch that succeeded",
+        does="keeps them out of the next constraint: the same call right after its result returns it again",
+    ),
+    Rule(
         name="call_list",
         stage="next",
         reads="the request's tools",

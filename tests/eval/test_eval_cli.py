@@ -118,6 +118,7 @@ def test_a_config_file_supplies_options_and_flags_override_it(tmp_path: Path) ->
     [
         (["-a", "nope"], "unknown ablation 'nope'"),
         (["-a", "without:nope"], "ablation 'without:nope': unknown guardrail rule 'nope'"),
+        (["-a", "with:nope"], "ablation 'with:nope': unknown guardrail rule 'nope'"),
         (["-s", "nope"], "unknown scenario or tag 'nope'"),
         (
             ["--sim-rates", "bare_json=2"],
@@ -143,6 +144,7 @@ def test_a_config_file_supplies_options_and_flags_override_it(tmp_path: Path) ->
     ids=[
         "ablation",
         "without-rule",
+        "with-rule",
         "scenario",
         "rates",
         "backend",

@@ -15,7 +15,15 @@ from forge_rt.backends.sim import FailureRates, Fault, SimBackend, SimConfig, Si
 from forge_rt.clients import LlamaServerClient
 from forge_rt.core import LLMClient
 from forge_rt.errors import BackendError
-from forge_rt.eval import EvalPlan, ablation, read_records, run_eval, run_scenario, sim_client
+from forge_rt.eval import (
+    ABLATIONS,
+    EvalPlan,
+    ablation,
+    read_records,
+    run_eval,
+    run_scenario,
+    sim_client,
+)
 from forge_rt.eval._runner import pending_runs
 from forge_rt.eval.scenarios import SCENARIOS, select
 
@@ -209,3 +217,10 @@ async def test_a_native_call_run_records_tokens_and_no_rescue() -> None:
     assert record.prompt_tokens > 0
     assert record.completion_tokens > 0
     assert record.wall_s > 0
+
+
+def test_a_with_arm_turns_on_a_rule_that_is_off_by_default() -> None:
+    preset = ablation("with:exclude_repeats")
+    assert preset.guardrails.exclude_repeats
+    assert preset.constrain == "auto"
+    assert ablation("without:exclude_repeats").guardrails == ABLATIONS["full"].guardrails

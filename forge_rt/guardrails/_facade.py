@@ -646,30 +646,10 @@ class Guardrails:
         refused_ids = {r.call.call_id for r in refused}
         runnable = [c for c in result.calls if c.call_id not in refused_ids]
         reply = _Reply(raw=_last_raw(result), text=result.text, text_offered=text_offered)
-        dropped = 0
-        for name, judge in self._pipeline:
-            if refused and name in _WHOLE_REPLY:
-                continue  # judged only when every call of the reply may run
-            if last_chance and name in _ANSWER_RULES:
-                continue  # no iteration is left to answer a correction
-            verdict = judge(runnable, reply)
-            if isinstance(verdict, _Dropped):
-                runnable = [c for c in runnable if c not in verdict.calls]
-                dropped += len(verdict.calls)
-                continue
-            if isinstance(verdict, StepBlocked):
-                return msgspec.structs.replace(
-                    _with_refusals(verdict, result.calls, refused), rule=name
-                )
-            if verdict:
-                return ToolErrors(
-                    calls=result.calls,
-                    errors=verdict,
-                    held_back=held_back(result.calls, verdict, kind=MessageType.RETRY_NUDGE),
-                    collapsed=result.collapsed,
-                    text=result.text,
-                    rule=name,
-                )
+        judged = self._judge(result, runnable, refused, reply, last_chance=last_chance)
+        if not isinstance(judged, tuple):
+            return judged
+        runnable, dropped = judged
         self._ignored = {k: v for k, v in result.ignored.items() if k not in refused_ids}
         return Execute(
             calls=runnable,
@@ -681,6 +661,41 @@ class Guardrails:
             reasoning=result.reasoning,
             text=result.text,
         )
+
+    def _judge(
+        self,
+        result: ValidationResult,
+        runnable: list[ToolCall],
+        refused: list[Refusal],
+        reply: _Reply,
+        *,
+        last_chance: bool,
+    ) -> ToolErrors | StepBlocked | tuple[list[ToolCall], int]:
+        """Run the ``calls`` and ``answer`` rules over a parsed reply, in order: the first
+        objection is the verdict; else the calls that run, and how many were dropped."""
+        dropped = 0
+        for name, judge in self._pipeline:
+            if refused and name in _WHOLE_REPLY:
+                continue  # judged only when every call of the reply may run
+            if last_chance and name in _ANSWER_RULES:
+                continue  # no iteration is left to answer a correction
+            verdict = judge(runnable, reply)
+            if isinstance(verdict, _Dropped):
+                runnable = [c for c in runnable if c not in verdict.calls]
+                dropped += len(verdict.calls)
+            elif isinstance(verdict, StepBlocked):
+                blocked = _with_refusals(verdict, result.calls, refused)
+                return msgspec.structs.replace(blocked, rule=name)
+            elif verdict:
+                return ToolErrors(
+                    calls=result.calls,
+                    errors=verdict,
+                    held_back=held_back(result.calls, verdict, kind=MessageType.RETRY_NUDGE),
+                    collapsed=result.collapsed,
+                    text=result.text,
+                    rule=name,
+                )
+        return runnable, dropped
 
     def _judges(self) -> tuple[tuple[str, _Judge], ...]:
         """The ``calls`` and ``answer`` rules that are on, in the registry's order, each with the
@@ -1008,35 +1023,13 @@ class Guardrails:
         counted. A call that ran without arguments its schema lacks gets a ``[Note]`` naming
         them. Returns the tool-result messages to append and whether the task is done.
         """
-        repeated = set()
         self._covering = False  # a batch ran: the terminal tools are offered again
         self._covered = ()
         self._finding = None
         # Calls sent again after failing: their error's hint gets a corrected call even where
         # it names several values (see hinted_args), since naming them did not help.
         failed_before = {k for r in results if (k := call_key(r.call)) in self._failed_with}
-        for result in results:
-            key = call_key(result.call)
-            self._coverage.add_call(result.call, ok=result.ok)
-            self._quantities.add_call(self._specs.get(result.call.tool), result.call, ok=result.ok)
-            if result.ok:
-                self._guesses.learn(result.output or "")
-                self._guesses.learn_args(result.call.args)
-                if key in self._succeeded:
-                    repeated.add(result.call.call_id)
-                self._succeeded.add(key)
-                self._failed_with.pop(key, None)
-                self._refused.succeeded()
-                self._steps.record(result.call)
-                if result.call.tool not in self.terminal_tools and not self._told_user(result.call):
-                    self._learn_result(result.call, result.output or "")
-            elif result.error is not None:  # always, once not ok: it narrows the type
-                if not isinstance(result.error, ToolDeclinedError | ToolInterruptedError):
-                    self._failed_with[key] = error_detail(result.error)
-                    self._guesses.learn(str(result.error))
-                if isinstance(result.error, ToolResolutionError) and self.options.exclude_refused:
-                    self._refused.unresolved(result.call)
-                self._grounding.add_result(result.call.tool, str(result.error), failed=True)
+        repeated = {r.call.call_id for r in results if self._observe_result(r)}
         # The lookups that just succeeded: the same call right after its result returns it
         # again (the rule exclude_repeats leaves them out of the next constraint).
         self._just_ran = tuple(
@@ -1048,55 +1041,103 @@ class Guardrails:
         # models chain a tool on its own result (convert 180, then 154.8, then 133.13...) or wander
         # among lookups instead of answering; its result says what comes next.
         again = self._again(results)
-        messages: list[Message] = []
-        terminal: ToolResult | None = None
-        fatal: ForgeError | None = None
         ignored, self._ignored = self._ignored, {}
+        messages: list[Message] = []
+        fatal: ForgeError | None = None
         for result in results:
-            call = result.call
-            note = self._ignored_note(call, ignored.get(call.call_id, ()))
+            note = self._ignored_note(result.call, ignored.get(result.call.call_id, ()))
             if result.error is None:
-                output = result.output or ""
-                ends = call.tool in self.terminal_tools
-                if self._told_user(call):
-                    self._told_this_turn = self.options.result_notes
-                if not ends:
-                    output += self._result_note(
-                        call, repeated=call.call_id in repeated, again=again
-                    )
-                messages.append(Message.tool_result(call, output + ("" if ends else note)))
-                self._errors.reset_tool_errors()
-                if terminal is None and ends:
-                    terminal = result
-            elif isinstance(result.error, ToolDeclinedError):
-                # The user said no: nothing failed, nothing to count; not a step either.
-                text = self._told(declined_text(call.tool, result.error.reason))
-                messages.append(Message.tool_result(call, text))
-            elif isinstance(result.error, ToolInterruptedError):
-                # Not the model's doing, and not known to have failed: said, never counted.
-                text = interrupted_text(call.tool, result.error)
-                messages.append(Message.tool_result(call, text + note))
-            elif isinstance(result.error, ToolResolutionError) and self.options.recovery:
-                sent_again = call_key(call) in failed_before
-                corrected = (
-                    self._hinted_call(call, result.error, several=sent_again)
-                    if self.options.hinted_calls
-                    else None
-                )
-                text = resolution_text(call.tool, result.error, corrected=corrected)
-                messages.append(Message.tool_result(call, text + self._skipped_step(call) + note))
-            else:
-                text = tool_error_text(call.tool, result.error)
-                messages.append(Message.tool_result(call, text + self._skipped_step(call) + note))
-                if fatal is None:
-                    try:
-                        self._errors.record_tool_error(call.tool, result.error)
-                    except ToolExecutionError as exc:
-                        fatal = exc
+                messages.append(self._success_message(result, note, repeated, again))
+                continue
+            sent_again = call_key(result.call) in failed_before
+            messages.append(self._failure_message(result, result.error, note, sent_again))
+            if fatal is None and _counts_as_failure(result.error, self.options.recovery):
+                fatal = self._count_tool_error(result.call, result.error)
+        return self._outcome(results, messages, fatal)
+
+    def _observe_result(self, result: ToolResult) -> bool:
+        """Learn from one call's result what the later checks read (coverage, quantities, the
+        facts given, steps, the turn's results); ``True`` for a success of a call that already
+        succeeded in the turn."""
+        call = result.call
+        key = call_key(call)
+        self._coverage.add_call(call, ok=result.ok)
+        self._quantities.add_call(self._specs.get(call.tool), call, ok=result.ok)
+        if result.error is not None:
+            if not isinstance(result.error, ToolDeclinedError | ToolInterruptedError):
+                self._failed_with[key] = error_detail(result.error)
+                self._guesses.learn(str(result.error))
+            if isinstance(result.error, ToolResolutionError) and self.options.exclude_refused:
+                self._refused.unresolved(call)
+            self._grounding.add_result(call.tool, str(result.error), failed=True)
+            return False
+        self._guesses.learn(result.output or "")
+        self._guesses.learn_args(call.args)
+        repeated = key in self._succeeded
+        self._succeeded.add(key)
+        self._failed_with.pop(key, None)
+        self._refused.succeeded()
+        self._steps.record(call)
+        if call.tool not in self.terminal_tools and not self._told_user(call):
+            self._learn_result(call, result.output or "")
+        return repeated
+
+    def _success_message(
+        self, result: ToolResult, note: str, repeated: set[str], again: frozenset[str]
+    ) -> Message:
+        """The result message of a call that succeeded, with its notes (none on a terminal
+        call's: the run ends with it)."""
+        call = result.call
+        output = result.output or ""
+        self._errors.reset_tool_errors()
+        if call.tool in self.terminal_tools:
+            return Message.tool_result(call, output)
+        if self._told_user(call):
+            self._told_this_turn = self.options.result_notes
+        output += self._result_note(call, repeated=call.call_id in repeated, again=again)
+        return Message.tool_result(call, output + note)
+
+    def _failure_message(
+        self, result: ToolResult, error: BaseException, note: str, sent_again: bool
+    ) -> Message:
+        """The result message of a call that did not succeed: declined by the user (nothing
+        failed), interrupted (not the model's doing), called wrong (with the corrected call its
+        error hints at), or failed."""
+        call = result.call
+        if isinstance(error, ToolDeclinedError):
+            return Message.tool_result(call, self._told(declined_text(call.tool, error.reason)))
+        if isinstance(error, ToolInterruptedError):
+            return Message.tool_result(call, interrupted_text(call.tool, error) + note)
+        if isinstance(error, ToolResolutionError) and self.options.recovery:
+            corrected = (
+                self._hinted_call(call, error, several=sent_again)
+                if self.options.hinted_calls
+                else None
+            )
+            text = resolution_text(call.tool, error, corrected=corrected)
+        else:
+            text = tool_error_text(call.tool, error)
+        return Message.tool_result(call, text + self._skipped_step(call) + note)
+
+    def _count_tool_error(self, call: ToolCall, error: BaseException) -> ForgeError | None:
+        """Count one failure against the tool-error budget; the error that ends the run once
+        it is spent."""
+        try:
+            self._errors.record_tool_error(call.tool, error)
+        except ToolExecutionError as exc:
+            return exc
+        return None
+
+    def _outcome(
+        self, results: Sequence[ToolResult], messages: list[Message], fatal: ForgeError | None
+    ) -> RecordOutcome:
+        """What the batch means for the loop: done with its first successful terminal call,
+        else the budget's fatal error, if any."""
         failed = sum(1 for r in results if not r.ok)
-        self._count_failures(result.call.tool for result in results if not result.ok)
-        if any(result.ok for result in results):
+        self._count_failures(r.call.tool for r in results if not r.ok)
+        if any(r.ok for r in results):
             self._failing.clear()  # progress: every tool gets its chance again
+        terminal = next((r for r in results if r.ok and r.call.tool in self.terminal_tools), None)
         if terminal is not None:
             log.info("guardrails.done", tool=terminal.call.tool)
             return RecordOutcome(
@@ -1220,6 +1261,14 @@ _WHOLE_REPLY = frozenset(
     for r in RULES
     if r.stage in ("calls", "answer") and r.name not in ("steps", "answered_calls", "loop_guard")
 )
+
+
+def _counts_as_failure(error: BaseException, recovery: bool) -> bool:
+    """Whether a call's ``error`` counts against the tool-error budget: not a user's no, not an
+    interruption, and not "called wrong" while failures are fed back."""
+    if isinstance(error, ToolDeclinedError | ToolInterruptedError):
+        return False
+    return not (isinstance(error, ToolResolutionError) and recovery)
 
 
 def _with_refusals(

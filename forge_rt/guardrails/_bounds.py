@@ -161,6 +161,29 @@ def _kinds(schema: Mapping[str, Any]) -> set[str]:
     return set()
 
 
+def _literal_cost(schema: Mapping[str, Any]) -> int | None:
+    """The cost of a ``const`` or ``enum`` schema: its longest value, or any value's for an
+    ``enum`` that lists none; None when the schema is neither."""
+    if "const" in schema:
+        return _literal_tokens(schema["const"])
+    if "enum" not in schema:
+        return None
+    values = schema["enum"]
+    if not isinstance(values, list) or not values:
+        return _ANY_TOKENS
+    return max(_literal_tokens(v) for v in values)
+
+
+def _implied_kinds(schema: Mapping[str, Any]) -> set[str]:
+    """The type a schema without ``type`` implies: an object by its ``properties``, an array
+    by its ``items``; none (any value) otherwise."""
+    if isinstance(schema.get("properties"), Mapping):
+        return {"object"}
+    if "items" in schema:
+        return {"array"}
+    return set()
+
+
 def _text_tokens(text: str) -> int:
     return math.ceil(len(text) / STRING_CHARS_PER_TOKEN)
 
@@ -226,21 +249,34 @@ class _Tokens:
         self._refs = RefExpansion(root)
 
     def cost(self, schema: Any) -> int:
+        """The most tokens an instance of ``schema`` can take (see :func:`instance_tokens`)."""
         if not isinstance(schema, Mapping) or not schema:
             return _ANY_TOKENS
         if "$ref" in schema:
-            try:
-                with self._refs.expand(schema) as target:
-                    return self.cost(target)
-            except SchemaRefError:
-                return _ANY_TOKENS  # unresolvable or recursive: priced as a value of any type
-        if "const" in schema:
-            return _literal_tokens(schema["const"])
-        if "enum" in schema:
-            values = schema["enum"]
-            if not isinstance(values, list) or not values:
-                return _ANY_TOKENS
-            return max(_literal_tokens(v) for v in values)
+            return self._ref_cost(schema)
+        literal = _literal_cost(schema)
+        if literal is not None:
+            return literal
+        combined = self._combined_cost(schema)
+        if combined is not None:
+            return combined
+        kinds = _kinds(schema) or _implied_kinds(schema)
+        if not kinds:
+            return _ANY_TOKENS
+        return max(self._typed(schema, kind) for kind in kinds)
+
+    def _ref_cost(self, schema: Mapping[str, Any]) -> int:
+        """The cost of what a ``$ref`` points to, or of any value when it resolves to nothing
+        or back into itself (its cost would be unbounded)."""
+        try:
+            with self._refs.expand(schema) as target:
+                return self.cost(target)
+        except SchemaRefError:
+            return _ANY_TOKENS  # unresolvable or recursive: priced as a value of any type
+
+    def _combined_cost(self, schema: Mapping[str, Any]) -> int | None:
+        """The cost of a union (its widest branch, each with the schema's other keywords) or
+        of a one-part ``allOf`` (the part merged into the schema); None for neither."""
         for key in ("anyOf", "oneOf"):
             branches = schema.get(key)
             if isinstance(branches, list) and branches:
@@ -252,15 +288,7 @@ class _Tokens:
         if isinstance(parts, list) and len(parts) == 1 and isinstance(parts[0], Mapping):
             rest = {k: v for k, v in schema.items() if k != "allOf"}
             return self.cost({**parts[0], **rest})
-        kinds = _kinds(schema)
-        if not kinds:
-            if isinstance(schema.get("properties"), Mapping):
-                kinds = {"object"}
-            elif "items" in schema:
-                kinds = {"array"}
-            else:
-                return _ANY_TOKENS
-        return max(self._typed(schema, kind) for kind in kinds)
+        return None
 
     def _typed(self, schema: Mapping[str, Any], kind: str) -> int:
         if kind == "string":

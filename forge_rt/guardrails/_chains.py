@@ -128,18 +128,11 @@ class LookupChains:
             return None
         texts = {k: v for k, v in args.items() if isinstance(v, str)}
         prose = [k for k, v in texts.items() if len(v.split()) >= _PROSE_WORDS]
-        ends = [
-            r
-            for r in self._results
-            if r.reached and not r.followed and r.new and (not steps or r.tool in steps)
-        ]
+        ends = self._ends(steps)
         if not prose or not ends:
             return None
         words = set().union(*(content_tokens(v) for v in texts.values()))
-        if any(words & r.new for r in ends):
-            return None
-        worked_out = {w for w in words if w[0].isdigit()} - self._seen - self._request_words
-        if worked_out and any(w[0].isdigit() for r in ends for w in r.new):
+        if self._uses_an_end(words, ends):
             return None
         self._refused = True
         return ChainEnds(
@@ -147,6 +140,24 @@ class LookupChains:
             results=tuple(r.text for r in ends),
             field=max(prose, key=lambda k: len(texts[k])),
         )
+
+    def _ends(self, steps: frozenset[str]) -> list[_Result]:
+        """The results at the ends of the turn's chains that found something new; with
+        ``steps``, only those of a required step."""
+        return [
+            r
+            for r in self._results
+            if r.reached and not r.followed and r.new and (not steps or r.tool in steps)
+        ]
+
+    def _uses_an_end(self, words: set[str], ends: list[_Result]) -> bool:
+        """Whether an answer with ``words`` uses what an end found: it names one of an end's
+        new words, or holds a number found nowhere in the turn (worked out from an end's
+        number: a sum, a conversion) while an end found a number."""
+        if any(words & r.new for r in ends):
+            return True
+        worked_out = {w for w in words if w[0].isdigit()} - self._seen - self._request_words
+        return bool(worked_out) and any(w[0].isdigit() for r in ends for w in r.new)
 
 
 def _has_word(text: str, value: str) -> bool:

@@ -312,25 +312,48 @@ class _Grammar:
             return self.define(hint, schema.gbnf())
         if schema is True or schema == {} or not isinstance(schema, Mapping):
             return "value"
+        literal = self.literal_expr(schema, hint)
+        if literal is not None:
+            return literal
+        combined = self.combined_expr(schema, hint)
+        if combined is not None:
+            return combined
+        return self.typed_expr(schema, hint)
+
+    def literal_expr(self, schema: Mapping[str, Any], hint: str) -> str | None:
+        """The alternatives of a ``const`` or ``enum`` schema; None when it is neither.
+
+        An ``enum`` that is empty or no list is an error in the tool's schema.
+        """
         if "const" in schema:
             return _json_literal(schema["const"])
-        if "enum" in schema:
-            values = schema["enum"]
-            if not isinstance(values, list) or not values:
-                raise ToolSchemaError(f"{self._tool}: empty enum at {hint}")
-            return "(" + " | ".join(_json_literal(v) for v in values) + ")"
+        if "enum" not in schema:
+            return None
+        values = schema["enum"]
+        if not isinstance(values, list) or not values:
+            raise ToolSchemaError(f"{self._tool}: empty enum at {hint}")
+        return "(" + " | ".join(_json_literal(v) for v in values) + ")"
+
+    def combined_expr(self, schema: Mapping[str, Any], hint: str) -> str | None:
+        """A union's branches as alternatives, or a one-part ``allOf`` as its part; None for
+        neither. An ``allOf`` of several parts is an error: a grammar cannot intersect them."""
         for key in ("anyOf", "oneOf"):
             if key in schema:
                 options = [self.expr(sub, f"{hint}-{i}") for i, sub in enumerate(schema[key])]
                 return "(" + " | ".join(options) + ")"
-        if "allOf" in schema:
-            parts = schema["allOf"]
-            if len(parts) != 1:
-                raise ToolSchemaError(
-                    f"{self._tool}: allOf with {len(parts)} parts at {hint} cannot be turned "
-                    "into a grammar"
-                )
-            return self.expr(parts[0], hint)
+        if "allOf" not in schema:
+            return None
+        parts = schema["allOf"]
+        if len(parts) != 1:
+            raise ToolSchemaError(
+                f"{self._tool}: allOf with {len(parts)} parts at {hint} cannot be turned "
+                "into a grammar"
+            )
+        return self.expr(parts[0], hint)
+
+    def typed_expr(self, schema: Mapping[str, Any], hint: str) -> str:
+        """The expression for ``schema``'s ``type`` (``object`` when it only lists
+        ``properties``; any value when it names none); a list of types is their union."""
         kind = schema.get("type")
         if kind is None and "properties" in schema:
             kind = "object"
@@ -627,16 +650,8 @@ class NarrowedConstraint:
         ``Guardrails.answer_choices``.
         """
         constraint = self._constraint
+        allowed, blocked = _excludable(allowed, exclude)
         names = frozenset(spec.name for spec in allowed)
-        blocked = [call for call in exclude if call.tool in names]
-        if blocked:
-            left = [spec for spec in allowed if _can_differ(spec, blocked)]
-            if left:
-                allowed, names = left, frozenset(spec.name for spec in left)
-                blocked = [call for call in blocked if call.tool in names]
-            else:
-                log.info("guardrails.exclusion_impossible", tools=sorted(names))
-                blocked = []
         answers = tuple(answers) if RESPOND_TOOL_NAME in names else ()
         if constraint is None or not names or (names == self._all and not blocked and not answers):
             return constraint
@@ -644,18 +659,48 @@ class NarrowedConstraint:
         narrowed = self._narrowed.get(key)
         if narrowed is not None:
             self._narrowed.move_to_end(key)
-        else:
-            shape = self._shape
-            if isinstance(constraint, JsonSchemaConstraint):
-                schema = tool_call_schema(allowed, shape=shape, exclude=blocked, answers=answers)
-                narrowed = JsonSchemaConstraint(schema=schema)
-            else:
-                gbnf = tool_call_grammar(allowed, shape=shape, exclude=blocked, answers=answers)
-                narrowed = GrammarConstraint(gbnf=gbnf, admits_text=shape.prose)
-            self._narrowed[key] = narrowed
-            if len(self._narrowed) > NARROWED_KEPT:
-                self._narrowed.popitem(last=False)
+            return narrowed
+        narrowed = self._build(constraint, allowed, blocked, answers)
+        self._narrowed[key] = narrowed
+        if len(self._narrowed) > NARROWED_KEPT:
+            self._narrowed.popitem(last=False)
         return narrowed
+
+    def _build(
+        self,
+        constraint: OutputConstraint,
+        allowed: Sequence[ToolSpec],
+        blocked: Sequence[ToolCall],
+        answers: tuple[str, ...],
+    ) -> OutputConstraint:
+        """A new constraint of ``constraint``'s kind (a JSON schema, else a grammar) for
+        ``allowed`` without ``blocked``, in this workflow's shape."""
+        shape = self._shape
+        if isinstance(constraint, JsonSchemaConstraint):
+            schema = tool_call_schema(allowed, shape=shape, exclude=blocked, answers=answers)
+            return JsonSchemaConstraint(schema=schema)
+        gbnf = tool_call_grammar(allowed, shape=shape, exclude=blocked, answers=answers)
+        return GrammarConstraint(gbnf=gbnf, admits_text=shape.prose)
+
+
+def _excludable(
+    allowed: Sequence[ToolSpec], exclude: Sequence[ToolCall]
+) -> tuple[Sequence[ToolSpec], list[ToolCall]]:
+    """The tools still offered and the blocked calls a constraint leaves out of them.
+
+    A tool whose calls could only be blocked ones is dropped while another tool is left; when
+    none is, every tool stays and nothing is excluded.
+    """
+    names = frozenset(spec.name for spec in allowed)
+    blocked = [call for call in exclude if call.tool in names]
+    if not blocked:
+        return allowed, blocked
+    left = [spec for spec in allowed if _can_differ(spec, blocked)]
+    if not left:
+        log.info("guardrails.exclusion_impossible", tools=sorted(names))
+        return allowed, []
+    kept = frozenset(spec.name for spec in left)
+    return left, [call for call in blocked if call.tool in kept]
 
 
 def _can_differ(spec: ToolSpec, blocked: Sequence[ToolCall]) -> bool:

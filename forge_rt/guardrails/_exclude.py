@@ -174,15 +174,28 @@ def _exclusion(schema: Any, values: tuple[Any, ...]) -> Any:
     if "const" in schema:
         return None if _among(schema["const"], values) else schema
     if "enum" in schema:
-        enum = schema["enum"]
-        if not isinstance(enum, list):
-            return None
-        kept = [v for v in enum if not _among(v, values)]
-        if not kept:
-            return None
-        return schema if len(kept) == len(enum) else Excluded(schema, values)
+        return _enum_exclusion(schema, values)
     if any(k in schema for k in ("anyOf", "oneOf", "allOf")):
+        return None  # a union's values are not excluded (see the module docstring)
+    return _typed_exclusion(schema, values)
+
+
+def _enum_exclusion(schema: dict[str, Any], values: tuple[Any, ...]) -> Any:
+    """An ``enum`` without ``values``: unchanged when it has none of them, ``None`` when
+    they are all it has (or it is no list)."""
+    enum = schema["enum"]
+    if not isinstance(enum, list):
         return None
+    kept = [v for v in enum if not _among(v, values)]
+    if not kept:
+        return None
+    return schema if len(kept) == len(enum) else Excluded(schema, values)
+
+
+def _typed_exclusion(schema: dict[str, Any], values: tuple[Any, ...]) -> Any:
+    """A boolean, integer or plain string schema without ``values``; ``None`` for any other
+    type (see the module docstring), and for a string with a ``pattern`` or ``format`` of its
+    own."""
     kind = _kind(schema)
     if kind == "boolean":
         left = [b for b in (False, True) if not _among(b, values)]
@@ -191,12 +204,18 @@ def _exclusion(schema: Any, values: tuple[Any, ...]) -> Any:
         ints = tuple(v for v in values if type(v) is int)
         return Excluded(schema, ints) if ints else schema
     if kind == "string" and "pattern" not in schema and "format" not in schema:
-        low, high = _lengths(schema)
-        strings = tuple(v for v in values if isinstance(v, str | StartsWith))
-        if _string_tree(strings, low, high) is None:
-            return None
-        return Excluded(schema, strings)
+        return _string_exclusion(schema, values)
     return None
+
+
+def _string_exclusion(schema: dict[str, Any], values: tuple[Any, ...]) -> Any:
+    """A string schema without the blocked strings (and starts) among ``values``; ``None``
+    when its lengths leave no other string."""
+    low, high = _lengths(schema)
+    strings = tuple(v for v in values if isinstance(v, str | StartsWith))
+    if _string_tree(strings, low, high) is None:
+        return None
+    return Excluded(schema, strings)
 
 
 def _among(value: Any, values: tuple[Any, ...]) -> bool:

@@ -274,6 +274,23 @@ def _kind(schema: Mapping[str, Any], root: Mapping[str, Any]) -> str:
     schema = deref(schema, root)
     if not isinstance(schema, Mapping):
         return "any value"
+    chosen = _chosen_kind(schema, root)
+    if chosen is not None:
+        return chosen
+    kind = schema.get("type", "object" if "properties" in schema else None)
+    if isinstance(kind, list):
+        return " or ".join(_KINDS.get(k, str(k)) for k in kind)
+    if kind is None:
+        return "any value"
+    words = [_KINDS.get(kind, str(kind)), *_range_words(schema), *_size_words(schema, kind)]
+    if "pattern" in schema:
+        words.append(f"matching the regex {schema['pattern']!r}")
+    return " ".join(words)
+
+
+def _chosen_kind(schema: Mapping[str, Any], root: Mapping[str, Any]) -> str | None:
+    """``schema`` in words when it picks among values or schemas: a ``const``, an ``enum``,
+    a union (its branches' words, each once) or a one-part ``allOf``; None otherwise."""
     if "const" in schema:
         return f"exactly {_json(schema['const'])}"
     if schema.get("enum"):
@@ -283,12 +300,12 @@ def _kind(schema: Mapping[str, Any], root: Mapping[str, Any]) -> str:
             return " or ".join(dict.fromkeys(_kind(o, root) for o in schema[key]))
     if isinstance(schema.get("allOf"), list) and len(schema["allOf"]) == 1:
         return _kind(schema["allOf"][0], root)
-    kind = schema.get("type", "object" if "properties" in schema else None)
-    if isinstance(kind, list):
-        return " or ".join(_KINDS.get(k, str(k)) for k in kind)
-    if kind is None:
-        return "any value"
-    words = [_KINDS.get(kind, str(kind))]
+    return None
+
+
+def _range_words(schema: Mapping[str, Any]) -> list[str]:
+    """A number's bounds in words: "from 1 to 5", ">= 2000", "< 100"."""
+    words = []
     low, high = schema.get("minimum"), schema.get("maximum")
     if low is not None and high is not None:
         words.append(f"from {low} to {high}")
@@ -300,19 +317,24 @@ def _kind(schema: Mapping[str, Any], root: Mapping[str, Any]) -> str:
         words.append(f"> {schema['exclusiveMinimum']}")
     if "exclusiveMaximum" in schema:
         words.append(f"< {schema['exclusiveMaximum']}")
+    return words
+
+
+def _size_words(schema: Mapping[str, Any], kind: str) -> list[str]:
+    """A string's length bounds, or another value's item bounds, in words: "of at least 3
+    characters", "of at most 10 items"."""
     unit = "characters" if kind == "string" else "items"
     low, high = (
         (schema.get("minLength"), schema.get("maxLength"))
         if kind == "string"
         else (schema.get("minItems"), schema.get("maxItems"))
     )
+    words = []
     if low is not None:
         words.append(f"of at least {low} {unit}")
     if high is not None:
         words.append(f"of at most {high} {unit}")
-    if "pattern" in schema:
-        words.append(f"matching the regex {schema['pattern']!r}")
-    return " ".join(words)
+    return words
 
 
 def describe_field(spec: ToolSpec, name: str) -> str:

@@ -331,6 +331,20 @@ def apply_policy(workflow: Workflow, policy: Policy) -> WorkflowPolicy:
     policy.check_names(workflow.tools, where=f"workflow {workflow.name!r}")
     decisions = tuple(policy.decide(tool) for tool in workflow.tools.values())
     denied = {d.tool: d for d in decisions if isinstance(d.verdict, Deny)}
+    _check_required_steps(workflow, denied)
+    _check_prerequisites(workflow, denied)
+    kept_terminal = _kept_terminal(workflow, denied)
+    return WorkflowPolicy(
+        workflow=_without(workflow, denied, kept_terminal) if denied else workflow,
+        withheld={name: d.reason for name, d in denied.items()},
+        approve={d.tool: d.verdict for d in decisions if isinstance(d.verdict, Approve)},
+        decisions=decisions,
+    )
+
+
+def _check_required_steps(workflow: Workflow, denied: Mapping[str, Decision]) -> None:
+    """Raise :class:`PolicyError` if the policy denies a required step: the workflow could
+    never finish."""
     for step in workflow.required_steps:
         if step in denied:
             raise PolicyError(
@@ -339,6 +353,11 @@ def apply_policy(workflow: Workflow, policy: Policy) -> WorkflowPolicy:
                 "without it: allow it or drop the step",
                 rule=denied[step].rule,
             )
+
+
+def _check_prerequisites(workflow: Workflow, denied: Mapping[str, Decision]) -> None:
+    """Raise :class:`PolicyError` if the policy denies the prerequisite of a tool it keeps:
+    that tool could never run."""
     for tool in workflow.tools.values():
         if tool.name in denied:
             continue
@@ -350,25 +369,29 @@ def apply_policy(workflow: Workflow, policy: Policy) -> WorkflowPolicy:
                     f"{tool.name!r} could never run: deny it too, or allow {prereq.tool!r}",
                     rule=denied[prereq.tool].rule,
                 )
+
+
+def _kept_terminal(workflow: Workflow, denied: Mapping[str, Decision]) -> tuple[str, ...]:
+    """The terminal tools the policy leaves, sorted; raise :class:`PolicyError` when it
+    denies them all: the workflow could never end."""
     terminal = workflow.terminal_tools
-    kept_terminal = tuple(sorted(terminal - set(denied)))
-    if not kept_terminal:
+    kept = tuple(sorted(terminal - set(denied)))
+    if not kept:
         rules = ", ".join(denied[t].rule for t in sorted(terminal))
         raise PolicyError(
             f"workflow {workflow.name!r}: every terminal tool {sorted(terminal)} is denied by "
             f"the policy ({rules}); the workflow could never end: allow one of them",
             rule=denied[min(terminal)].rule,
         )
-    kept = workflow
-    if denied:
-        fields = {name: getattr(workflow, name) for name in type(workflow).model_fields}
-        fields["tools"] = {n: t for n, t in workflow.tools.items() if n not in denied}
-        if workflow.terminal_tool is not None:
-            fields["terminal_tool"] = kept_terminal[0] if len(kept_terminal) == 1 else kept_terminal
-        kept = Workflow(**fields)
-    return WorkflowPolicy(
-        workflow=kept,
-        withheld={name: d.reason for name, d in denied.items()},
-        approve={d.tool: d.verdict for d in decisions if isinstance(d.verdict, Approve)},
-        decisions=decisions,
-    )
+    return kept
+
+
+def _without(
+    workflow: Workflow, denied: Mapping[str, Decision], kept_terminal: tuple[str, ...]
+) -> Workflow:
+    """``workflow`` without its ``denied`` tools, its terminal tool(s) cut to those kept."""
+    fields = {name: getattr(workflow, name) for name in type(workflow).model_fields}
+    fields["tools"] = {n: t for n, t in workflow.tools.items() if n not in denied}
+    if workflow.terminal_tool is not None:
+        fields["terminal_tool"] = kept_terminal[0] if len(kept_terminal) == 1 else kept_terminal
+    return Workflow(**fields)

@@ -245,35 +245,75 @@ def _calls_in(value: Any, depth: int = 0) -> list[_Raw] | _Echo | None:
     if depth > 4:
         return None
     if isinstance(value, list):
-        found: list[_Raw] = []
-        echo = False
-        for item in value:
-            inner = _calls_in(item, depth + 1)
-            if isinstance(inner, list):
-                found.extend(inner)
-            elif inner is _ECHO:
-                echo = True
-        return found or (_ECHO if echo else None)
+        return _calls_in_list(value, depth)
     if not isinstance(value, dict):
         return None
+    wrapped = _calls_in_wrapper(value, depth)
+    if wrapped is not None:
+        return wrapped
+    function = value.get("function")
+    if isinstance(function, dict):
+        return _openai_call(function)
+    return _named_call(value)
+
+
+def _calls_in_list(items: list[Any], depth: int) -> list[_Raw] | _Echo | None:
+    """The calls of every item of a JSON array, in order.
+
+    ``_ECHO`` only when no item is a call and one echoes a tool definition: an array that
+    holds a call is read as calls, whatever else it holds.
+    """
+    found: list[_Raw] = []
+    echo = False
+    for item in items:
+        inner = _calls_in(item, depth + 1)
+        if isinstance(inner, list):
+            found.extend(inner)
+        elif inner is _ECHO:
+            echo = True
+    return found or (_ECHO if echo else None)
+
+
+def _calls_in_wrapper(value: dict[str, Any], depth: int) -> list[_Raw] | _Echo | None:
+    """The calls under the first wrapper key (``tool_calls``, ...) that holds any; else None.
+
+    Checked first: an object that wraps calls (an OpenAI message) is not itself a call.
+    """
     for key in _WRAPPER_KEYS:
         wrapped = value.get(key)
         if isinstance(wrapped, list | dict):
             inner = _calls_in(wrapped, depth + 1)
             if inner is not None:
                 return inner
-    function = value.get("function")
-    if isinstance(function, dict):
-        name = function.get("name")
-        if not isinstance(name, str):
-            return None
-        if "arguments" in function:
-            return [_Raw(name, function["arguments"])]
-        if "description" in function:
-            return _ECHO
-        if "parameters" in function:
-            return [_Raw(name, function["parameters"])]
-        return [_Raw(name, _MISSING)]
+    return None
+
+
+def _openai_call(function: dict[str, Any]) -> list[_Raw] | _Echo | None:
+    """The call in an OpenAI-style ``{"function": {...}}`` object.
+
+    Its ``arguments`` are the call's; a ``description`` without them is a tool definition
+    echoed back; ``parameters`` without one is a call written with the definition's key; a
+    bare name is a call whose arguments are missing.
+    """
+    name = function.get("name")
+    if not isinstance(name, str):
+        return None
+    if "arguments" in function:
+        return [_Raw(name, function["arguments"])]
+    if "description" in function:
+        return _ECHO
+    if "parameters" in function:
+        return [_Raw(name, function["parameters"])]
+    return [_Raw(name, _MISSING)]
+
+
+def _named_call(value: dict[str, Any]) -> list[_Raw] | _Echo | None:
+    """The call in an object that names its tool under one of :data:`NAME_KEYS`.
+
+    The first argument key present holds the arguments (``parameters`` beside a
+    ``description`` is an echoed definition instead); with none, a ``description`` marks a
+    definition, and otherwise the other keys are the arguments, written beside the name.
+    """
     name = next((value[k] for k in NAME_KEYS if isinstance(value.get(k), str)), None)
     if name is None:
         return None
@@ -405,38 +445,85 @@ class _Scanner:
         closer and up to the end of the line, closing what was left open -- a guess kept only
         if it holds a call (or, without ``want_call``, an object of arguments).
         """
-        text = self.text
         if self.exhausted:
             return None
-        line_end = text.find("\n", start, stop)
-        closer = _CLOSERS.get(ctx)
-        region_end = text.find(closer, start, stop) if closer is not None else -1
-        bound = region_end if region_end >= 0 else stop
-        fast = [stop if line_end < 0 else line_end]
-        if region_end >= 0 and (line_end < 0 or region_end > line_end):
-            fast.append(region_end)
-        for limit in fast:
-            while limit > start and text[limit - 1] in " \t\r\n":
-                limit -= 1
-            if limit > start and text[limit - 1] in "}]":
-                if not self.spend(limit - start):
-                    return None
-                ok, value = decode_exact(text[start:limit])
-                if ok:
-                    return value, limit, False
+        region_end = self.region_end(start, stop, ctx)
+        read = self.read_filling(start, stop, region_end)
+        if read is not None or self.exhausted:  # out of budget: no further reading is tried
+            return read
         end = self.braces.end(start)
-        if 0 < end <= stop:
-            if not self.spend(end - start):
-                return None
-            ok, value = decode_exact(text[start:end])
-            if ok:
-                return value, end, False
-            read = self.lenient(start, end, close_at_end=False)
-            if read is not None:
-                value, parsed_end = read
-                if parsed_end == end or not _VISIBLE.search(text, parsed_end, end):
-                    return value, end, True
-        line_end = text.find("\n", start, bound)
+        read = self.read_span(start, end, stop)
+        if read is not None or self.exhausted:
+            return read
+        bound = region_end if region_end >= 0 else stop
+        return self.read_guess(start, end, bound, want_call=want_call)
+
+    def region_end(self, start: int, stop: int, ctx: int) -> int:
+        """Where the closer of context ``ctx``'s region is, before ``stop``; -1 if none."""
+        closer = _CLOSERS.get(ctx)
+        return self.text.find(closer, start, stop) if closer is not None else -1
+
+    def read_filling(self, start: int, stop: int, region_end: int) -> tuple[Any, int, bool] | None:
+        """The strict value filling the rest of its line, else the rest of its region.
+
+        Tried first: one call per line, or one pretty-printed call alone in a fence, is the
+        usual case.
+        """
+        line_end = self.text.find("\n", start, stop)
+        limits = [stop if line_end < 0 else line_end]
+        if region_end >= 0 and (line_end < 0 or region_end > line_end):
+            limits.append(region_end)
+        for limit in limits:
+            read = self.decode_until(start, limit)
+            if read is not None or self.exhausted:
+                return read
+        return None
+
+    def decode_until(self, start: int, limit: int) -> tuple[Any, int, bool] | None:
+        """``text[start:limit]``, trailing space dropped, as strict JSON; None if it is not.
+
+        Only a span that ends in ``}`` or ``]`` is tried: anything else cannot be one value.
+        """
+        text = self.text
+        while limit > start and text[limit - 1] in " \t\r\n":
+            limit -= 1
+        if limit <= start or text[limit - 1] not in "}]":
+            return None
+        if not self.spend(limit - start):
+            return None
+        ok, value = decode_exact(text[start:limit])
+        return (value, limit, False) if ok else None
+
+    def read_span(self, start: int, end: int, stop: int) -> tuple[Any, int, bool] | None:
+        """The value in the bracketed span ``[start, end)``: strict, else leniently repaired.
+
+        A lenient reading counts only if it uses the whole span, or leaves nothing visible
+        after it: text it skipped would be a part of the call it lost.
+        """
+        if not 0 < end <= stop:
+            return None
+        if not self.spend(end - start):
+            return None
+        ok, value = decode_exact(self.text[start:end])
+        if ok:
+            return value, end, False
+        read = self.lenient(start, end, close_at_end=False)
+        if read is None:
+            return None
+        value, parsed_end = read
+        if parsed_end == end or not _VISIBLE.search(self.text, parsed_end, end):
+            return value, end, True
+        return None
+
+    def read_guess(
+        self, start: int, end: int, bound: int, *, want_call: bool
+    ) -> tuple[Any, int, bool] | None:
+        """A value closed by the lenient reader at ``bound``, else at the end of the line.
+
+        A guess at where a cut-off value ends, so it is kept only if it holds what was wanted:
+        a call, or (without ``want_call``) an object of arguments.
+        """
+        line_end = self.text.find("\n", start, bound)
         for limit in (bound,) if line_end < 0 else (bound, line_end):
             if 0 < end <= limit:
                 continue  # the exact span fits this bound and already failed
@@ -444,9 +531,8 @@ class _Scanner:
             if read is None:
                 continue
             value, parsed_end = read
-            if want_call and isinstance(_calls_in(value), list):
-                return value, parsed_end, True
-            if not want_call and isinstance(value, dict):
+            wanted = isinstance(_calls_in(value), list) if want_call else isinstance(value, dict)
+            if wanted:
                 return value, parsed_end, True
         return None
 
@@ -542,50 +628,73 @@ class _Scanner:
 
     def tag(self, token: str, s: int, after: int, hi: int, ctx: int) -> tuple[int, bool]:
         """Handle a markup token: (where to continue, whether the current region ends there)."""
-        text = self.text
-        closed = text.startswith(">", after)
+        closed = self.text.startswith(">", after)
         if token.startswith("</"):
-            name = token[2:]
-            if closed and (
-                (name == "tool_call" and ctx == _HERMES) or (name == "tools" and ctx == _TOOLS)
-            ):
-                return after + 1, True
-            if closed and name in ("tool_call", "tools", "tool_response"):
-                return after + 1, False  # a stray closing tag
-            self.mark_prose(ctx, s, after)
-            return after, False
+            return self.closing_tag(token[2:], s, after, closed, ctx)
         name = token[1:]
         if name == "function=":
-            return self.xml(
-                read_qwen_coder_call(text, s, hi), s, Dialect.QWEN_CODER_XML, ctx
-            ), False
+            xml = read_qwen_coder_call(self.text, s, hi)
+            return self.xml(xml, s, Dialect.QWEN_CODER_XML, ctx), False
         if closed:
-            if name == "tool_call":
-                if ctx == _HERMES:
-                    return s, True  # a new call opens: the current one ends here
-                return self.region(after + 1, hi, _HERMES), False
-            if name == "tools":
-                if ctx == _TOOLS:
-                    return after + 1, False
-                return self.region(after + 1, hi, _TOOLS), False
-            if name == "tool_response":
-                close = text.find("</tool_response>", after, hi)
-                return (close + len("</tool_response>") if close >= 0 else after + 1), False
-            if name == "function-name":
-                xml = read_function_name_call(text, s, hi)
-                return self.xml(xml, s, Dialect.XML_TAGS, ctx), False
-            if name == "function":
-                return self.xml(read_element_call(text, s, hi), s, Dialect.XML_TAGS, ctx), False
-        if name in _ATTR_TAGS and not closed:
-            xml = read_attr_call(text, s, hi, name)
-            if xml is not None:
-                return self.xml(xml, s, Dialect.XML_ATTR, ctx), False
-        if name in self.index.specs:
-            xml = read_named_tag_call(text, s, hi, name)
-            if xml is not None:
-                return self.xml(xml, s, Dialect.XML_TAGS, ctx), False
+            handled = self.plain_tag(name, s, after, hi, ctx)
+            if handled is not None:
+                return handled
+        pos = self.call_tag(name, closed, s, hi, ctx)
+        if pos is not None:
+            return pos, False
         self.mark_prose(ctx, s, after)
         return after, False
+
+    def closing_tag(
+        self, name: str, s: int, after: int, closed: bool, ctx: int
+    ) -> tuple[int, bool]:
+        """Handle ``</name``: it ends the region it closes, is skipped when it is a stray
+        closer of a call block (debris, not prose), and is prose otherwise."""
+        if closed and (
+            (name == "tool_call" and ctx == _HERMES) or (name == "tools" and ctx == _TOOLS)
+        ):
+            return after + 1, True
+        if closed and name in ("tool_call", "tools", "tool_response"):
+            return after + 1, False  # a stray closing tag
+        self.mark_prose(ctx, s, after)
+        return after, False
+
+    def plain_tag(
+        self, name: str, s: int, after: int, hi: int, ctx: int
+    ) -> tuple[int, bool] | None:
+        """Handle an opening tag without attributes (``<tool_call>``): a Hermes block, a tools
+        block, a tool response to skip, or an XML call; None for any other tag."""
+        text = self.text
+        if name == "tool_call":
+            if ctx == _HERMES:
+                return s, True  # a new call opens: the current one ends here
+            return self.region(after + 1, hi, _HERMES), False
+        if name == "tools":
+            if ctx == _TOOLS:
+                return after + 1, False
+            return self.region(after + 1, hi, _TOOLS), False
+        if name == "tool_response":
+            close = text.find("</tool_response>", after, hi)
+            return (close + len("</tool_response>") if close >= 0 else after + 1), False
+        if name == "function-name":
+            xml = read_function_name_call(text, s, hi)
+            return self.xml(xml, s, Dialect.XML_TAGS, ctx), False
+        if name == "function":
+            return self.xml(read_element_call(text, s, hi), s, Dialect.XML_TAGS, ctx), False
+        return None
+
+    def call_tag(self, name: str, closed: bool, s: int, hi: int, ctx: int) -> int | None:
+        """Where a call written as a tag ends: ``<function name="x" ...>`` (an attribute
+        call) or ``<get_weather>`` (a tag named after a tool); None when it is neither."""
+        if name in _ATTR_TAGS and not closed:
+            xml = read_attr_call(self.text, s, hi, name)
+            if xml is not None:
+                return self.xml(xml, s, Dialect.XML_ATTR, ctx)
+        if name in self.index.specs:
+            xml = read_named_tag_call(self.text, s, hi, name)
+            if xml is not None:
+                return self.xml(xml, s, Dialect.XML_TAGS, ctx)
+        return None
 
     def xml(self, xml: XmlCall | None, s: int, dialect: Dialect, ctx: int) -> int:
         if xml is None:

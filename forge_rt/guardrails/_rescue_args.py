@@ -151,30 +151,61 @@ def _json_type(value: Any) -> str:
 def _from_string(text: str, kinds: set[str]) -> Any:
     """The one non-string reading of ``text`` that ``kinds`` allows, else ``text`` unchanged."""
     stripped = text.strip()
-    readings: list[Any] = []
     if len(stripped) > _MAX_NUMBER and not stripped.startswith(("[", "{")):
         return text  # no scalar reading of a value this long (int() refuses >4300 digits)
+    readings = [
+        *_number_readings(stripped, kinds),
+        *_keyword_readings(stripped, kinds),
+        *_container_readings(stripped, kinds),
+    ]
+    return readings[0] if len(readings) == 1 else text
+
+
+def _number_readings(stripped: str, kinds: set[str]) -> list[Any]:
+    """``stripped`` as the integer or number ``kinds`` allows (none or one reading).
+
+    A whole number stays an ``int`` even where only "number" is allowed, so ``"4"`` is not
+    turned into ``4.0``.
+    """
     if "integer" in kinds and _INTEGER.fullmatch(stripped):
-        readings.append(int(stripped))
-    elif "number" in kinds and _NUMBER.fullmatch(stripped):
+        return [int(stripped)]
+    if "number" in kinds and _NUMBER.fullmatch(stripped):
         number = float(stripped)
-        readings.append(int(stripped) if _INTEGER.fullmatch(stripped) else number)
+        return [int(stripped) if _INTEGER.fullmatch(stripped) else number]
+    return []
+
+
+def _keyword_readings(stripped: str, kinds: set[str]) -> list[Any]:
+    """``stripped`` as a boolean or null keyword (``"true"``, ``"None"``) that ``kinds``
+    allows, in the spellings JSON and Python use."""
+    readings: list[Any] = []
     if "boolean" in kinds and (stripped in _TRUE or stripped in _FALSE):
         readings.append(stripped in _TRUE)
     if "null" in kinds and stripped in _NULL:
         readings.append(None)
-    if ("array" in kinds and stripped.startswith("[")) or (
-        "object" in kinds and stripped.startswith("{")
+    return readings
+
+
+def _container_readings(stripped: str, kinds: set[str]) -> list[Any]:
+    """``stripped`` as a JSON-encoded array or object that ``kinds`` allows.
+
+    Read as near-JSON (single quotes, ``True``, trailing commas pass): the value is what the
+    model wrote, and validation still checks what comes out.
+    """
+    if not (
+        ("array" in kinds and stripped.startswith("["))
+        or ("object" in kinds and stripped.startswith("{"))
     ):
-        try:
-            decoded = loads_lenient(stripped)
-        except JsonRepairError:
-            decoded = None
-        if (isinstance(decoded, list) and "array" in kinds) or (
-            isinstance(decoded, dict) and "object" in kinds
-        ):
-            readings.append(decoded)
-    return readings[0] if len(readings) == 1 else text
+        return []
+    try:
+        decoded = loads_lenient(stripped)
+    except JsonRepairError:
+        return []
+    if (isinstance(decoded, list) and "array" in kinds) or (
+        isinstance(decoded, dict) and "object" in kinds
+    ):
+        return [decoded]
+    return []
 
 
 def coerce_args(spec: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:
@@ -251,41 +282,84 @@ def repair_args(
     props: Mapping[str, Any] = schema.get("properties") or {}
     required = [r for r in schema.get("required", []) if r in props]
     bad = set(unusable)
-    candidate = {k: v for k, v in args.items() if k not in bad}
-    corrected: list[str] = []
-    missing: list[str] = [k for k in args if k in bad]
-    renamed = _renames(required, candidate, unknown or {})
+    repair = _Repair(
+        spec,
+        schema,
+        candidate={k: v for k, v in args.items() if k not in bad},
+        missing=[k for k in args if k in bad],
+    )
+    renamed = _renames(required, repair.candidate, unknown or {})
     for field, name in renamed.items():
-        candidate[field] = (unknown or {})[name]
-        corrected.append(field)
-    coercer = _Coercer(schema)
-    for _ in range(len(props) + 1):
-        wrong = _wrong_fields(spec, candidate)
-        if not wrong:
-            break
-        for field in wrong:
-            if field not in props and field in candidate:
-                del candidate[field]  # a key the schema forbids (a model with extra="forbid")
-                continue
-            if field not in candidate:
-                if field not in missing:
-                    missing.append(field)
-                continue
-            fixed = _fix(spec, candidate, field, props.get(field, {}), coercer)
-            if fixed is _NOTHING:
-                del candidate[field]
-                if field not in missing:
-                    missing.append(field)
-            else:
-                candidate[field] = fixed
-                if field not in corrected:
-                    corrected.append(field)
+        repair.candidate[field] = (unknown or {})[name]
+        repair.corrected.append(field)
+    repair.run()
+    candidate = repair.candidate
     return ArgRepair(
         args=candidate,
-        corrected=tuple(f for f in corrected if f in candidate),
-        missing=tuple(missing),
+        corrected=tuple(f for f in repair.corrected if f in candidate),
+        missing=tuple(repair.missing),
         renamed={f: n for f, n in renamed.items() if f in candidate},
     )
+
+
+class _Repair:
+    """One :func:`repair_args` under way: the arguments so far, and the fields corrected or
+    found missing (each listed once, in the order first met)."""
+
+    __slots__ = ("candidate", "coercer", "corrected", "missing", "props", "spec")
+
+    def __init__(
+        self,
+        spec: ToolSpec,
+        schema: Mapping[str, Any],
+        *,
+        candidate: dict[str, Any],
+        missing: list[str],
+    ) -> None:
+        self.spec = spec
+        self.props: Mapping[str, Any] = schema.get("properties") or {}
+        self.coercer = _Coercer(schema)
+        self.candidate = candidate
+        self.corrected: list[str] = []
+        self.missing = missing
+
+    def run(self) -> None:
+        """Settle the fields the schema rejects, round by round, until it rejects none.
+
+        A fix can uncover another error (a value coerced into place now fails a bound), so
+        validation runs again after each round; one round per property, and one more, bounds
+        the work when fixes keep failing.
+        """
+        for _ in range(len(self.props) + 1):
+            wrong = _wrong_fields(self.spec, self.candidate)
+            if not wrong:
+                break
+            for field in wrong:
+                self.settle(field)
+
+    def settle(self, field: str) -> None:
+        """Correct one rejected field: drop it if the schema forbids it, fix its value where
+        a correction passes, and otherwise leave it out and record it as missing."""
+        candidate = self.candidate
+        if field not in self.props and field in candidate:
+            del candidate[field]  # a key the schema forbids (a model with extra="forbid")
+            return
+        if field not in candidate:
+            self.note_missing(field)
+            return
+        fixed = _fix(self.spec, candidate, field, self.props.get(field, {}), self.coercer)
+        if fixed is _NOTHING:
+            del candidate[field]
+            self.note_missing(field)
+        else:
+            candidate[field] = fixed
+            if field not in self.corrected:
+                self.corrected.append(field)
+
+    def note_missing(self, field: str) -> None:
+        """Record ``field`` as one no rule could fill (once)."""
+        if field not in self.missing:
+            self.missing.append(field)
 
 
 _NOTHING: Any = object()
@@ -372,38 +446,61 @@ _NO = frozenset({"no", "n", "off", "0"})
 def _corrections(value: Any, schema: Mapping[str, Any], coercer: _Coercer) -> Iterator[Any]:
     """Values the model may have meant by ``value``, most literal first."""
     yield coercer.value(value, schema)
-    options = schema.get("enum") or ([schema["const"]] if "const" in schema else [])
-    if options and isinstance(value, str | int | float):
-        text = str(value).strip().lower()
-        labels = {str(o).lower(): o for o in options}
-        if text in labels:
-            yield labels[text]
-        close = difflib.get_close_matches(text, list(labels), n=1, cutoff=0.75)
-        if close:
-            yield labels[close[0]]
+    yield from _option_matches(value, schema)
     kinds = coercer.types(schema) or set()
     if isinstance(value, str):
-        text = value.strip()
-        numbers = _ANY_NUMBER.findall(text)
-        if kinds & {"integer", "number"} and len(numbers) == 1:
-            number = float(numbers[0])
-            yield int(number) if number.is_integer() else number
-        if "boolean" in kinds and text.lower() in _YES | _NO:
-            yield text.lower() in _YES
-        if "string" in kinds:
-            yield text
-            yield text.upper()
-            yield text.lower()
-            yield re.sub(r"[\s\-]+", "", text)
-            if text.isdigit():
-                yield from (text.zfill(width) for width in range(len(text) + 1, 11))
+        yield from _string_meanings(value.strip(), kinds)
     elif isinstance(value, bool | int | float) and "string" in kinds:
-        text = json.dumps(value) if isinstance(value, bool) else str(value)
-        yield text
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            yield from (text.zfill(width) for width in range(len(text) + 1, 11))
+        yield from _scalar_as_string(value)
     if "array" in kinds and not isinstance(value, list):
         yield [value]
+
+
+def _option_matches(value: Any, schema: Mapping[str, Any]) -> Iterator[Any]:
+    """The ``enum`` or ``const`` option ``value`` names: the same in another case, then the
+    closest spelling (``"celcius"`` for ``"celsius"``)."""
+    options = schema.get("enum") or ([schema["const"]] if "const" in schema else [])
+    if not options or not isinstance(value, str | int | float):
+        return
+    text = str(value).strip().lower()
+    labels = {str(o).lower(): o for o in options}
+    if text in labels:
+        yield labels[text]
+    close = difflib.get_close_matches(text, list(labels), n=1, cutoff=0.75)
+    if close:
+        yield labels[close[0]]
+
+
+def _string_meanings(text: str, kinds: set[str]) -> Iterator[Any]:
+    """What a string (already stripped) may have meant: the one number in it (``"Q3"`` is 3),
+    a yes or no, or the string respelled for a pattern or enum."""
+    numbers = _ANY_NUMBER.findall(text)
+    if kinds & {"integer", "number"} and len(numbers) == 1:
+        number = float(numbers[0])
+        yield int(number) if number.is_integer() else number
+    if "boolean" in kinds and text.lower() in _YES | _NO:
+        yield text.lower() in _YES
+    if "string" in kinds:
+        yield text
+        yield text.upper()
+        yield text.lower()
+        yield re.sub(r"[\s\-]+", "", text)
+        if text.isdigit():
+            yield from _zero_padded(text)
+
+
+def _scalar_as_string(value: bool | int | float) -> Iterator[str]:
+    """A boolean or number written where a string is expected: as JSON writes it, and a
+    non-negative integer also zero-padded (``7`` for an id like ``"007"``)."""
+    text = json.dumps(value) if isinstance(value, bool) else str(value)
+    yield text
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        yield from _zero_padded(text)
+
+
+def _zero_padded(digits: str) -> Iterator[str]:
+    """``digits`` padded with leading zeros, one more each time, up to ten characters."""
+    return (digits.zfill(width) for width in range(len(digits) + 1, 11))
 
 
 # --- hints in a tool's own error ---------------------------------------------------------------

@@ -69,36 +69,62 @@ class _NotLiteral(Exception):
 
 
 def _literal(node: ast.expr) -> Any:
+    """The plain value ``node`` writes; raises :class:`_NotLiteral` for anything that would
+    need evaluating (a variable, a call, arithmetic)."""
     if isinstance(node, ast.Constant):
-        if isinstance(node.value, str | int | float | bool) or node.value is None:
-            return node.value
-        raise _NotLiteral
+        return _constant(node)
     if isinstance(node, ast.List | ast.Tuple | ast.Set):
         return [_literal(e) for e in node.elts]
     if isinstance(node, ast.Dict):
-        out: dict[str, Any] = {}
-        for key, value in zip(node.keys, node.values, strict=True):
-            if key is None:
-                raise _NotLiteral
-            name = _literal(key)
-            if not isinstance(name, str):
-                raise _NotLiteral
-            out[name] = _literal(value)
-        return out
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-        operand = _literal(node.operand)
-        if isinstance(operand, int | float) and not isinstance(operand, bool):
-            return -operand if isinstance(node.op, ast.USub) else operand
-        raise _NotLiteral
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _literal(node.left), _literal(node.right)
-        if isinstance(left, str) and isinstance(right, str):
-            return left + right
-        raise _NotLiteral
+        return _dict_literal(node)
+    if isinstance(node, ast.UnaryOp):
+        return _signed_literal(node)
+    if isinstance(node, ast.BinOp):
+        return _joined_literal(node)
     if isinstance(node, ast.JoinedStr) and all(isinstance(v, ast.Constant) for v in node.values):
         return "".join(str(v.value) for v in node.values if isinstance(v, ast.Constant))
     if isinstance(node, ast.Name) and node.id in _NAMES:
         return _NAMES[node.id]
+    raise _NotLiteral
+
+
+def _constant(node: ast.Constant) -> Any:
+    """A string, number, boolean or None; bytes, ``...`` and complex numbers are no JSON."""
+    if isinstance(node.value, str | int | float | bool) or node.value is None:
+        return node.value
+    raise _NotLiteral
+
+
+def _dict_literal(node: ast.Dict) -> dict[str, Any]:
+    """A dict with string keys; ``**spread`` and other keys are no JSON object."""
+    out: dict[str, Any] = {}
+    for key, value in zip(node.keys, node.values, strict=True):
+        if key is None:
+            raise _NotLiteral
+        name = _literal(key)
+        if not isinstance(name, str):
+            raise _NotLiteral
+        out[name] = _literal(value)
+    return out
+
+
+def _signed_literal(node: ast.UnaryOp) -> Any:
+    """A number with a sign (``-3``): Python parses the sign as an operator on the number."""
+    if not isinstance(node.op, ast.USub | ast.UAdd):
+        raise _NotLiteral
+    operand = _literal(node.operand)
+    if isinstance(operand, int | float) and not isinstance(operand, bool):
+        return -operand if isinstance(node.op, ast.USub) else operand
+    raise _NotLiteral
+
+
+def _joined_literal(node: ast.BinOp) -> str:
+    """``"a" + "b"``: a long string split across lines, which models write as in code."""
+    if not isinstance(node.op, ast.Add):
+        raise _NotLiteral
+    left, right = _literal(node.left), _literal(node.right)
+    if isinstance(left, str) and isinstance(right, str):
+        return left + right
     raise _NotLiteral
 
 

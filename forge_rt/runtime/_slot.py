@@ -153,13 +153,21 @@ class SlotWorkerActor(Actor):
         self._started = trio.current_time()
         client, me, slot_id = self._client, self.context.self_ref, self._slot_id
         name, limits, retry, reached = self._name, self._stall, self._retry, _Reached()
+        pace = limits.report_pace()  # one per slot: its executors share what they learn
         # Spare executors let a preempting call start at once, while the preempted attempt is
         # still closing its stream; the backend queues it for the instant that takes.
         for index in range(_EXECUTORS):
             self._idle.append(
                 await self.context.spawn(
                     lambda: _SlotExecutor(
-                        client, me, slot_id, name=name, limits=limits, retry=retry, reached=reached
+                        client,
+                        me,
+                        slot_id,
+                        name=name,
+                        limits=limits,
+                        retry=retry,
+                        reached=reached,
+                        pace=pace,
                     ),
                     name=f"{self._name}.executor{index}",
                 )

@@ -30,6 +30,7 @@ from forge_rt.core import (
     ToolCallDeltaChunk,
 )
 from forge_rt.errors import BackendError, FaultKind, InferenceStalledError, StreamError
+from forge_rt.runtime._report_pace import ReportPace
 from forge_rt.runtime._scheduling import InferenceJob
 from forge_rt.runtime._slot_limits import BackendRetry, StallLimits
 from forge_rt.runtime._slot_messages import (
@@ -68,6 +69,7 @@ class _SlotExecutor(Actor):
         limits: StallLimits,
         retry: BackendRetry | None,
         reached: _Reached,
+        pace: ReportPace | None = None,
     ) -> None:
         self._client = client
         self._scheduler = scheduler
@@ -76,6 +78,7 @@ class _SlotExecutor(Actor):
         self._limits = limits
         self._retry = retry
         self._reached = reached
+        self._pace = pace  # the slot's learned pace of progress reports, shared
         self._jitter = random.Random()
 
     @handles(_RunJob)
@@ -189,6 +192,8 @@ class _SlotExecutor(Actor):
                 # each chunk that arrives.
                 received = 0
                 prefill: PromptProgressChunk | None = None  # the backend's last report on it
+                reported_at: float | None = None  # when it came
+                pace = self._pace
                 limit = self._limits.first_token_limit(request)  # the wait being watched now
                 between = self._limits.between_chunks_s
                 watch = trio.CancelScope(deadline=trio.current_time() + limit)
@@ -196,12 +201,18 @@ class _SlotExecutor(Actor):
                     async with self._client.stream(request) as chunks:
                         async for chunk in chunks:
                             self._reached.seen = True  # it answered: a later refusal is a restart
+                            now = trio.current_time()
+                            if pace is not None and received == 0 and reported_at is not None:
+                                pace.moved(now - reported_at)
                             if isinstance(chunk, PromptProgressChunk):
                                 # Still reading the prompt: the wait restarts, for what is left
-                                # of it. Only the slot reads these; the caller never sees them.
-                                prefill = chunk
+                                # of it -- no longer than the slot's reports usually take. Only
+                                # the slot reads these; the caller never sees them.
+                                prefill, reported_at = chunk, now
                                 limit = self._limits.prefill_limit(chunk)
-                                watch.deadline = trio.current_time() + limit
+                                learned = pace.next_limit() if pace is not None else None
+                                limit = limit if learned is None else min(limit, learned)
+                                watch.deadline = now + limit
                                 continue
                             received += 1
                             limit = math.inf if between is None else between

@@ -13,7 +13,8 @@ import math
 import msgspec
 
 from forge_rt.core import InferenceRequest, PromptProgressChunk
-from forge_rt.errors import BackendError, FaultKind
+from forge_rt.errors import BackendError, ConfigurationError, FaultKind
+from forge_rt.runtime._report_pace import ReportPace
 from forge_rt.runtime._slot_messages import _Failed
 
 __all__ = ["DEFAULT_RETRY", "BackendRetry", "StallLimits"]
@@ -75,6 +76,13 @@ class StallLimits(msgspec.Struct, frozen=True, kw_only=True):
     20 generated tokens/s for the 0.5B, a third of that for the 1.5B, idle): a prefill floor eight
     times slower than the 0.5B's and a gap between tokens 500 times longer than its usual one.
 
+    Once the slot's backend has reported progress on earlier calls, a call that has had its
+    first report waits for its next one (or its first token after the last) at most
+    ``report_gap_factor`` times the longest such wait seen recently, and at least
+    ``report_gap_floor_s`` (see :mod:`forge_rt.runtime._report_pace`): a llama-server that
+    stops in mid-prefill is caught in seconds instead of at the prefill limit.
+    ``report_gap_factor=None`` turns that off.
+
     A call fetched whole (``whole=True``) streams nothing to watch between, so it gets one limit
     for the whole call: the first-token limit plus its ``max_tokens`` (``assumed_max_tokens``
     when the request sets none) at ``decode_floor_tps`` -- ten times slower than the 0.5B
@@ -86,6 +94,24 @@ class StallLimits(msgspec.Struct, frozen=True, kw_only=True):
     between_chunks_s: float | None = 30.0
     decode_floor_tps: float = 2.0
     assumed_max_tokens: int = 2048
+    report_gap_factor: float | None = 4.0
+    report_gap_floor_s: float = 3.0
+
+    def __post_init__(self) -> None:
+        if self.report_gap_factor is not None and self.report_gap_factor < 1:
+            raise ConfigurationError(
+                f"StallLimits.report_gap_factor must be >= 1 or None, got {self.report_gap_factor}"
+            )
+        if self.report_gap_floor_s <= 0:
+            raise ConfigurationError(
+                f"StallLimits.report_gap_floor_s must be > 0, got {self.report_gap_floor_s}"
+            )
+
+    def report_pace(self) -> ReportPace | None:
+        """A fresh pace for a slot's executors to share, or ``None`` with it turned off."""
+        if self.report_gap_factor is None:
+            return None
+        return ReportPace(factor=self.report_gap_factor, floor_s=self.report_gap_floor_s)
 
     def first_token_limit(self, request: InferenceRequest) -> float:
         if self.first_token_s is None:

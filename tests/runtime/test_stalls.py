@@ -19,7 +19,12 @@ from actors import ActorSystem
 from forge_rt.backends.sim import Fault, SimBackend, SimConfig
 from forge_rt.clients import LlamaServerClient, OpenAICompatClient
 from forge_rt.core import InferenceRequest, Message, PromptProgressChunk, Sampling, TextResponse
-from forge_rt.errors import BackendFailureError, InferenceDeadlineError, InferenceStalledError
+from forge_rt.errors import (
+    BackendFailureError,
+    ConfigurationError,
+    InferenceDeadlineError,
+    InferenceStalledError,
+)
 from forge_rt.runtime import SlotWorker, StallLimits
 
 LIMITS = StallLimits(first_token_s=5.0, prefill_floor_tps=1e9, between_chunks_s=5.0)
@@ -357,3 +362,53 @@ async def test_a_prefill_that_stops_moving_is_a_stall_and_the_call_behind_it_run
     assert 100.0 <= failed_after < 110.0
     assert isinstance(behind.result, TextResponse)
     assert behind.result.content == "behind"
+
+
+# The embedded 0.5B's pace on the 2-core CPU, roughly: 100 prompt tokens/s, batches of 128.
+PACED = SimConfig(
+    script={"*": ["read"] * 4}, prefill_tps=100.0, prefill_batch=128, tokens_per_char=1.0
+)
+PROMPT_600 = "x" * 600  # five batches: reports about 1.28 s apart
+
+
+async def _stall_after_a_paced_call(system: ActorSystem, limits: StallLimits) -> float:
+    """One call at the backend's usual pace, then one that stops after its first report: how
+    long the second waited before it failed as stalled in prefill."""
+    async with SimBackend.serve(PACED) as sim, LlamaServerClient(sim.url) as client:
+        slot = await SlotWorker.start(system, client, stall=limits)
+        with trio.fail_after(600):
+            first = await slot.infer(_request(PROMPT_600))
+            assert isinstance(first.result, TextResponse)
+            sim.inject(Fault.STALL_IN_PREFILL)
+            start = trio.current_time()
+            with pytest.raises(InferenceStalledError) as info:
+                await slot.infer(_request(PROMPT_600 + "y"))
+            waited = trio.current_time() - start
+            behind = await slot.infer(_request("after"))
+    assert info.value.phase == "prefill"
+    assert isinstance(behind.result, TextResponse)
+    return waited
+
+
+async def test_a_hung_server_is_caught_at_a_few_times_its_usual_report_pace(
+    system: ActorSystem, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Once the slot has seen the backend's reports come about 1.3 s apart, a call whose
+    reports stop is caught after four times that (the default ``report_gap_factor``), not at
+    the prefill limit's 30 s and more."""
+    waited = await _stall_after_a_paced_call(system, StallLimits())
+    assert waited <= 5.5
+
+
+async def test_without_the_learned_pace_the_same_stall_waits_the_prefill_limit(
+    system: ActorSystem, autojump_clock: trio.testing.MockClock
+) -> None:
+    waited = await _stall_after_a_paced_call(system, StallLimits(report_gap_factor=None))
+    assert waited >= 30.0
+
+
+def test_report_gap_settings_are_checked() -> None:
+    with pytest.raises(ConfigurationError, match="report_gap_factor must be >= 1 or None"):
+        StallLimits(report_gap_factor=0.5)
+    with pytest.raises(ConfigurationError, match="report_gap_floor_s must be > 0"):
+        StallLimits(report_gap_floor_s=0)

@@ -69,11 +69,6 @@ log = quiet_logger(__name__)
 Reply = LLMResponse | list[ToolCall] | TextResponse | str
 
 # Text that echoes our own corrections back (see the phrasing in _nudges).
-_NUDGE_ECHO = re.compile(
-    r"\[(ToolError|ArgumentError|StepEnforcementError|PrereqError|LoopError|NotExecuted)\]"
-    r"|please call one of the tools|your next reply must be|still no tool call|valid tool call",
-    re.IGNORECASE,
-)
 _CALL_LIKE = re.compile(r"[{\[]\s*\"?(name|tool|function|arguments)\"?\s*:", re.IGNORECASE)
 
 
@@ -337,7 +332,7 @@ class ResponseValidator:
             )
         if self._rescue or constrained:
             return self._rescued(raw, reasoning, cut=cut, echoes=echoes, constrained=constrained)
-        return self._retry(raw, reasoning, cut=cut)
+        return self._retry(raw, reasoning, cut=cut, echoes=echoes)
 
     def _rescued(
         self,
@@ -361,7 +356,9 @@ class ResponseValidator:
         thought = reasoning if reasoning is not None else found.reasoning
         if not calls:
             fragment = found.malformed[0] if found.malformed else None
-            return self._retry(raw, thought, body=found.text, fragment=fragment, cut=cut)
+            return self._retry(
+                raw, thought, body=found.text, fragment=fragment, cut=cut, echoes=echoes
+            )
         return self._check(
             calls,
             raw=raw,
@@ -380,16 +377,18 @@ class ResponseValidator:
         body: str | None = None,
         fragment: str | None = None,
         cut: RetryCause | None = None,
+        echoes: EchoCorpus | None = None,
     ) -> ValidationResult:
         """No call in the reply; ``body`` is its text without reasoning blocks; ``cut``: why
-        the reply was stopped before its end, if it was (see ``_CUT_CAUSES``)."""
+        the reply was stopped before its end, if it was (see ``_CUT_CAUSES``); ``echoes``: the
+        corrections the model was shown, which text that copies them is an echo of."""
         text = (raw if body is None else body).strip()
         if cut is not None and text:
             cause, fragment = cut, None
         elif fragment is not None:
             cause = RetryCause.BROKEN_CALL
         else:
-            cause = _retry_cause(text)
+            cause = _retry_cause(text, echoes)
         log.debug("guardrails.no_call", cause=cause.value, chars=len(raw))
         return ValidationResult(
             calls=[],
@@ -535,11 +534,14 @@ def _call_reasoning(calls: Sequence[ToolCall]) -> str | None:
     return next((c.reasoning for c in calls if c.reasoning), None)
 
 
-def _retry_cause(raw: str) -> RetryCause:
+def _retry_cause(raw: str, echoes: EchoCorpus | None) -> RetryCause:
+    """Why a reply with no call needs a retry: empty, an echo of chat markup or of a shown
+    correction (read from the corrections themselves, not from a list of their phrases), a
+    call that could not be read, or prose."""
     text = raw.strip()
     if not text:
         return RetryCause.EMPTY
-    if has_echo_markup(text) or _NUDGE_ECHO.search(text):
+    if has_echo_markup(text) or (echoes is not None and echoes.source(normalise(text))):
         return RetryCause.ECHO
     if _CALL_LIKE.search(text):
         return RetryCause.BROKEN_CALL

@@ -15,6 +15,7 @@ from forge_rt.core import (
     ToolSpec,
 )
 from forge_rt.guardrails import ResponseValidator, RetryCause, collapse_calls
+from forge_rt.guardrails._placeholders import EchoCorpus
 from forge_rt.guardrails._validator import argument_errors
 
 
@@ -244,10 +245,10 @@ def test_repeated_bad_call_gets_one_error(validator: ResponseValidator) -> None:
         ("   \n", RetryCause.EMPTY),
         ("The sales were good this year.", RetryCause.PROSE),
         ("<tool_response>42</tool_response>", RetryCause.ECHO),
-        ("Please try again with a valid tool call.", RetryCause.ECHO),
+        ("Please try again with a valid tool call.", RetryCause.PROSE),
         ('{"name": "report", "arguments": {"findings": "x"', RetryCause.BROKEN_CALL),
     ],
-    ids=["empty", "blank", "prose", "echo-markup", "echo-nudge", "broken-json"],
+    ids=["empty", "blank", "prose", "echo-markup", "nudge-like-but-never-shown", "broken-json"],
 )
 def test_text_without_rescue_needs_retry_with_cause(
     validator: ResponseValidator, text: str, cause: RetryCause
@@ -255,6 +256,15 @@ def test_text_without_rescue_needs_retry_with_cause(
     """With rescue off, a text reply needs a retry, and the cause says what kind of text."""
     result = validator.validate(TextResponse(content=text))
     assert (result.needs_retry, result.cause, result.raw, result.calls) == (True, cause, text, [])
+
+
+def test_text_that_copies_a_shown_correction_is_an_echo(validator: ResponseValidator) -> None:
+    """An echo is told from prose by the corrections the model was shown, not by phrases."""
+    echoes = EchoCorpus()
+    echoes.add("Your reply held no call. Answer with exactly one tool call of the tools listed.")
+    copied = TextResponse(content="Answer with exactly one tool call of the tools listed.")
+    assert validator.validate(copied, echoes=echoes).cause is RetryCause.ECHO
+    assert validator.validate(copied).cause is RetryCause.PROSE
 
 
 def test_llm_response_with_native_calls_keeps_prose(validator: ResponseValidator) -> None:

@@ -326,7 +326,7 @@ class _Demo:
             monitor.fail(spec.name, exc)  # the model failed its task: an outcome, reported
             return
         monitor.finish(spec.name, result.output)
-        _log.info(
+        _log.debug(  # the demo's own view shows it
             "demo.agent_done",
             agent=spec.name,
             iterations=result.stats.iterations,

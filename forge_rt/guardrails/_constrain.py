@@ -591,7 +591,7 @@ def choose_constraint(
         )
     else:
         reason = "the backend accepts no JSON schema or grammar: replies are read by rescue parsing"
-    log.info(
+    log.debug(  # a decision of the run's setup, not news: the trace header holds it too
         "guardrails.constraint",
         mode=mode,
         constraint=_kind(constraint),

@@ -1139,7 +1139,7 @@ class Guardrails:
             self._failing.clear()  # progress: every tool gets its chance again
         terminal = next((r for r in results if r.ok and r.call.tool in self.terminal_tools), None)
         if terminal is not None:
-            log.info("guardrails.done", tool=terminal.call.tool)
+            log.debug("guardrails.done", tool=terminal.call.tool)  # workflow.turn says it
             return RecordOutcome(
                 messages=messages,
                 done=True,

@@ -291,7 +291,7 @@ class SlotWorkerActor(Actor):
         job.preemptions += 1
         job.preempt_requested = False
         reason = self._requeue(job, cut, why="preempted")
-        _log.info(
+        _log.debug(  # routine scheduling: counted in SlotStats and the trace
             "slot.preempted",
             slot=self._name,
             job=job.id,

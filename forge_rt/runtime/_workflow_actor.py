@@ -332,7 +332,7 @@ class WorkflowActor(Actor):
             )
         except ForgeError as exc:
             return _PrewarmRefused(exc)
-        _log.info(
+        _log.debug(
             "workflow.prewarmed",
             actor=self._name,
             prompt_tokens=response.usage.prompt_tokens,

@@ -1,10 +1,12 @@
-"""Calls a caller's history already answered: the rule ``answered_calls``.
+"""Calls already answered: the rule ``answered_calls``.
 
 A caller that owns the loop (a proxy client) runs the calls it gets and sends the whole history
 back with the next request. Small models loop by sending one of those calls again
-(``get_tide("Brest")`` six times over). :class:`AnsweredCalls` remembers every call the history
-answered -- by :func:`call_key`, with its latest result -- and judges a reply's calls against
-them:
+(``get_tide("Brest")`` six times over). A runtime runs the calls itself, and a call of a tool
+that is not idempotent (it books, sends, writes) must not run twice because the model asked
+twice: a second booking is a second booking. :class:`AnsweredCalls` remembers every call the
+history answered, and every such write that succeeded in this turn -- by :func:`call_key`, with
+its latest result -- and judges a reply's calls against them:
 
 - beside a fresh call (or an answer) a repeat is dropped: the caller has its result already;
 - alone, it is answered from the history, out of the caller's sight: the reply is sent back with
@@ -69,7 +71,8 @@ class AnsweredCalls:
     docstring). ``max_retries`` bounds the replies answered from the history in one turn."""
 
     def __init__(self, max_retries: int) -> None:
-        self._answered: dict[CallKey, str] = {}
+        self._answered: dict[CallKey, str] = {}  # from the caller's history
+        self._written: dict[CallKey, str] = {}  # this turn's writes that succeeded
         self._loop = LoopGuard(ANSWERED_REPEATS)
         self._budget = ErrorTracker(max_retries=max_retries, max_tool_errors=0)
         self._max_retries = max_retries
@@ -80,9 +83,19 @@ class AnsweredCalls:
     def observe(self, messages: Sequence[Message], specs: Mapping[str, ToolSpec]) -> None:
         """Take the calls ``messages`` answered; a new turn starts its rows and budget."""
         self._answered = answered_calls(messages, specs)
+        self.new_turn()
+
+    def new_turn(self) -> None:
+        """A new user turn: its writes, rows and budget start over (asked again in a new turn,
+        the same write is the user's wish, not a repeat)."""
+        self._written = {}
         self._loop = LoopGuard(ANSWERED_REPEATS)
         self._budget = ErrorTracker(max_retries=self._max_retries, max_tool_errors=0)
         self.warned = frozenset()
+
+    def wrote(self, call: ToolCall, output: str) -> None:
+        """``call``, of a tool that is not idempotent, succeeded with ``output`` this turn."""
+        self._written[call_key(call)] = output
 
     @property
     def blocked(self) -> tuple[ToolCall, ...]:
@@ -91,8 +104,13 @@ class AnsweredCalls:
         return self._loop.blocked
 
     def again(self, calls: Sequence[ToolCall]) -> list[ToolCall]:
-        """The calls of ``calls`` the history answered."""
-        return [c for c in calls if call_key(c) in self._answered]
+        """The calls of ``calls`` the history answered, or that wrote this turn already."""
+        return [c for c in calls if self._result(c) is not None]
+
+    def _result(self, call: ToolCall) -> str | None:
+        key = call_key(call)
+        written = self._written.get(key)
+        return written if written is not None else self._answered.get(key)
 
     def judge(
         self,
@@ -116,7 +134,7 @@ class AnsweredCalls:
             Nudge(
                 kind=MessageType.STEP_NUDGE,
                 role=Role.TOOL,
-                content=self._answered[call_key(c)] + repeat_note(c.tool, next_step(avoid=c.tool)),
+                content=(self._result(c) or "") + repeat_note(c.tool, next_step(avoid=c.tool)),
                 call_id=c.call_id,
                 tool=c.tool,
             )

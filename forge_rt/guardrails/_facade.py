@@ -213,6 +213,9 @@ class Guardrails:
     which a call of one is refused with (see :func:`~forge_rt.guardrails.apply_policy`).
     ``markers``: texts that mark the corrections the caller wrote into a history the model
     reads (the proxy's); an argument holding one is refused (the rule ``placeholders``).
+    ``writes``: the tools that are not idempotent (they book, send, write): a call of one that
+    already succeeded in the turn is answered with its result, not run again (the rule
+    ``answered_calls``).
     """
 
     def __init__(
@@ -227,6 +230,7 @@ class Guardrails:
         options: GuardrailOptions = _DEFAULT_OPTIONS,
         withheld: Mapping[str, str] | None = None,
         markers: Sequence[str] = (),
+        writes: Iterable[str] = (),
     ) -> None:
         specs = list(tools)
         terminal = frozenset(terminal_tools)
@@ -253,6 +257,7 @@ class Guardrails:
             answer_tool=RESPOND_TOOL_NAME if self._synthetic_respond else None,
         )
         self._answered = AnsweredCalls(options.max_retries)
+        self._writes = frozenset(writes)
         self._errors = ErrorTracker(
             options.max_retries, options.max_tool_errors if options.recovery else 0
         )
@@ -329,6 +334,7 @@ class Guardrails:
             tracker=tracker,
             options=options,
             withheld=withheld,
+            writes=[n for n, t in workflow.tools.items() if not t.idempotent],
         )
 
     def is_synthetic_respond(self, call: ToolCall) -> bool:
@@ -403,6 +409,7 @@ class Guardrails:
         self._steps.reset_prereq()
         self._succeeded.clear()
         self._failed_with.clear()
+        self._answered.new_turn()
         self._grounding.reset(request or "")
         self._guesses.new_turn(request or "")
         self._unfounded.new_turn()
@@ -1075,6 +1082,8 @@ class Guardrails:
         self._guesses.learn_args(call.args)
         repeated = key in self._succeeded
         self._succeeded.add(key)
+        if call.tool in self._writes:
+            self._answered.wrote(call, result.output or "")
         self._failed_with.pop(key, None)
         self._refused.succeeded()
         self._steps.record(call)

@@ -105,7 +105,10 @@ RULES: tuple[Rule, ...] = (
     Rule(
         name="answered_calls",
         stage="calls",
-        reads="the calls a caller's history already answered (the proxy's client runs its calls)",
+        reads=(
+            "the calls a caller's history already answered, and this turn's calls of tools "
+            "that are not idempotent that succeeded"
+        ),
         does=(
             "drops such a call beside fresh ones; alone, answers it from the history and asks "
             "again; insisted on, warns, then ends the turn"

@@ -88,6 +88,7 @@ class TraceHeader(_Event, kw_only=True, tag="header"):
     terminal_tools: tuple[str, ...] = ()
     prerequisites: dict[str, list[PrerequisiteRecord]] = msgspec.field(default_factory=dict)
     respond_tool: bool = False
+    writes: tuple[str, ...] = ()  # the tools that are not idempotent
     options: GuardrailOptions = msgspec.field(default_factory=GuardrailOptions)
     completed_steps: tuple[str, ...] = ()
     constraint: str | None = None  # the kind of the workflow's constraint, if any

@@ -150,6 +150,7 @@ class _Actor:
             respond_tool=header.respond_tool,
             tracker=StepTracker(header.completed_steps),
             options=options,
+            writes=header.writes,
         )
         self._turn = 0
         self._iteration = 0

@@ -88,6 +88,7 @@ class Tracer:
                     if tool.prerequisites
                 },
                 respond_tool=workflow.respond_tool,
+                writes=tuple(sorted(n for n, t in workflow.tools.items() if not t.idempotent)),
                 options=options,
                 completed_steps=tuple(completed_steps),
                 constraint=constraint_kind(constraint),

@@ -14,6 +14,7 @@ from forge_rt.guardrails import (
     Guardrails,
     StepBlocked,
     ToolErrors,
+    ToolResult,
 )
 
 KILN = spec("kiln_heat", kiln="string")
@@ -103,3 +104,40 @@ def test_an_answer_goes_on_into_a_marker_is_the_callers_to_cut() -> None:
     refused = guard.check(reply("respond", message="[KilnNote] more"))
     assert isinstance(refused, ToolErrors)
     assert refused.rule == "placeholders"
+
+
+def _kiln_shop(options: GuardrailOptions | None = None) -> Guardrails:
+    """Guardrails where ``glaze_stock`` writes (it is not idempotent) and ``kiln_heat`` reads."""
+    guard = Guardrails([KILN, GLAZE], options=options or GuardrailOptions(), writes=["glaze_stock"])
+    guard.new_turn("Order cobalt glaze, and check kilns K-3 and K-4.")
+    return guard
+
+
+def _ran(guard: Guardrails, tool: str, output: str, **args: str) -> None:
+    action = guard.check(reply(tool, **args))
+    assert isinstance(action, Execute), action
+    guard.record([ToolResult(call=action.calls[0], output=output)])
+
+
+def test_a_write_that_succeeded_is_answered_not_run_again() -> None:
+    guard = _kiln_shop()
+    _ran(guard, "glaze_stock", "order G-51 placed: cobalt", colour="cobalt")
+    again = guard.check(reply("glaze_stock", colour="cobalt"))
+    assert isinstance(again, StepBlocked)
+    assert again.rule == "answered_calls"
+    assert again.errors[0].content.startswith("order G-51 placed: cobalt")
+
+
+def test_a_lookup_may_run_again_and_a_new_turn_may_write_again() -> None:
+    guard = _kiln_shop()
+    _ran(guard, "kiln_heat", HEAT, kiln="K-3")
+    assert isinstance(guard.check(reply("kiln_heat", kiln="K-3")), Execute)  # idempotent
+    _ran(guard, "glaze_stock", "order G-51 placed: cobalt", colour="cobalt")
+    guard.new_turn("Order cobalt glaze again, please.")
+    assert isinstance(guard.check(reply("glaze_stock", colour="cobalt")), Execute)
+
+
+def test_off_a_write_runs_again() -> None:
+    guard = _kiln_shop(GuardrailOptions().without("answered_calls"))
+    _ran(guard, "glaze_stock", "order G-51 placed: cobalt", colour="cobalt")
+    assert isinstance(guard.check(reply("glaze_stock", colour="cobalt")), Execute)

@@ -523,23 +523,25 @@ async def test_a_server_that_will_not_start_fails_the_checks_it_serves(
 
 
 @pytest.mark.slow
-def test_the_quick_cpu_path_runs_every_model_check(
+def test_the_quick_cpu_path_runs_the_checks_of_one_server(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``--quick`` on the embedded 0.5B: two server starts (two slots for throughput and the
-    continuation, the demo's own), nothing failed, and without a GPU each check is unavailable
-    with its CPU figures: both slots seen by forge_rt, every continued reply exact, a voice
-    TTFT ratio under three background agents."""
+    """``--quick`` on the embedded 0.5B, the checks that share one server (two slots for
+    throughput and the continuation): nothing failed, and without a GPU each check is
+    unavailable with its CPU figures -- both slots seen by forge_rt, every continued reply
+    exact. (``voice_ttft`` runs the demo on the model, which tests/test_demo.py's slow test
+    already does; its logic is tested above with a fake demo, and CI's time goes elsewhere.)"""
     monkeypatch.delenv("OUT", raising=False)
     out = tmp_path / "r.jsonl"
     records = gpu_check.main(
-        ["--quick", "--checks", "llama_cuda,continuation,voice_ttft", "--out", str(out)],
+        ["--quick", "--checks", "llama_cuda,continuation", "--out", str(out)],
         stream=io.StringIO(),
     )
     by = {r["check"]: r for r in records}
     on_gpu = gpu_check.decide_offload(gpu_check.read_nvml(), gpu_check.llama_devices()).on_gpu
     expected = "ok" if on_gpu else "unavailable"
-    assert [by[c]["status"] for c in gpu_check.MODEL_CHECKS] == [expected] * 3, records
+    checks = ("llama_cuda", "continuation")
+    assert [by[c]["status"] for c in checks] == [expected] * 2, records
 
     (line,) = by["llama_cuda"]["lines"]
     assert line["slots_seen_by_forge_rt"] == 2
@@ -550,9 +552,4 @@ def test_the_quick_cpu_path_runs_every_model_check(
     assert cont["exact"] == len(cont["cuts"]) == 3
     assert (cont["continued"], cont["restarted"], cont["tokens_redecoded"]) == (3, 0, 0)
 
-    (run,) = by["voice_ttft"]["runs"]
-    assert run["background_agents"] == 3
-    assert run["contended"]
-    assert run["ratio"] is not None
-    assert run["ratio"] > 0
     assert [json.loads(x) for x in out.read_text().splitlines()] == records

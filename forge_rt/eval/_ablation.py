@@ -77,7 +77,8 @@ it (see :data:`~forge_rt.guardrails.RULES`)."""
 
 WITH = "with:"
 """The prefix of ``with:NAME``: the default with the rule ``NAME`` on, for a rule that is off by
-default and not yet judged (pair it with ``full`` on dev)."""
+default and not yet judged (pair it with ``full`` on dev). Either prefix takes several rules
+joined by ``+`` (``with:call_list+unseen_values``)."""
 
 
 def ablation(name: str) -> Ablation:
@@ -87,14 +88,16 @@ def ablation(name: str) -> Ablation:
         if not name.startswith(prefix):
             continue
         try:
-            rule = rule_named(name.removeprefix(prefix))
+            rules = [rule_named(part) for part in name.removeprefix(prefix).split("+")]
         except ConfigurationError as exc:
             raise ValueError(f"ablation {name!r}: {exc}") from None
+        names = [rule.name for rule in rules]
         options = GuardrailOptions()
-        switched = options.without(rule.name) if prefix == WITHOUT else options.enabling(rule.name)
+        switched = options.without(*names) if prefix == WITHOUT else options.enabling(*names)
+        what = "; ".join(f"{rule.name}: {rule.does}" for rule in rules)
         return Ablation(
             name=name,
-            description=f"the default {prefix.rstrip(':')} the rule {rule.name}: {rule.does}",
+            description=f"the default {prefix.rstrip(':')} the rules {what}",
             guardrails=switched,
             constrain="auto",
         )

@@ -98,7 +98,11 @@ from forge_rt.guardrails._respond import respond_spec
 from forge_rt.guardrails._rules import RULES, SCHEMA_RULE
 from forge_rt.guardrails._selection import ItemSelection
 from forge_rt.guardrails._steps import StepEnforcer
-from forge_rt.guardrails._unfounded import UnfoundedCalls, unfounded_call_text
+from forge_rt.guardrails._unfounded import (
+    UnfoundedCalls,
+    unfounded_call_text,
+    unseen_values_text,
+)
 from forge_rt.guardrails._validator import (
     CallKey,
     Reply,
@@ -657,6 +661,7 @@ class Guardrails:
         if not isinstance(judged, tuple):
             return judged
         runnable, dropped = judged
+        refused_ids = {r.call.call_id for r in refused}
         self._ignored = {k: v for k, v in result.ignored.items() if k not in refused_ids}
         return Execute(
             calls=runnable,
@@ -679,7 +684,8 @@ class Guardrails:
         last_chance: bool,
     ) -> ToolErrors | StepBlocked | tuple[list[ToolCall], int]:
         """Run the ``calls`` and ``answer`` rules over a parsed reply, in order: the first
-        objection is the verdict; else the calls that run, and how many were dropped."""
+        objection is the verdict; else the calls that run, and how many were dropped (calls a
+        rule holds back join ``refused``)."""
         dropped = 0
         for name, judge in self._pipeline:
             if refused and name in _WHOLE_REPLY:
@@ -690,6 +696,10 @@ class Guardrails:
             if isinstance(verdict, _Dropped):
                 runnable = [c for c in runnable if c not in verdict.calls]
                 dropped += len(verdict.calls)
+            elif isinstance(verdict, _Held):
+                refused.extend(verdict.refusals)  # answered by their refusals; the rest runs
+                held = {r.call.call_id for r in verdict.refusals}
+                runnable = [c for c in runnable if c.call_id not in held]
             elif isinstance(verdict, StepBlocked):
                 blocked = _with_refusals(verdict, result.calls, refused)
                 return msgspec.structs.replace(blocked, rule=name)
@@ -710,6 +720,7 @@ class Guardrails:
         judges: dict[str, _Judge] = {
             "answered_calls": self._answered_again,
             "unfounded_calls": self._from_nowhere,
+            "unseen_values": self._unseen,
             "guessed_values": self._guessed,
             "listing_pick": self._picked_wrong,
             "loop_guard": self._looping,
@@ -796,6 +807,29 @@ class Guardrails:
         for each in found:
             log.info("guardrails.unfounded_call", tool=each.call.tool, values=len(each.values))
         return [call_nudge(each.call, unfounded_call_text(each)) for each in found]
+
+    def _unseen(self, runnable: Sequence[ToolCall], reply: _Reply) -> _Held | None:
+        """The calls of a reply of several to hold back: those with a value found nowhere,
+        while the other calls are made of given values (the rule ``unseen_values``). A small
+        model that writes a list of calls chains a dependent call with a value it guessed for
+        a result it has not seen; the given calls run, and it can send that one again."""
+        calls = [c for c in runnable if not self.is_synthetic_respond(c)]
+        if len(calls) < 2:
+            return None
+        unseen = {c.call_id: self._unfounded.unseen(c, self._specs) for c in calls}
+        held = [c for c in calls if unseen[c.call_id]]
+        if not held or len(held) == len(calls):
+            return None
+        log.info("guardrails.unseen_values", tools=[c.tool for c in held])
+        refusals = tuple(
+            Refusal(
+                call=c,
+                nudge=call_nudge(c, unseen_values_text(c, unseen[c.call_id])),
+                reason="unseen_values",
+            )
+            for c in held
+        )
+        return _Held(refusals=refusals)
 
     def _guessed(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
         """The corrections for the calls of a reply with a value from nowhere -- an id, a path,
@@ -1257,7 +1291,16 @@ class _Dropped(msgspec.Struct, frozen=True, kw_only=True):
     calls: tuple[ToolCall, ...]
 
 
-_Judge = Callable[[Sequence[ToolCall], _Reply], "list[Nudge] | StepBlocked | _Dropped | None"]
+class _Held(msgspec.Struct, frozen=True, kw_only=True):
+    """A judge's verdict that some calls may not run yet, each answered by its refusal, while
+    the rest of the reply runs."""
+
+    refusals: tuple[Refusal, ...]
+
+
+_Judge = Callable[
+    [Sequence[ToolCall], _Reply], "list[Nudge] | StepBlocked | _Dropped | _Held | None"
+]
 """A ``calls`` or ``answer`` rule: the corrections of the reply (empty: no objection), or the
 loop guard's block."""
 

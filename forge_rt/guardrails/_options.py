@@ -50,6 +50,7 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     steps: bool = True
     answered_calls: bool = True
     unfounded_calls: bool = False
+    unseen_values: bool = False
     guessed_values: bool = True
     listing_pick: bool = True
     loop_repeats: int | None = _DEFAULT_LOOP_REPEATS

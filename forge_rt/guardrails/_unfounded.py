@@ -32,7 +32,7 @@ from forge_rt.core import ToolCall, ToolSpec
 from forge_rt.guardrails._guesses import ArgumentGrounding
 from forge_rt.guardrails._rescue_args import schema_of
 
-__all__ = ["Unfounded", "UnfoundedCalls", "unfounded_call_text"]
+__all__ = ["Unfounded", "UnfoundedCalls", "unfounded_call_text", "unseen_values_text"]
 
 # The most values a note names: enough to recognise the call, short enough to read.
 _NAMED = 4
@@ -83,6 +83,19 @@ class UnfoundedCalls:
             found.append(Unfounded(call=call, values=tuple(values)))
         self._spent = True
         return found
+
+    def unseen(
+        self, call: ToolCall, specs: Mapping[str, ToolSpec]
+    ) -> tuple[tuple[str, str | int | float], ...]:
+        """The values of ``call`` found nowhere in what the model was given (nor in its tool's
+        own text); empty before the turn's request is known."""
+        if not self._facts.request_known:
+            return ()
+        spec = specs.get(call.tool)
+        properties = schema_of(spec).get("properties") if spec is not None else None
+        values = _values(call.args, properties if isinstance(properties, Mapping) else {})
+        own = self._tool_facts(call.tool, spec)
+        return tuple((path, value) for path, value in values if not self._seen(value, own))
 
     def _tool_facts(self, tool: str, spec: ToolSpec | None) -> ArgumentGrounding:
         """What ``tool``'s own description and schema give, read the way the run's facts are."""
@@ -137,6 +150,18 @@ def _listed(value: Any, schema: Mapping[str, Any]) -> bool:
     offered = [*schema.get("enum", ())]
     offered += [schema[key] for key in ("const", "default") if key in schema]
     return any(value == choice and type(value) is type(choice) for choice in offered)
+
+
+def unseen_values_text(call: ToolCall, values: Sequence[tuple[str, str | int | float]]) -> str:
+    """The note a call held back for values no one gave it is answered with."""
+    shown = ", ".join(
+        f"{path}={msgspec.json.encode(value).decode()}" for path, value in values[:_NAMED]
+    )
+    return (
+        f"Not run yet: {shown} of this {call.tool} call appears in neither the request nor any "
+        "result. The other calls of your reply ran; if this call needs what they return, call "
+        "it again with the values their results give."
+    )
 
 
 def unfounded_call_text(found: Unfounded) -> str:

@@ -217,9 +217,9 @@ class ProxyConfig(BaseModel):
     answer where ``tool_choice`` allows one, as the OpenAI and Anthropic APIs do (under a
     grammar the text is a branch of the constraint; see :class:`GuardrailOptions`),
     ``unfounded_calls`` sends back once a call made only of values found nowhere in the
-    request where text was open (see :class:`GuardrailOptions`), ``rules_off`` names further
-    guardrail rules to turn off (see :data:`~forge_rt.guardrails.RULES`; an unknown name is
-    refused), and ``reasoning_replay`` decides which reasoning from the history reaches the backend.
+    request where text was open (see :class:`GuardrailOptions`), ``rules_off`` and
+    ``rules_on`` name further guardrail rules to turn off or on (see
+    :data:`~forge_rt.guardrails.RULES`; an unknown name is refused), and ``reasoning_replay`` decides which reasoning from the history reaches the backend.
 
     ``served_model`` overrides the model name answered in responses (default: the name the
     client asked for).
@@ -258,6 +258,7 @@ class ProxyConfig(BaseModel):
     prose_answers: bool = True
     unfounded_calls: bool = True
     rules_off: tuple[str, ...] = ()
+    rules_on: tuple[str, ...] = ()
     reasoning_replay: ReasoningReplay = ReasoningReplay.NONE
     served_model: str | None = None
     graceful_timeout_s: float = Field(default=5.0, ge=0)
@@ -272,7 +273,7 @@ class ProxyConfig(BaseModel):
             raise ValueError(f"policy must be a Policy or its TOML table, got {type(value)}")
         return proxy_policy(value)  # PolicyError (not a ValueError) for what cannot apply
 
-    @field_validator("rules_off")
+    @field_validator("rules_off", "rules_on")
     @classmethod
     def _rules(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for name in value:

@@ -146,6 +146,7 @@ class InferenceEngine:
         prose_answers: bool = False,
         unfounded_calls: bool = False,
         rules_off: Sequence[str] = (),
+        rules_on: Sequence[str] = (),
         on_usage: UsageHook | None = None,
         policy: Policy | None = None,
     ) -> None:
@@ -154,15 +155,19 @@ class InferenceEngine:
         self._metrics = metrics
         self._capabilities = capabilities
         # Per request, with no steps and no loop guard of its own: the client owns the loop.
-        self._options = GuardrailOptions(
-            rescue=rescue,
-            max_retries=max_retries,
-            steps=False,
-            loop_repeats=None,
-            call_list=call_list,
-            prose_answers=prose_answers,
-            unfounded_calls=unfounded_calls,
-        ).without(*rules_off)
+        self._options = (
+            GuardrailOptions(
+                rescue=rescue,
+                max_retries=max_retries,
+                steps=False,
+                loop_repeats=None,
+                call_list=call_list,
+                prose_answers=prose_answers,
+                unfounded_calls=unfounded_calls,
+            )
+            .enabling(*rules_on)
+            .without(*rules_off)
+        )
         self._respond = respond_tool
         self._constrain = constrain
         self._deadline_s = deadline_s

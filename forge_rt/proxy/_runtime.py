@@ -84,6 +84,7 @@ class ProxyRuntime:
             prose_answers=config.prose_answers,
             unfounded_calls=config.unfounded_calls,
             rules_off=config.rules_off,
+            rules_on=config.rules_on,
             deadline_s=config.request_deadline_s,
             on_usage=self._observe_usage,
             policy=config.policy,

@@ -244,7 +244,7 @@ class GuardedStep:
                     stats.rescued[str(dialect)] = stats.rescued.get(str(dialect), 0) + 1
                 for refusal in action.refused:  # the rest of the reply runs; these were refused
                     stats.count_retry(refusal.reason)
-                    stats.count_rule("steps")
+                    stats.count_rule(refusal.rule)
                 return Accepted(action=action, response=response)
             case TextAnswer():
                 stats.count_rule(action.rule)

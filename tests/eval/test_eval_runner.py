@@ -224,3 +224,10 @@ def test_a_with_arm_turns_on_a_rule_that_is_off_by_default() -> None:
     assert preset.guardrails.exclude_repeats
     assert preset.constrain == "auto"
     assert ablation("without:exclude_repeats").guardrails == ABLATIONS["full"].guardrails
+
+
+def test_an_arm_may_switch_several_rules_at_once() -> None:
+    preset = ablation("with:call_list+unseen_values")
+    assert preset.guardrails.call_list and preset.guardrails.unseen_values
+    off = ablation("without:chain_ends+list_coverage").guardrails
+    assert not off.chain_ends and not off.list_coverage

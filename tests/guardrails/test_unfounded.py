@@ -170,3 +170,62 @@ def test_the_note_copied_back_as_text_is_no_answer() -> None:
     assert isinstance(guard.check(copied, text_offered=True), RetryWithNudge)
     answer = "Nobody knows for certain; the parish records were lost."
     assert guard.check(answer, text_offered=True) == TextAnswer(text=answer, rule="prose_answers")
+
+
+def _several(options: GuardrailOptions) -> Guardrails:
+    reef = ToolSpec(
+        name="reef_depth",
+        parameters={
+            "type": "object",
+            "properties": {"reef": {"type": "string"}},
+            "required": ["reef"],
+        },
+    )
+    scale = ToolSpec(
+        name="to_fathoms",
+        parameters={
+            "type": "object",
+            "properties": {"metres": {"type": "number"}},
+            "required": ["metres"],
+        },
+    )
+    guard = Guardrails([reef, scale], options=options, respond_tool=True)
+    guard.new_turn("How deep is Coral Bank, in fathoms?")
+    return guard
+
+
+def test_a_call_with_a_value_from_nowhere_waits_for_the_results_of_its_siblings() -> None:
+    """A list of calls chaining a conversion on a guessed depth: the lookup runs, the
+    conversion is held back with a note (``unseen_values``)."""
+    guard = _several(GuardrailOptions().enabling("unseen_values"))
+    reply = [
+        ToolCall(tool="reef_depth", args={"reef": "Coral Bank"}, call_id="a"),
+        ToolCall(tool="to_fathoms", args={"metres": 31.5}, call_id="b"),
+    ]
+    action = guard.check(reply)
+    assert isinstance(action, Execute)
+    assert [c.tool for c in action.calls] == ["reef_depth"]
+    (held,) = action.refused
+    assert (held.call.tool, held.reason, held.rule) == (
+        "to_fathoms",
+        "unseen_values",
+        "unseen_values",
+    )
+    assert "metres=31.5" in held.nudge.content
+    off = _several(GuardrailOptions())
+    assert [c.tool for c in off.check(reply).calls] == ["reef_depth", "to_fathoms"]  # type: ignore[union-attr]
+
+
+def test_a_single_call_or_a_reply_all_from_nowhere_is_not_held() -> None:
+    guard = _several(GuardrailOptions().enabling("unseen_values"))
+    alone = guard.check([ToolCall(tool="to_fathoms", args={"metres": 31.5}, call_id="b")])
+    assert isinstance(alone, Execute)
+    assert alone.refused == []
+    both = _several(GuardrailOptions().enabling("unseen_values")).check(
+        [
+            ToolCall(tool="reef_depth", args={"reef": "Kelp Shelf"}, call_id="a"),
+            ToolCall(tool="to_fathoms", args={"metres": 31.5}, call_id="b"),
+        ]
+    )
+    assert isinstance(both, Execute)
+    assert both.refused == []

@@ -28,7 +28,7 @@ import trio
 
 from forge_rt.core import LLMClient
 from forge_rt.errors import BackendError, FaultKind
-from forge_rt.eval._ablation import WITHOUT
+from forge_rt.eval._ablation import WITH, WITHOUT
 from forge_rt.eval._ablation import ablation as ablation_preset
 from forge_rt.eval._record import RunRecord, append_record, read_records
 from forge_rt.eval._runner import run_trace_path
@@ -113,9 +113,12 @@ class BfclPlan(msgspec.Struct, kw_only=True):
 def proxy_config(ablation: str, backend: BackendConfig) -> ProxyConfig:
     """The proxy in front of ``backend`` under ``ablation``, on a free loopback port
     (``without:RULE``: the proxy's defaults with that rule off)."""
-    if ablation.startswith(WITHOUT):
-        rule = ablation_preset(ablation).name.removeprefix(WITHOUT)
-        return ProxyConfig(port=0, backend=backend, rules_off=[rule])
+    if ablation.startswith((WITHOUT, WITH)):
+        ablation_preset(ablation)  # an unknown rule fails here, with the real ones listed
+        rules = tuple(ablation.split(":", 1)[1].split("+"))
+        if ablation.startswith(WITHOUT):
+            return ProxyConfig(port=0, backend=backend, rules_off=rules)
+        return ProxyConfig(port=0, backend=backend, rules_on=rules)
     if ablation not in PROXY_ABLATIONS:
         raise ValueError(
             f"ablation {ablation!r} has no proxy equivalent; BFCL runs through the proxy, "

@@ -388,7 +388,7 @@ class ResponseValidator:
         elif fragment is not None:
             cause = RetryCause.BROKEN_CALL
         else:
-            cause = _retry_cause(text, echoes)
+            cause = _retry_cause(text, echoes, self._markers)
         log.debug("guardrails.no_call", cause=cause.value, chars=len(raw))
         return ValidationResult(
             calls=[],
@@ -534,14 +534,19 @@ def _call_reasoning(calls: Sequence[ToolCall]) -> str | None:
     return next((c.reasoning for c in calls if c.reasoning), None)
 
 
-def _retry_cause(raw: str, echoes: EchoCorpus | None) -> RetryCause:
-    """Why a reply with no call needs a retry: empty, an echo of chat markup or of a shown
-    correction (read from the corrections themselves, not from a list of their phrases), a
-    call that could not be read, or prose."""
+def _retry_cause(
+    raw: str, echoes: EchoCorpus | None, markers: re.Pattern[str] | None
+) -> RetryCause:
+    """Why a reply with no call needs a retry: empty, an echo -- of chat markup, of a
+    correction the model was shown (read from the corrections themselves, not from a list of
+    their phrases), or of the text the caller marks as its guardrails' own (``markers``) --,
+    a call that could not be read, or prose."""
     text = raw.strip()
     if not text:
         return RetryCause.EMPTY
-    if has_echo_markup(text) or (echoes is not None and echoes.source(normalise(text))):
+    shown = echoes is not None and echoes.source(normalise(text)) is not None
+    marked = markers is not None and markers.search(text) is not None
+    if has_echo_markup(text) or shown or marked:
         return RetryCause.ECHO
     if _CALL_LIKE.search(text):
         return RetryCause.BROKEN_CALL

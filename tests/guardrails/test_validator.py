@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from pydantic import BaseModel, Field
 
@@ -265,6 +267,17 @@ def test_text_that_copies_a_shown_correction_is_an_echo(validator: ResponseValid
     copied = TextResponse(content="Answer with exactly one tool call of the tools listed.")
     assert validator.validate(copied, echoes=echoes).cause is RetryCause.ECHO
     assert validator.validate(copied).cause is RetryCause.PROSE
+
+
+def test_text_holding_the_callers_guardrail_marker_is_an_echo() -> None:
+    """A caller that marks its guardrails' text (the proxy) has text holding a marker read as
+    an echo, though this validator never showed it."""
+    spec = ToolSpec(name="t", parameters={"type": "object", "properties": {}})
+    marked = ResponseValidator([spec], rescue=False, markers=re.compile(re.escape("[Hint#7]")))
+    text = TextResponse(content="[Hint#7] call a tool")
+    assert marked.validate(text).cause is RetryCause.ECHO
+    plain = ResponseValidator([spec], rescue=False)
+    assert plain.validate(text).cause is RetryCause.PROSE
 
 
 def test_llm_response_with_native_calls_keeps_prose(validator: ResponseValidator) -> None:

@@ -23,7 +23,7 @@ from forge_rt._cli_options import DEFAULT_N_CTX
 from forge_rt.core import LLMClient
 from forge_rt.errors import ConfigurationError
 from forge_rt.eval._ablation import ablation
-from forge_rt.eval._meta import Invocation, read_meta, recording, utc_now
+from forge_rt.eval._meta import Invocation, read_meta, recording, source_commit, utc_now
 from forge_rt.eval._record import RunRecord
 from forge_rt.eval._split import SplitName
 from forge_rt.proxy import BackendConfig
@@ -216,6 +216,7 @@ def run_bfcl_command(options: BfclOptions) -> list[RunRecord]:
         ablations=options.ablations,
         runs=options.runs,
         version=__version__,
+        commit=source_commit(),
     )
     new: list[RunRecord] = []
     with (

@@ -52,7 +52,14 @@ from forge_rt.backends.sim import FailureRates
 from forge_rt.core import LLMClient, Sampling
 from forge_rt.errors import ForgeError
 from forge_rt.eval._ablation import ABLATIONS, Ablation, ablation
-from forge_rt.eval._meta import Invocation, meta_path, read_meta, recording, utc_now
+from forge_rt.eval._meta import (
+    Invocation,
+    meta_path,
+    read_meta,
+    recording,
+    source_commit,
+    utc_now,
+)
 from forge_rt.eval._presets import DEFAULT_SIM_RATES, SIM_RATE_PRESETS, parse_sim_rates
 from forge_rt.eval._record import RunRecord, read_records
 from forge_rt.eval._report import (
@@ -727,6 +734,7 @@ def eval_command(
         ablations=[a.name for a in presets],
         runs=runs,
         version=__version__,
+        commit=source_commit(),
     )
     new: list[RunRecord] = []
     with (

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import subprocess
 import tempfile
 from collections.abc import Iterator, Sized
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ __all__ = [
     "meta_path",
     "read_meta",
     "recording",
+    "source_commit",
     "utc_now",
     "write_meta",
 ]
@@ -38,7 +40,9 @@ class Invocation(msgspec.Struct, kw_only=True):
 
     ``settings`` are what decides the model's behaviour (backend, backend kind, model, sampling,
     simulated failure rates, seed); ``outcome`` is ``running`` while it runs, then ``done``,
-    ``interrupted`` or ``failed: <why>``.
+    ``interrupted`` or ``failed: <why>``. ``commit`` is the source tree's git commit when run
+    from a checkout (``None`` from an installed package): a results file resumed after the
+    guardrails changed holds runs of several commits, and says which.
     """
 
     command: str
@@ -48,6 +52,7 @@ class Invocation(msgspec.Struct, kw_only=True):
     ablations: list[str]
     runs: int
     version: str
+    commit: str | None = None
     finished: str | None = None
     outcome: str = "running"
     new_records: int = 0
@@ -119,6 +124,27 @@ class Outcome:
 
     def __init__(self) -> None:
         self.failure: ForgeError | None = None
+
+
+def source_commit() -> str | None:
+    """The git commit (short, ``+dirty`` with uncommitted changes) of the checkout forge_rt
+    runs from, or ``None`` where it is not a git checkout (an installed package)."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return None
+    head = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    return f"{head}+dirty" if dirty else head
 
 
 @contextmanager

@@ -516,7 +516,8 @@ def _invocations_html(invocations: Sequence[Invocation]) -> str:
             f"<li><pre>{escape(inv.command)}</pre>"
             f"<span class='meta'>{escape(inv.started)} to {escape(inv.finished or '?')} - "
             f"{escape(inv.outcome)} - {inv.new_records} new runs - forge-rt "
-            f"{escape(inv.version)}<br>{escape(settings)}</span></li>"
+            f"{escape(inv.version)} at {escape(inv.commit or 'an unknown commit')}"
+            f"<br>{escape(settings)}</span></li>"
         )
     return f"<ol>{''.join(items)}</ol>"
 

@@ -50,6 +50,8 @@ def test_eval_on_the_sim_writes_records_sidecar_table_and_report(tmp_path: Path)
     assert (invocation.outcome, invocation.new_records) == ("done", 8)
     assert SIM_RATE_PRESETS["small-model"].model_dump() == invocation.settings["sim_rates"]
     assert invocation.settings["sampling"] == {}  # no fixed cap: the runtime derives each budget
+    assert invocation.commit is not None  # run from a git checkout
+    assert invocation.commit.split("+")[0] in page
 
 
 def test_a_rule_is_paired_against_the_pipeline_without_it(tmp_path: Path) -> None:

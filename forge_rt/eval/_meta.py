@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator, Sized
@@ -128,9 +129,10 @@ class Outcome:
 
 def source_commit() -> str | None:
     """The git commit (short, ``+dirty`` with uncommitted changes) of the checkout forge_rt
-    runs from, or ``None`` where it is not a git checkout (an installed package)."""
+    runs from, or ``None`` where it is not a git checkout (an installed package) or no ``git``
+    is installed to read it."""
     root = Path(__file__).resolve().parents[2]
-    if not (root / ".git").exists():
+    if not (root / ".git").exists() or shutil.which("git") is None:
         return None
     head = subprocess.run(
         ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],

@@ -134,19 +134,17 @@ def source_commit() -> str | None:
     root = Path(__file__).resolve().parents[2]
     if not (root / ".git").exists() or shutil.which("git") is None:
         return None
-    head = subprocess.run(
-        ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    dirty = subprocess.run(
-        ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    head = _git(root, "rev-parse", "--short", "HEAD")
+    dirty = _git(root, "status", "--porcelain", "--untracked-files=no")
     return f"{head}+dirty" if dirty else head
+
+
+def _git(root: Path, *args: str) -> str:
+    """What ``git args`` prints in the checkout at ``root``, stripped."""
+    done = subprocess.run(
+        ["git", "-C", str(root), *args], capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
 
 
 @contextmanager

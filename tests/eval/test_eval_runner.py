@@ -228,6 +228,6 @@ def test_a_with_arm_turns_on_a_rule_that_is_off_by_default() -> None:
 
 def test_an_arm_may_switch_several_rules_at_once() -> None:
     preset = ablation("with:call_list+unseen_values")
-    assert preset.guardrails.call_list and preset.guardrails.unseen_values
+    assert (preset.guardrails.call_list, preset.guardrails.unseen_values) == (True, True)
     off = ablation("without:chain_ends+list_coverage").guardrails
-    assert not off.chain_ends and not off.list_coverage
+    assert (off.chain_ends, off.list_coverage) == (False, False)

@@ -74,13 +74,10 @@ class UnfoundedCalls:
             return []
         found = []
         for call in calls:
-            spec = specs.get(call.tool)
-            properties = schema_of(spec).get("properties") if spec is not None else None
-            values = list(_values(call.args, properties if isinstance(properties, Mapping) else {}))
-            own = self._tool_facts(call.tool, spec)
-            if not values or any(self._seen(value, own) for _, value in values):
+            judged = self._judged(call, specs)
+            if not judged or any(seen for _, _, seen in judged):
                 return []
-            found.append(Unfounded(call=call, values=tuple(values)))
+            found.append(Unfounded(call=call, values=tuple((p, v) for p, v, _ in judged)))
         self._spent = True
         return found
 
@@ -91,11 +88,18 @@ class UnfoundedCalls:
         own text); empty before the turn's request is known."""
         if not self._facts.request_known:
             return ()
+        return tuple((path, value) for path, value, seen in self._judged(call, specs) if not seen)
+
+    def _judged(
+        self, call: ToolCall, specs: Mapping[str, ToolSpec]
+    ) -> list[tuple[str, str | int | float, bool]]:
+        """Each checkable value of ``call`` with its path, and whether the model was given it
+        (by the run's facts or by the called tool's own text)."""
         spec = specs.get(call.tool)
         properties = schema_of(spec).get("properties") if spec is not None else None
         values = _values(call.args, properties if isinstance(properties, Mapping) else {})
         own = self._tool_facts(call.tool, spec)
-        return tuple((path, value) for path, value in values if not self._seen(value, own))
+        return [(path, value, self._seen(value, own)) for path, value in values]
 
     def _tool_facts(self, tool: str, spec: ToolSpec | None) -> ArgumentGrounding:
         """What ``tool``'s own description and schema give, read the way the run's facts are."""

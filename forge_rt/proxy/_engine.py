@@ -416,8 +416,6 @@ class InferenceEngine:
             if committed is not None:
                 return committed
             self._metrics.retries.labels(rejected.reason.value).inc()
-            if rejected.action.rule:
-                self._metrics.rules.labels(rejected.action.rule).inc()
             log.info(
                 "proxy.retry",
                 request=plan.request_id,
@@ -442,7 +440,7 @@ class InferenceEngine:
             accepted = await step.run(prepare, call, on_rejected)
         except BudgetExhaustedError as exc:
             self._metrics.guardrail_failures.labels(type(exc).__name__).inc()
-            self._metrics.attempts.observe(stats.inferences)
+            self._observe_stats(stats)
             log.warning(
                 "proxy.guardrails_exhausted",
                 request=plan.request_id,
@@ -450,11 +448,9 @@ class InferenceEngine:
                 error=str(exc),
             )
             raise
-        self._metrics.attempts.observe(stats.inferences)
+        self._observe_stats(stats)
         accepted = without_guardrail_text(accepted, respond=kind == "respond")
         action, response = accepted.action, accepted.response
-        if isinstance(action, TextAnswer) and action.rule:
-            self._metrics.rules.labels(action.rule).inc()
         if isinstance(action, Execute):
             outcome = await self._execute(action, response, gate, sink, stats.inferences)
         else:
@@ -462,6 +458,13 @@ class InferenceEngine:
         for dialect in outcome.rescued:
             self._metrics.rescues.labels(dialect).inc()
         return msgspec.structs.replace(outcome, rules=dict(stats.rules))
+
+    def _observe_stats(self, stats: RunStats) -> None:
+        """One request's inferences and the verdicts of each guardrail rule, into the metrics
+        (from the stats the guarded step kept, as the answer's ``x-forge-rules`` is)."""
+        self._metrics.attempts.observe(stats.inferences)
+        for rule, count in stats.rules.items():
+            self._metrics.rules.labels(rule).inc(count)
 
     async def _emit(self, sink: Sink | None, chunks: list[StreamChunk]) -> None:
         if sink is None:

@@ -56,7 +56,6 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from forge_rt.backends.local import LocalModelServer
     from forge_rt.core import InferenceRequest
-    from forge_rt.runtime import SlotWorker
 
 ROOT = Path(__file__).resolve().parents[1]
 if importlib.util.find_spec("forge_rt") is None:
@@ -662,36 +661,6 @@ def _booking_request() -> InferenceRequest:
     )
 
 
-async def _preempted_after(
-    slot: SlotWorker, background: InferenceRequest, voice: InferenceRequest, cut: int
-) -> str:
-    """``background``'s reply text when ``voice`` preempts it after ``cut`` streamed chunks."""
-    import trio
-
-    from forge_rt.core import StreamChunk, TextDeltaChunk
-
-    reached = trio.Event()
-    seen = 0
-    result: dict[str, str] = {}
-
-    async def on_chunk(chunk: StreamChunk) -> None:
-        nonlocal seen
-        if isinstance(chunk, TextDeltaChunk):
-            seen += 1
-            if seen == cut:
-                reached.set()
-
-    async def run_background() -> None:
-        reply = await slot.infer(background, priority=10, on_chunk=on_chunk)
-        result["text"] = reply.raw_text
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(run_background)
-        await reached.wait()
-        await slot.infer(voice, priority=0)
-    return result["text"]
-
-
 def cut_points(tokens: int, cuts: int, seed: int = 11) -> list[int]:
     """One cut in each of ``cuts`` equal parts of a ``tokens``-chunk reply, drawn from ``seed``
     (the test's draw): early, middle, late."""
@@ -706,6 +675,7 @@ async def continuation_check(two: Started, plan: Plan) -> Record:
     from forge_rt.clients import LlamaServerClient
     from forge_rt.core import InferenceRequest, Message, Sampling, StreamChunk, TextDeltaChunk
     from forge_rt.runtime import SlotWorker
+    from forge_rt.testing import preempted_reply
 
     background = _booking_request()
     voice = InferenceRequest(
@@ -730,7 +700,7 @@ async def continuation_check(two: Started, plan: Plan) -> Record:
         else:
             cuts = cut_points(len(chunks), plan.sizes.cuts)
         for cut in cuts:
-            text = await _preempted_after(slot, background, voice, cut)
+            text = await preempted_reply(slot, background, voice, after_chunks=cut)
             if text != whole.raw_text:
                 mismatches.append({"cut": cut, "text": text})
         stats = await slot.stats()

@@ -6,6 +6,8 @@ every ``token_s`` seconds -- on trio's clock, so tests under ``MockClock(autojum
 deterministic and instant. For tests of HTTP behaviour use the simulated backend
 (``forge_rt.backends.sim``), which is a real server; for the PostgreSQL session store,
 ``throwaway_postgres()``, a real PostgreSQL server started for the test and deleted after.
+``preempted_reply()`` cuts a background call with an urgent one after a given number of
+streamed chunks, for measuring how a preempted reply continues.
 """
 
 from __future__ import annotations
@@ -38,9 +40,17 @@ from forge_rt.core import (
     ToolCall,
     Usage,
 )
+from forge_rt.runtime import SlotWorker
 from forge_rt.store._throwaway import throwaway_postgres
 
-__all__ = ["Reply", "ScriptedCall", "ScriptedClient", "captured_logs", "throwaway_postgres"]
+__all__ = [
+    "Reply",
+    "ScriptedCall",
+    "ScriptedClient",
+    "captured_logs",
+    "preempted_reply",
+    "throwaway_postgres",
+]
 
 Reply = str | list[ToolCall]
 
@@ -176,3 +186,38 @@ class ScriptedClient:
 
     async def aclose(self) -> None:
         return None
+
+
+async def preempted_reply(
+    slot: SlotWorker,
+    background: InferenceRequest,
+    urgent: InferenceRequest,
+    *,
+    after_chunks: int,
+    wait_s: float = 300.0,
+) -> str:
+    """``background``'s reply text when ``urgent`` preempts it after ``after_chunks`` streamed
+    text chunks: ``background`` runs at priority 10, ``urgent`` is sent at priority 0 the moment
+    that many chunks have streamed. Raises :class:`trio.TooSlowError` when they have not
+    streamed within ``wait_s`` seconds (the reply ended first, or the backend is stuck)."""
+    reached = trio.Event()
+    seen = 0
+    result: dict[str, str] = {}
+
+    async def on_chunk(chunk: StreamChunk) -> None:
+        nonlocal seen
+        if isinstance(chunk, TextDeltaChunk):
+            seen += 1
+            if seen == after_chunks:
+                reached.set()
+
+    async def run_background() -> None:
+        reply = await slot.infer(background, priority=10, on_chunk=on_chunk)
+        result["text"] = reply.raw_text
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run_background)
+        with trio.fail_after(wait_s):
+            await reached.wait()
+        await slot.infer(urgent, priority=0)
+    return result["text"]

@@ -27,6 +27,7 @@ from forge_rt.core import (
 )
 from forge_rt.guardrails import rescue_tool_calls, respond_spec, tool_call_schema
 from forge_rt.runtime import SlotWorker
+from forge_rt.testing import preempted_reply
 
 pytestmark = pytest.mark.slow
 
@@ -61,34 +62,6 @@ def _request(text: str, *, constrained: bool = True) -> InferenceRequest:
             JsonSchemaConstraint(schema=tool_call_schema(list(TOOLS))) if constrained else None
         ),
     )
-
-
-async def _preempted_after(
-    slot: SlotWorker, background: InferenceRequest, voice: InferenceRequest, cut: int
-) -> str:
-    """``background``'s reply text when ``voice`` preempts it after ``cut`` streamed tokens."""
-    reached = trio.Event()
-    seen = 0
-    result: dict[str, str] = {}
-
-    async def on_chunk(chunk: StreamChunk) -> None:
-        nonlocal seen
-        if isinstance(chunk, TextDeltaChunk):
-            seen += 1
-            if seen == cut:
-                reached.set()
-
-    async def run_background() -> None:
-        reply = await slot.infer(background, priority=10, on_chunk=on_chunk)
-        result["text"] = reply.raw_text
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(run_background)
-        with trio.move_on_after(300):
-            await reached.wait()
-        assert reached.is_set(), f"the reply ended before {cut} streamed chunks"
-        await slot.infer(voice, priority=0)
-    return result["text"]
 
 
 async def test_a_preempted_constrained_call_returns_the_same_text() -> None:
@@ -143,7 +116,7 @@ async def _compare_on(url: str, *, generation: Generation, constrained: bool) ->
             draw, third = random.Random(11), tokens // 3
             cuts = [draw.randrange(max(2, i * third), (i + 1) * third) for i in range(3)]
             for cut in cuts:
-                text = await _preempted_after(slot, background, voice, cut)
+                text = await preempted_reply(slot, background, voice, after_chunks=cut)
                 assert text == whole.raw_text, f"cut after {cut} tokens"
             stats = await slot.stats()
             assert stats.preemptions == 3

@@ -24,6 +24,13 @@ worked out from it); when it has no prose (``place_order(sku="SKU-9")``, "Done."
 call of the turn followed a result (one lookup, or a fan-out over the request's own items),
 which grounding alone checks. As with grounding, a model that insists may be right: the next
 answer is taken as it is.
+
+The stricter reading (:meth:`LookupChains.left_out`, the rule ``every_end``) asks more: an answer
+uses *every* end, where an end is any result no later call followed -- a fan-out's lookups of the
+request's own items included ("the price of A and of B" looks A and B up, and an answer with B's
+price alone leaves A out). What counts for one end is a word of it that no other result of the
+end has (its *own* words): the labels every result shares ("unit cost", "id") name none of them.
+A record fetched again (an end whose words another end holds all of) is one end, not two.
 """
 
 from __future__ import annotations
@@ -50,6 +57,8 @@ class _Result:
     text: str  # the output, whitespace collapsed
     new: frozenset[str]  # its words that nothing before it in the turn had
     reached: bool  # its call followed an earlier result
+    words: frozenset[str]  # all its words
+    arg_words: frozenset[str]  # the words of its call's arguments
     followed: bool = False  # a later call followed it and found something new
 
 
@@ -77,6 +86,7 @@ class LookupChains:
         self._results: list[_Result] = []
         self._seen: set[str] = set()  # the words of the turn's results and arguments so far
         self._refused = False
+        self._every_refused = False
 
     def new_turn(self, request: str) -> None:
         """A new turn, asked by ``request``: its results, and its one refusal, start over.
@@ -86,6 +96,7 @@ class LookupChains:
         self._results = []
         self._seen = set()
         self._refused = False
+        self._every_refused = False
 
     def remember_request(self, request: str) -> None:
         """An earlier request of the conversation, seen in a history handed over whole (the
@@ -106,14 +117,22 @@ class LookupChains:
             and not any(v.lower() in request for request in self._requests)
         ]
         followed = [r for r in self._results if any(_has_word(r.text.lower(), v) for v in values)]
-        for result in followed:
-            result.followed = True
         words = content_tokens(text)
         arg_words = set().union(*(content_tokens(v) for v in _values(args)))
         new = words - self._request_words - arg_words - self._seen
+        if new:  # a call that found nothing new moved no chain on
+            for result in followed:
+                result.followed = True
         self._seen |= words | arg_words
         self._results.append(
-            _Result(tool=tool, text=text, new=frozenset(new), reached=bool(followed))
+            _Result(
+                tool=tool,
+                text=text,
+                new=frozenset(new),
+                reached=bool(followed),
+                words=frozenset(words),
+                arg_words=frozenset(arg_words),
+            )
         )
 
     def check(
@@ -141,6 +160,42 @@ class LookupChains:
             field=max(prose, key=lambda k: len(texts[k])),
         )
 
+    def left_out(
+        self, args: Mapping[str, object], *, steps: frozenset[str] = frozenset()
+    ) -> ChainEnds | None:
+        """What a terminal call with ``args`` left out of *every* end of the turn (the rule
+        ``every_end``), when it is refused (this turn's refusal of the rule is then spent), else
+        ``None``: the tools of the ends it left out, and the results of all the ends (the answer
+        to give holds them all). As :meth:`check`, only a call with prose counts, and with
+        ``steps`` only the ends of a required step."""
+        if self._every_refused:
+            return None
+        texts = {k: v for k, v in args.items() if isinstance(v, str)}
+        prose = [k for k, v in texts.items() if len(v.split()) >= _PROSE_WORDS]
+        ends = _records(
+            [r for r in self._results if not r.followed and (not steps or r.tool in steps)]
+        )
+        own = {id(r): _own_words(r, ends, self._request_words) for r in ends}
+        ends = [r for r in ends if own[id(r)]]
+        if not prose or not ends:
+            return None
+        words = set().union(*(content_tokens(v) for v in texts.values()))
+        worked_out = any(w[0].isdigit() for w in words - self._seen - self._request_words)
+        missing = [
+            r
+            for r in ends
+            if not words & own[id(r)]
+            and not (worked_out and any(w[0].isdigit() for w in own[id(r)]))
+        ]
+        if not missing:
+            return None
+        self._every_refused = True
+        return ChainEnds(
+            tools=tuple(dict.fromkeys(r.tool for r in missing)),
+            results=tuple(r.text for r in ends),
+            field=max(prose, key=lambda k: len(texts[k])),
+        )
+
     def _ends(self, steps: frozenset[str]) -> list[_Result]:
         """The results at the ends of the turn's chains that found something new; with
         ``steps``, only those of a required step."""
@@ -158,6 +213,26 @@ class LookupChains:
             return True
         worked_out = {w for w in words if w[0].isdigit()} - self._seen - self._request_words
         return bool(worked_out) and any(w[0].isdigit() for r in ends for w in r.new)
+
+
+def _records(ends: list[_Result]) -> list[_Result]:
+    """``ends`` less each one whose words another end holds all of (the same record fetched
+    again, in as much detail or more): one record is one end."""
+    return [
+        r
+        for i, r in enumerate(ends)
+        if not any(
+            o is not r and r.words <= o.words and (r.words < o.words or j > i)
+            for j, o in enumerate(ends)
+        )
+    ]
+
+
+def _own_words(result: _Result, ends: list[_Result], asked: set[str]) -> frozenset[str]:
+    """The words of ``result`` that no other of the ``ends``, no request (``asked``) and no
+    argument of its own call has: what only it could have told the answer."""
+    others = set().union(*(r.words for r in ends if r is not result))
+    return result.words - others - asked - result.arg_words
 
 
 def _has_word(text: str, value: str) -> bool:

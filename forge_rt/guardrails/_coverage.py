@@ -34,7 +34,9 @@ REQUEST = "your request"  # the source name of the user's message
 
 # An enumeration: items of one to three words, separated by commas, semicolons, "and" or "or"
 # (the Oxford comma too). An item is words of letters, digits and the marks ids are made of.
-_ITEM = r"[\w][\w.\-/@+#']*(?: [\w][\w.\-/@+#']*){0,2}"
+# A word of an item is never the separator word itself: "Rivers and Paper" is two items' edges.
+_WORD = r"(?!(?:and|or)(?![\w.\-/@+#']))[\w][\w.\-/@+#']*"
+_ITEM = rf"{_WORD}(?: {_WORD}){{0,2}}"
 _SEPARATOR = r"(?:\s*[,;]\s*(?:(?:and|or)\s+)?|\s+(?:and|or)\s+)"
 _ENUMERATION = re.compile(rf"{_ITEM}(?:{_SEPARATOR}{_ITEM})+", re.IGNORECASE)
 _SPLIT = re.compile(_SEPARATOR, re.IGNORECASE)

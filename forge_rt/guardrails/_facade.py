@@ -316,6 +316,7 @@ class Guardrails:
         # ``answer_from_results``): the texts to hold the next answers to (a chain's ends), or
         # empty for "the turn's results", read as they are when the constraint is built.
         self._answer_hold: tuple[str, ...] | None = None
+        self._answer_whole = False  # the hold is to all its texts at once (``every_end``)
         self._pipeline = self._judges()
 
     @classmethod
@@ -420,6 +421,7 @@ class Guardrails:
         self._markup_answered = False
         self._told_this_turn = False
         self._answer_hold = None
+        self._answer_whole = False
         self._refused.new_turn()
         self._chains.new_turn(request or "")
         self._coverage.reset(request)
@@ -549,6 +551,8 @@ class Guardrails:
         choices = self._answer_hold or self._grounding.recent_successes
         if len(choices) < 2:
             return choices
+        if self._answer_whole:
+            return ("\n".join(choices),)
         return (*choices, "\n".join(choices))
 
     def callable_now(self, avoid: frozenset[str] = frozenset()) -> tuple[ToolSpec, ...]:
@@ -728,6 +732,7 @@ class Guardrails:
             "lost_numbers": self._lost_number,
             "answer_grounding": self._ungrounded,
             "chain_ends": self._superseded,
+            "every_end": self._left_out,
         }
         staged = [r.name for r in RULES if r.stage in ("calls", "answer") and r.name != "steps"]
         if sorted(staged) != sorted(judges):
@@ -988,6 +993,26 @@ class Guardrails:
         content = superseded_answer_nudge(ends.tools, ends.results, spec, call.args, ends.field)
         return [call_nudge(call, content)]
 
+    def _left_out(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
+        """The correction for a reply that is only a terminal call whose text names nothing
+        only one of the turn's ends found, the first time in a turn (the rule ``every_end``;
+        see :meth:`LookupChains.left_out`): the next answer is held to all the ends at once."""
+        if len(runnable) != 1:
+            return []
+        call = runnable[0]
+        spec = self._specs.get(call.tool)
+        if call.tool not in self.terminal_tools or spec is None:
+            return []
+        steps = frozenset(self.required_steps) if self.options.steps else frozenset()
+        ends = self._chains.left_out(call.args, steps=steps)
+        if ends is None:
+            return []
+        log.info("guardrails.left_out_answer", tool=call.tool, left_out=ends.tools)
+        if self.is_synthetic_respond(call):
+            self._answer_from(ends.results, whole=True)
+        content = superseded_answer_nudge(ends.tools, ends.results, spec, call.args, ends.field)
+        return [call_nudge(call, content)]
+
     def _refused_answer(self, result: ValidationResult) -> None:
         """A synthetic ``respond`` the validator refused (a copied correction, a placeholder):
         hold the next answers to the turn's successful results, as after an answer from
@@ -997,15 +1022,17 @@ class Guardrails:
         if any(self.is_synthetic_respond(c) and c.call_id in refused for c in result.calls):
             self._answer_from(())
 
-    def _answer_from(self, results: Sequence[str]) -> None:
+    def _answer_from(self, results: Sequence[str], *, whole: bool = False) -> None:
         """Hold the turn's next answers to ``results``, or (empty) to the turn's successful
-        results as they come (see :attr:`answer_choices`). A later hold to fixed texts
-        replaces an earlier one; a hold to the results keeps fixed texts already held."""
+        results as they come (see :attr:`answer_choices`); ``whole``: to all of ``results`` at
+        once, not one of them. A later hold to fixed texts replaces an earlier one; a hold to
+        the results keeps fixed texts already held."""
         if not (self.options.answer_from_results and self._synthetic_respond):
             return
         fixed = tuple(dict.fromkeys(r for r in results if r.strip()))
         if fixed or self._answer_hold is None:
             self._answer_hold = fixed
+            self._answer_whole = whole and len(fixed) > 1
 
     def _retry(self, result: ValidationResult, *, text_offered: bool = False) -> Action:
         if not self.options.retry_nudges:

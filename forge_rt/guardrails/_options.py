@@ -31,9 +31,11 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     60/90, and barred values came back perturbed rather than corrected; docs/eval/hints),
     ``exclude_repeats`` (not yet judged on dev: the held-out runs re-issued a call right after
     its result in 30 of 54 constrained runs, and whether leaving it out of the next constraint
-    pays is what the dev pairing ``-a full,with:exclude_repeats`` is for), and
-    the three rules of a reply's shape, which the proxy turns on where they were judged on held-out
-    data (``call_list``, ``prose_answers``, ``unfounded_calls``; docs/eval/rules.md).
+    pays is what the dev pairing ``-a full,with:exclude_repeats`` is for), ``every_end`` (not
+    yet judged on dev: most wrong answers of the generated suite's dev half leave out one of
+    several lookups' results; ``-a full,with:every_end``), and the three rules of a reply's
+    shape, which the proxy turns on where they were judged on held-out data (``call_list``,
+    ``prose_answers``, ``unfounded_calls``; docs/eval/rules.md).
 
     Budgets, each counting rejected replies in a row before the run ends with its typed error:
     ``max_retries`` (no usable call), ``max_tool_errors`` (failing tools), ``max_premature``
@@ -59,6 +61,7 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     lost_numbers: bool = True
     answer_grounding: bool = True
     chain_ends: bool = True
+    every_end: bool = False
     # next request
     answer_from_results: bool = True
     exclude_looping: bool = False

@@ -186,9 +186,18 @@ RULES: tuple[Rule, ...] = (
         does="sends back, once a turn, a terminal call that leaves out what a chain ended with",
     ),
     Rule(
+        name="every_end",
+        stage="answer",
+        reads="a terminal call's text, every result of the turn that no later call followed",
+        does=(
+            "sends back, once a turn, a terminal call that names nothing only one such result "
+            "had (a fan-out's lookups included); the next answer is held to all of them"
+        ),
+    ),
+    Rule(
         name="answer_from_results",
         stage="next",
-        reads="an answer sent back by answer_grounding, chain_ends or placeholders",
+        reads="an answer sent back by answer_grounding, chain_ends, every_end or placeholders",
         does="constrains the next answer to the results it should relay, verbatim",
     ),
     Rule(

@@ -110,6 +110,20 @@ def test_words_around_an_enumeration_are_not_its_items() -> None:
     assert enumerations("How much has customer Voss spent in total?") == []
 
 
+def test_the_word_and_is_never_part_of_an_item() -> None:
+    """Items of two words each: "Glass Bay and Stone Quay" is two items, not "Glass Bay and"."""
+    assert enumerations("Tides at North Cove, Glass Bay and Stone Quay.") == [
+        ["at North Cove", "Glass Bay", "Stone Quay"]
+    ]
+    guard = _guard(_tool("get_tides", "harbour"))
+    guard.new_turn("Tides at North Cove, Glass Bay and Stone Quay.")
+    _run(guard, "get_tides", "high 06:10", harbour="North Cove")
+    _run(guard, "get_tides", "high 06:40", harbour="Glass Bay")
+    refused = _answer(guard, "High tide is at 06:10 and 06:40.")
+    assert isinstance(refused, ToolErrors)
+    assert _shown_call(refused) == {"name": "get_tides", "arguments": {"harbour": "Stone Quay"}}
+
+
 @pytest.mark.parametrize(
     ("value", "expected"), [("Turku", "Aa"), ("A-12", "A-9"), ("eggs", "a"), ("New York", "Aa Aa")]
 )

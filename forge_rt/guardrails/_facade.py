@@ -34,6 +34,7 @@ from forge_rt.core import (
 from forge_rt.errors import (
     BudgetExhaustedError,
     ForgeError,
+    ToolCallError,
     ToolDeclinedError,
     ToolExecutionError,
     ToolInterruptedError,
@@ -100,6 +101,7 @@ from forge_rt.guardrails._selection import ItemSelection
 from forge_rt.guardrails._steps import StepEnforcer
 from forge_rt.guardrails._unfounded import (
     UnfoundedCalls,
+    invented_write_text,
     unfounded_call_text,
     unseen_values_text,
 )
@@ -219,7 +221,8 @@ class Guardrails:
     reads (the proxy's); an argument holding one is refused (the rule ``placeholders``).
     ``writes``: the tools that are not idempotent (they book, send, write): a call of one that
     already succeeded in the turn is answered with its result, not run again (the rule
-    ``answered_calls``).
+    ``answered_calls``); with ``invented_writes``, one made with a name found nowhere is
+    refused.
     """
 
     def __init__(
@@ -317,6 +320,7 @@ class Guardrails:
         # empty for "the turn's results", read as they are when the constraint is built.
         self._answer_hold: tuple[str, ...] | None = None
         self._answer_whole = False  # the hold is to all its texts at once (``every_end``)
+        self._invented = 0  # replies refused by invented_writes this turn
         self._pipeline = self._judges()
 
     @classmethod
@@ -422,6 +426,7 @@ class Guardrails:
         self._told_this_turn = False
         self._answer_hold = None
         self._answer_whole = False
+        self._invented = 0  # replies refused by invented_writes this turn
         self._refused.new_turn()
         self._chains.new_turn(request or "")
         self._coverage.reset(request)
@@ -725,6 +730,7 @@ class Guardrails:
             "answered_calls": self._answered_again,
             "unfounded_calls": self._from_nowhere,
             "unseen_values": self._unseen,
+            "invented_writes": self._invented_write,
             "guessed_values": self._guessed,
             "listing_pick": self._picked_wrong,
             "loop_guard": self._looping,
@@ -835,6 +841,33 @@ class Guardrails:
             for c in held
         )
         return _Held(refusals=refusals)
+
+    def _invented_write(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
+        """The corrections for the calls of a reply that change records (``writes``) with a
+        name or identifier the model was never given (the rule ``invented_writes``), every
+        time: a booking for a holder no one named is worse than no booking. A turn allows
+        ``max_retries`` such replies: one more ends the run (ToolCallError) with nothing
+        written."""
+        found = []
+        for call in runnable:
+            if call.tool not in self._writes:
+                continue
+            invented = self._unfounded.invented(call, self._specs)
+            if invented:
+                log.info("guardrails.invented_write", tool=call.tool, values=len(invented))
+                found.append(call_nudge(call, invented_write_text(call, invented)))
+        if found:
+            self._invented += 1
+            if self._invented > self.options.max_retries:
+                raise ToolCallError(
+                    f"the model sent {self._invented} calls that change records with names "
+                    f"found nowhere this turn (retry budget {self.options.max_retries}); none "
+                    "was run",
+                    attempts=self._invented,
+                    last_raw=reply.raw,
+                    cause="invented_write",
+                )
+        return found
 
     def _guessed(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
         """The corrections for the calls of a reply with a value from nowhere -- an id, a path,

@@ -449,10 +449,12 @@ class Guardrails:
         For a caller that hands over the whole conversation with each request (the proxy), so
         the checks that look at the whole turn -- answer grounding and list coverage -- see
         what it did before this request. Only those: the loop guard, the budgets and the
-        steps are not touched.
+        steps are not touched. The calls answered are this turn's: asked again in a new turn,
+        a call is the user's wish (fill the tank again, read the state a write since changed),
+        not a repeat.
         """
-        self._answered.observe(messages, self._specs)
         starts = [i for i, m in enumerate(messages) if m.type is MessageType.USER_INPUT]
+        self._answered.observe(messages[starts[-1] :] if starts else messages, self._specs)
         if not starts:
             return
         start = starts[-1]

@@ -56,6 +56,22 @@ def test_a_repeat_beside_a_fresh_call_is_dropped() -> None:
     assert action.collapsed == 1
 
 
+def test_a_call_answered_in_an_earlier_turn_runs_again_when_asked_again() -> None:
+    """The user asks again in a new turn (the kiln has heated since): that is no repeat."""
+    guard = Guardrails([KILN, GLAZE])
+    ran = ToolCall(tool="kiln_heat", args={"kiln": "K-3"}, call_id="h1")
+    guard.observe_history(
+        [
+            Message.user("How hot is kiln K-3?"),
+            Message.assistant_calls([ran]),
+            Message.tool_result(ran, HEAT),
+            Message.assistant_text("K-3 is at 1180 degrees."),
+            Message.user("And now?"),
+        ]
+    )
+    assert isinstance(guard.check(reply("kiln_heat", kiln="K-3")), Execute)
+
+
 def test_other_arguments_are_a_new_call() -> None:
     assert isinstance(_guard().check(reply("kiln_heat", kiln="K-4")), Execute)
 

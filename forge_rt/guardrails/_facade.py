@@ -55,6 +55,7 @@ from forge_rt.guardrails._answered import AnsweredCalls
 from forge_rt.guardrails._chains import LookupChains
 from forge_rt.guardrails._coverage import ListCoverage
 from forge_rt.guardrails._dialects import Dialect
+from forge_rt.guardrails._error_values import error_value_args
 from forge_rt.guardrails._errors_budget import ErrorTracker
 from forge_rt.guardrails._exclude import StartsWith
 from forge_rt.guardrails._grounding import AnswerGrounding
@@ -321,6 +322,7 @@ class Guardrails:
         self._answer_hold: tuple[str, ...] | None = None
         self._answer_whole = False  # the hold is to all its texts at once (``every_end``)
         self._invented = 0  # replies refused by invented_writes this turn
+        self._request = ""  # this turn's request, where a listed value may be named
         self._pipeline = self._judges()
 
     @classmethod
@@ -427,6 +429,7 @@ class Guardrails:
         self._answer_hold = None
         self._answer_whole = False
         self._invented = 0  # replies refused by invented_writes this turn
+        self._request = request or ""
         self._refused.new_turn()
         self._chains.new_turn(request or "")
         self._coverage.reset(request)
@@ -1214,11 +1217,9 @@ class Guardrails:
         if isinstance(error, ToolInterruptedError):
             return Message.tool_result(call, interrupted_text(call.tool, error) + note)
         if isinstance(error, ToolResolutionError) and self.options.recovery:
-            corrected = (
-                self._hinted_call(call, error, several=sent_again)
-                if self.options.hinted_calls
-                else None
-            )
+            corrected = self._listed_call(call, error) if self.options.error_values else None
+            if corrected is None and self.options.hinted_calls:
+                corrected = self._hinted_call(call, error, several=sent_again)
             text = resolution_text(call.tool, error, corrected=corrected)
         else:
             text = tool_error_text(call.tool, error)
@@ -1325,6 +1326,20 @@ class Guardrails:
         if not ignored:
             return ""
         return self._told(ignored_args_note(self._specs[call.tool], ignored))
+
+    def _listed_call(self, call: ToolCall, error: BaseException) -> str | None:
+        """The call with the value ``error`` lists for the refused one, ready to send, if one
+        matches (the rule ``error_values``; see :mod:`forge_rt.guardrails._error_values`)."""
+        spec = self._specs.get(call.tool)
+        if spec is None:
+            return None
+        args = error_value_args(
+            spec, call.args, str(error), request=self._request, tools=self._specs
+        )
+        if args is None:
+            return None
+        log.info("guardrails.error_value", tool=call.tool)
+        return example_call(spec, args)
 
     def _hinted_call(
         self, call: ToolCall, error: BaseException, *, several: bool = False

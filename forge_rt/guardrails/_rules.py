@@ -258,6 +258,15 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        name="error_values",
+        stage="results",
+        reads="a tool's 'called wrong' error, the values it quotes or lists, the request",
+        does=(
+            "adds the corrected call with the listed value that is the refused one spelled "
+            "another way, else the one the request names, else the one clearly most like it"
+        ),
+    ),
+    Rule(
         name="hinted_calls",
         stage="results",
         reads="a tool's 'called wrong' error, the values it quotes or lists",

@@ -672,16 +672,15 @@ class Guardrails:
         runnable = [c for c in result.calls if c.call_id not in refused_ids]
         reply = _Reply(raw=_last_raw(result), text=result.text, text_offered=text_offered)
         judged = self._judge(result, runnable, refused, reply, last_chance=last_chance)
-        if not isinstance(judged, tuple):
+        if not isinstance(judged, _Passed):
             return judged
-        runnable, dropped = judged
-        refused_ids = {r.call.call_id for r in refused}
+        refused_ids = {r.call.call_id for r in judged.refused}
         self._ignored = {k: v for k, v in result.ignored.items() if k not in refused_ids}
         return Execute(
-            calls=runnable,
-            refused=refused,
+            calls=list(judged.runnable),
+            refused=list(judged.refused),
             ignored=dict(self._ignored),
-            collapsed=result.collapsed + dropped,
+            collapsed=result.collapsed + judged.dropped,
             # A call written under the constraint was not rescued: the constraint made it.
             rescued_dialects=tuple(d for d in result.dialects if d is not Dialect.CONSTRAINED_JSON),
             reasoning=result.reasoning,
@@ -692,15 +691,16 @@ class Guardrails:
         self,
         result: ValidationResult,
         runnable: list[ToolCall],
-        refused: list[Refusal],
+        refused: Sequence[Refusal],
         reply: _Reply,
         *,
         last_chance: bool,
-    ) -> ToolErrors | StepBlocked | tuple[list[ToolCall], int]:
+    ) -> ToolErrors | StepBlocked | _Passed:
         """Run the ``calls`` and ``answer`` rules over a parsed reply, in order: the first
-        objection is the verdict; else the calls that run, and how many were dropped (calls a
-        rule holds back join ``refused``)."""
+        objection is the verdict; else what passed -- the calls that run, the refusals (the
+        steps' ``refused`` and the calls a rule held back) and how many were dropped."""
         dropped = 0
+        refused = list(refused)
         for name, judge in self._pipeline:
             if refused and name in _WHOLE_REPLY:
                 continue  # judged only when every call of the reply may run
@@ -726,7 +726,7 @@ class Guardrails:
                     text=result.text,
                     rule=name,
                 )
-        return runnable, dropped
+        return _Passed(runnable=tuple(runnable), refused=tuple(refused), dropped=dropped)
 
     def _judges(self) -> tuple[tuple[str, _Judge], ...]:
         """The ``calls`` and ``answer`` rules that are on, in the registry's order, each with the
@@ -1366,6 +1366,15 @@ class _Dropped(msgspec.Struct, frozen=True, kw_only=True):
     """A judge's verdict that ``calls`` do not run while the rest of the reply does."""
 
     calls: tuple[ToolCall, ...]
+
+
+class _Passed(msgspec.Struct, frozen=True, kw_only=True):
+    """A reply no rule objected to: the calls that run, the calls refused (each answered by its
+    refusal) and how many repeats were dropped."""
+
+    runnable: tuple[ToolCall, ...]
+    refused: tuple[Refusal, ...]
+    dropped: int
 
 
 class _Held(msgspec.Struct, frozen=True, kw_only=True):

@@ -16,6 +16,7 @@ from forge_rt.runtime._budget import NvmlSource as NvmlSource
 from forge_rt.runtime._budget import ObservedUsage as ObservedUsage
 from forge_rt.runtime._budget import Unavailable as Unavailable
 from forge_rt.runtime._budget import VLLMMetricsSource as VLLMMetricsSource
+from forge_rt.runtime._fleet import Fleet as Fleet
 from forge_rt.runtime._pool import SlotPool as SlotPool
 from forge_rt.runtime._runner import Session as Session
 from forge_rt.runtime._runner import WorkflowHandle as WorkflowHandle
@@ -23,6 +24,7 @@ from forge_rt.runtime._runner import WorkflowRunner as WorkflowRunner
 from forge_rt.runtime._scheduling import DEFAULT_MAX_WAIT_S as DEFAULT_MAX_WAIT_S
 from forge_rt.runtime._scheduling import InferenceJob as InferenceJob
 from forge_rt.runtime._scheduling import PreemptPolicy as PreemptPolicy
+from forge_rt.runtime._slot import InferenceSlot as InferenceSlot
 from forge_rt.runtime._slot import SlotWorker as SlotWorker
 from forge_rt.runtime._slot_limits import BackendRetry as BackendRetry
 from forge_rt.runtime._slot_limits import StallLimits as StallLimits
@@ -52,9 +54,11 @@ __all__ = [
     "BudgetReport",
     "BudgetSource",
     "ClientContextSource",
+    "Fleet",
     "GetBudget",
     "GuardedStep",
     "InferenceJob",
+    "InferenceSlot",
     "LlamaServerSource",
     "NvmlSource",
     "ObservedUsage",

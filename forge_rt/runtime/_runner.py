@@ -33,8 +33,9 @@ from forge_rt.guardrails import (
 from forge_rt.runtime._approvals import ApprovalCallback, ApprovalGate, ApprovalRequest, gated
 from forge_rt.runtime._budget import BudgetMonitor, BudgetSource
 from forge_rt.runtime._durable import SessionLog, decode_state, restored_history
+from forge_rt.runtime._fleet import Fleet
 from forge_rt.runtime._scheduling import DEFAULT_MAX_WAIT_S, PreemptPolicy
-from forge_rt.runtime._slot import SlotWorker
+from forge_rt.runtime._slot import InferenceSlot, SlotWorker
 from forge_rt.runtime._slot_limits import DEFAULT_RETRY, BackendRetry, StallLimits
 from forge_rt.runtime._step import RunStats
 from forge_rt.runtime._workflow_actor import (
@@ -222,13 +223,14 @@ class _Defaults(msgspec.Struct, kw_only=True):
 
 
 class Session:
-    """Many workflows on one ``ActorSystem``, sharing a SlotWorker (and a BudgetMonitor)."""
+    """Many workflows on one ``ActorSystem``, sharing a SlotWorker -- or a :class:`Fleet` of
+    several backends' -- and a BudgetMonitor."""
 
     def __init__(
         self,
         system: ActorSystem,
         client: LLMClient,
-        slot: SlotWorker,
+        slot: InferenceSlot,
         budget: BudgetMonitor | None,
         defaults: _Defaults,
         store: SessionStore | None = None,
@@ -246,8 +248,9 @@ class Session:
     @asynccontextmanager
     async def open(
         cls,
-        client: LLMClient,
+        client: LLMClient | None = None,
         *,
+        clients: Sequence[LLMClient] = (),
         slot_policy: PreemptPolicy | str = PreemptPolicy.ALWAYS,
         max_preemptions: int = 3,
         max_queue: int = 256,
@@ -267,6 +270,11 @@ class Session:
         on_approval: ApprovalCallback | None = None,
     ) -> AsyncIterator[Session]:
         """Start the actors; on exit every workflow, the slot and the monitor are cancelled.
+
+        ``client``: the backend; or ``clients``: several backends serving the same model, as one
+        :class:`Fleet` (each its own SlotWorker with the slot options below; a workflow's calls
+        stay on the backend holding its prompt, a new workflow goes to the least loaded one,
+        an urgent call where it starts soonest). Exactly one of the two.
 
         ``store``: keep sessions durably -- a :class:`~forge_rt.store.SessionStore`, or where
         one is (an SQLite file path, or a ``postgresql://`` URL: opened here, closed on exit).
@@ -294,22 +302,30 @@ class Session:
         (denied tools withheld, calls to approve paused; see ``guardrails/_policy.py``);
         ``on_approval``: who answers those pauses (without it, ``WorkflowHandle.approve``).
         """
+        if (client is None) == (not clients):
+            raise ConfigurationError(
+                "Session.open needs one backend: give client=, or clients= (several, as a fleet)"
+            )
         async with AsyncExitStack() as stack:
             if isinstance(store, str | os.PathLike):
                 store = await stack.enter_async_context(store_for(store))
             sink = await stack.enter_async_context(opened_trace(trace))
             system = await stack.enter_async_context(ActorSystem.open(shutdown="cancel"))
-            slot = await SlotWorker.start(
-                system,
-                client,
-                policy=slot_policy,
-                max_preemptions=max_preemptions,
-                max_queue=max_queue,
-                max_wait_s=max_wait_s,
-                cache_lines=cache_lines,
-                stall=stall,
-                retry=retry,
-            )
+            slot_options: dict[str, Any] = {
+                "policy": slot_policy,
+                "max_preemptions": max_preemptions,
+                "max_queue": max_queue,
+                "max_wait_s": max_wait_s,
+                "cache_lines": cache_lines,
+                "stall": stall,
+                "retry": retry,
+            }
+            slot: InferenceSlot
+            if clients:
+                slot = await Fleet.start(system, clients, **slot_options)
+            else:
+                assert client is not None  # checked above
+                slot = await SlotWorker.start(system, client, **slot_options)
             budget = (
                 await BudgetMonitor.start(system, budget_sources, interval=budget_interval)
                 if budget_sources
@@ -323,7 +339,7 @@ class Session:
                 policy=policy,
                 on_approval=on_approval,
             )
-            yield cls(system, client, slot, budget, defaults, store, trace=sink)
+            yield cls(system, slot.client, slot, budget, defaults, store, trace=sink)
 
     @classmethod
     def on_slot(cls, slot: SlotWorker) -> Session:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 import trio
@@ -76,7 +76,7 @@ from forge_rt.runtime._slot_messages import (
 from forge_rt.runtime._slot_stats import PriorityWaits, SlotStats
 from forge_rt.trace import Tracer
 
-__all__ = ["SlotWorker", "SlotWorkerActor"]
+__all__ = ["InferenceSlot", "SlotWorker", "SlotWorkerActor"]
 
 _log = quiet_logger(__name__)
 
@@ -441,6 +441,31 @@ class SlotWorkerActor(Actor):
 
 
 # --- the caller's handle -------------------------------------------------------------------------
+
+
+class InferenceSlot(Protocol):
+    """What a workflow needs of the slot it runs on: one backend's :class:`SlotWorker`, or a
+    :class:`~forge_rt.runtime.Fleet` of several backends placing each call on one."""
+
+    name: str
+    client: LLMClient
+    system: ActorSystem
+
+    async def infer(
+        self,
+        request: InferenceRequest,
+        *,
+        priority: int = 0,
+        deadline: float | None = None,
+        on_chunk: ChunkSink | None = None,
+        affinity_key: str | None = None,
+        whole: bool = False,
+        tracer: Tracer | None = None,
+    ) -> LLMResponse: ...
+
+    async def stats(self) -> SlotStats: ...
+
+    async def recheck(self) -> None: ...
 
 
 class SlotWorker:

@@ -77,7 +77,7 @@ from forge_rt.guardrails import (
     reply_token_budget,
     retry_reason,
 )
-from forge_rt.runtime._slot import SlotWorker
+from forge_rt.runtime._slot import InferenceSlot
 from forge_rt.trace import Tracer
 
 __all__ = ["Accepted", "GuardedStep", "Rejected", "RunStats", "SlotCall"]
@@ -189,7 +189,7 @@ class GuardedStep:
 
     def __init__(
         self,
-        slot: SlotWorker,
+        slot: InferenceSlot,
         guardrails: Guardrails,
         stats: RunStats,
         *,

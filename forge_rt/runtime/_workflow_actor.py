@@ -65,7 +65,7 @@ from forge_rt.guardrails import (
 from forge_rt.runtime._approvals import ApprovalGate
 from forge_rt.runtime._budget import GetBudget, ObservedUsage
 from forge_rt.runtime._durable import ControlState, SessionLog, StoredResult
-from forge_rt.runtime._slot import SlotWorker
+from forge_rt.runtime._slot import InferenceSlot
 from forge_rt.runtime._step import GuardedStep, Rejected, RunStats, SlotCall
 from forge_rt.trace import Tracer, TraceSink
 
@@ -151,7 +151,7 @@ class WorkflowActor(Actor):
     def __init__(
         self,
         workflow: Workflow,
-        slot: SlotWorker,
+        slot: InferenceSlot,
         *,
         name: str,
         max_iterations: int,

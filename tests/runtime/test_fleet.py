@@ -1,0 +1,159 @@
+"""A Fleet: several backends as one slot, each call placed on one of them (virtual time)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from actors import ActorSystem
+from forge_rt.core import InferenceRequest, Message, ToolCall, ToolDef, ToolSpec, Workflow
+from forge_rt.errors import ConfigurationError
+from forge_rt.runtime import Fleet, Session
+from forge_rt.testing import ScriptedClient
+
+CALL_S = 4.0  # every call takes this long on a scripted backend
+
+
+def _request(text: str) -> InferenceRequest:
+    return InferenceRequest(messages=(Message.user(text),))
+
+
+def _backends(n: int) -> list[ScriptedClient]:
+    return [ScriptedClient(lambda request: "ok", prefill_s=CALL_S) for _ in range(n)]
+
+
+@pytest.fixture
+async def system() -> AsyncIterator[ActorSystem]:
+    async with ActorSystem.open() as system:
+        yield system
+
+
+async def test_new_workflows_spread_over_the_lanes(
+    system: ActorSystem, autojump_clock: object
+) -> None:
+    backends = _backends(2)
+    fleet = await Fleet.start(system, backends)
+    async with trio.open_nursery() as nursery:
+        for key in ("w1", "w2", "w3", "w4"):
+            nursery.start_soon(lambda k=key: fleet.infer(_request(k), affinity_key=k))
+            await trio.testing.wait_all_tasks_blocked()
+        assert fleet.in_flight() == (2, 2)
+    assert [fleet.lane_of(k) for k in ("w1", "w2", "w3", "w4")] == [0, 1, 0, 1]
+    assert [len(b.calls) for b in backends] == [2, 2]
+
+
+async def test_a_workflow_stays_on_the_lane_holding_its_prompt(
+    system: ActorSystem, autojump_clock: object
+) -> None:
+    backends = _backends(2)
+    fleet = await Fleet.start(system, backends)
+    await fleet.infer(_request("first"), affinity_key="kept", priority=5)
+    assert fleet.lane_of("kept") == 0
+    async with trio.open_nursery() as nursery:
+        # Lane 0 gets busier than lane 1; the workflow's next call goes there all the same.
+        for key in ("busy1", "busy2", "busy3"):
+            nursery.start_soon(lambda k=key: fleet.infer(_request(k), affinity_key=k))
+            await trio.testing.wait_all_tasks_blocked()
+        await fleet.infer(_request("second"), affinity_key="kept", priority=5)
+        assert fleet.lane_of("kept") == 0
+    assert [c.request.messages[0].content for c in backends[0].calls][:2] == ["first", "busy1"]
+    assert "second" in [c.request.messages[0].content for c in backends[0].calls]
+
+
+async def test_an_urgent_call_goes_to_an_idle_lane_whatever_its_pin(
+    system: ActorSystem, autojump_clock: object
+) -> None:
+    backends = _backends(2)
+    fleet = await Fleet.start(system, backends)
+    await fleet.infer(_request("earlier"), affinity_key="voice", priority=0)
+    assert fleet.lane_of("voice") == 0
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: fleet.infer(_request("background"), affinity_key="bg"))
+        await trio.testing.wait_all_tasks_blocked()
+        assert fleet.lane_of("bg") == 0  # both idle: the first lane
+        started = trio.current_time()
+        await fleet.infer(_request("spoken"), affinity_key="voice", priority=0)
+        assert trio.current_time() - started == pytest.approx(CALL_S)  # no wait at all
+        assert fleet.lane_of("voice") == 1  # it stays where its prompt is now
+    assert [c.request.messages[0].content for c in backends[1].calls] == ["spoken"]
+
+
+async def test_with_no_idle_lane_an_urgent_call_preempts_the_least_urgent_work(
+    system: ActorSystem, autojump_clock: object
+) -> None:
+    backends = _backends(2)
+    fleet = await Fleet.start(system, backends)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: fleet.infer(_request("urgent"), affinity_key="u", priority=0))
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(lambda: fleet.infer(_request("batch"), affinity_key="b", priority=10))
+        await trio.testing.wait_all_tasks_blocked()
+        assert (fleet.lane_of("u"), fleet.lane_of("b")) == (0, 1)
+        started = trio.current_time()
+        await fleet.infer(_request("spoken"), affinity_key="v", priority=0)
+        assert trio.current_time() - started == pytest.approx(CALL_S)
+    assert fleet.lane_of("v") == 1
+    stats = await fleet.lane_stats()
+    assert (stats[0].preemptions, stats[1].preemptions) == (0, 1)
+    total = await fleet.stats()
+    assert total.completed == 3
+    assert total.preemptions == 1
+
+
+def _steps_workflow(name: str, steps: int) -> Workflow:
+    async def step(n: int) -> str:
+        return f"step {n} done"
+
+    spec = ToolSpec(
+        name="step",
+        parameters={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+    )
+    return Workflow(
+        name=name,
+        tools=[ToolDef(spec=spec, callable=step)],
+        system_prompt_template="Run the steps, then respond.",
+        constrain="never",
+    )
+
+
+def _stepper(steps: int) -> Any:
+    """Replies that call ``step`` ``steps`` times, then answer."""
+
+    def reply(request: InferenceRequest) -> str | list[ToolCall]:
+        done = sum(1 for m in request.messages if m.tool_call_id)
+        if done < steps:
+            return [ToolCall(tool="step", args={"n": done + 1})]
+        return [ToolCall(tool="respond", args={"message": "all steps done"})]
+
+    return reply
+
+
+async def _makespan(backends: int, workflows: int = 32, steps: int = 4) -> float:
+    clients = [ScriptedClient(_stepper(steps), prefill_s=1.0) for _ in range(backends)]
+    start = trio.current_time()
+    async with Session.open(clients=clients) as session, trio.open_nursery() as nursery:
+        for i in range(workflows):
+            flow = _steps_workflow(f"flow{i}", steps)
+            nursery.start_soon(lambda f=flow: session.run(f, "go"))
+    return trio.current_time() - start
+
+
+async def test_workflows_over_two_and_four_backends_finish_in_a_half_and_a_quarter(
+    autojump_clock: object,
+) -> None:
+    one, two, four = [await _makespan(n) for n in (1, 2, 4)]
+    assert one / two >= 1.9
+    assert one / four >= 3.6
+
+
+async def test_a_session_takes_one_client_or_several() -> None:
+    with pytest.raises(ConfigurationError):
+        async with Session.open():
+            pass
+    with pytest.raises(ConfigurationError):
+        async with Session.open(_backends(1)[0], clients=_backends(2)):
+            pass

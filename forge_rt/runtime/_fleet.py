@@ -13,6 +13,15 @@ lane and has not heard back about (its calls in flight there, queued or running)
   urgent as it, where the lane's SlotWorker preempts the less urgent running call. The
   workflow then stays there (its prompt is there now).
 
+A backend that fails a call -- refused, reset, an error status, a stall -- leaves the rotation
+for ``rejoin_after_s``, and the call is placed again on another lane: restarted there, after a
+``ResetChunk`` tells the caller to drop what it streamed (counted: :attr:`Fleet.restarted`). The
+calls queued on that lane fail over the same way as their turn comes (a lane of a fleet rides
+out no outage by default: the others serve meanwhile). After ``rejoin_after_s`` the lane is in
+the rotation again; a call there that fails sends it out again. A prompt too long for the
+model (``ContextOverflowError``) is the same on every lane and goes to the caller; so does the
+last lane's failure, when none is left.
+
 The inference servers are the distributed engine; the fleet schedules across them and never
 re-implements them. All lanes serve the same model: ``client`` (read for capabilities and the
 context length) is the first lane's.
@@ -20,16 +29,27 @@ context length) is the first lane's.
 
 from __future__ import annotations
 
+import math
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
+import structlog
+import trio
+
 from actors import ActorSystem
-from forge_rt.core import InferenceRequest, LLMClient, LLMResponse
-from forge_rt.runtime._slot import SlotWorker
+from forge_rt.core import InferenceRequest, LLMClient, LLMResponse, ResetChunk, StreamChunk
+from forge_rt.errors import BackendFailureError, ContextOverflowError
+from forge_rt.runtime._slot import ChunkSink, SlotWorker
+from forge_rt.runtime._slot_limits import BackendRetry
 from forge_rt.runtime._slot_stats import PriorityWaits, SlotStats
 
-__all__ = ["Fleet"]
+__all__ = ["DEFAULT_REJOIN_AFTER_S", "Fleet"]
+
+_log = structlog.get_logger(__name__)
+
+DEFAULT_REJOIN_AFTER_S = 5.0
+"""How long a backend that failed a call stays out of the rotation before it is tried again."""
 
 PINS_KEPT = 4096
 """Workflows whose lane the fleet remembers, least recently used forgotten first: a chat
@@ -41,16 +61,30 @@ class Fleet:
     """Several backends' SlotWorkers behind the one ``infer`` a workflow calls (see the module
     docstring). Start one with :meth:`start`, or build it over SlotWorkers already started."""
 
-    def __init__(self, lanes: Sequence[SlotWorker], *, urgent_priority: int = 0) -> None:
+    def __init__(
+        self,
+        lanes: Sequence[SlotWorker],
+        *,
+        urgent_priority: int = 0,
+        rejoin_after_s: float = DEFAULT_REJOIN_AFTER_S,
+    ) -> None:
         if not lanes:
             raise ValueError("a Fleet needs at least one backend")
+        if rejoin_after_s < 0:
+            raise ValueError(f"rejoin_after_s must be >= 0, got {rejoin_after_s}")
         self.lanes = tuple(lanes)
         self.name = "fleet"
         self.client: LLMClient = lanes[0].client
         self.system: ActorSystem = lanes[0].system
         self._urgent = urgent_priority
+        self._rejoin_after_s = rejoin_after_s
         self._in_flight: list[Counter[int]] = [Counter() for _ in lanes]  # priority -> calls
+        self._out_until = [-math.inf] * len(lanes)  # a lane out of the rotation, until then
         self._pins: OrderedDict[str, int] = OrderedDict()
+        self.restarted = 0
+        """Calls a failing backend cut or failed, restarted on another."""
+        self.failovers = [0] * len(lanes)
+        """Per lane: the times it failed a call and left the rotation."""
 
     @classmethod
     async def start(
@@ -59,27 +93,48 @@ class Fleet:
         clients: Sequence[LLMClient],
         *,
         urgent_priority: int = 0,
+        rejoin_after_s: float = DEFAULT_REJOIN_AFTER_S,
+        retry: BackendRetry | None = None,
         **slot_options: Any,
     ) -> Fleet:
         """A SlotWorker per client, named ``lane0``, ``lane1``, ... (``slot_options`` as
-        ``SlotWorker.start``'s), as one fleet."""
+        ``SlotWorker.start``'s), as one fleet. ``retry`` is each lane's (none by default: a
+        call its backend fails moves to another lane at once)."""
         lanes = [
             await SlotWorker.start(
-                system, client, name=f"lane{i}", urgent_priority=urgent_priority, **slot_options
+                system,
+                client,
+                name=f"lane{i}",
+                urgent_priority=urgent_priority,
+                retry=retry,
+                **slot_options,
             )
             for i, client in enumerate(clients)
         ]
-        return cls(lanes, urgent_priority=urgent_priority)
+        return cls(lanes, urgent_priority=urgent_priority, rejoin_after_s=rejoin_after_s)
 
-    def place(self, *, priority: int = 0, affinity_key: str | None = None) -> int:
+    def place(
+        self,
+        *,
+        priority: int = 0,
+        affinity_key: str | None = None,
+        avoid: frozenset[int] = frozenset(),
+    ) -> int | None:
         """The lane a call at ``priority`` of the workflow ``affinity_key`` goes to now (see the
-        module docstring); the workflow is pinned there."""
+        module docstring; never one of ``avoid`` or out of the rotation); the workflow is
+        pinned there. ``None``: no lane is left."""
+        now = trio.current_time()
+        open_lanes = [
+            i for i in range(len(self.lanes)) if i not in avoid and self._out_until[i] <= now
+        ]
+        if not open_lanes:
+            return None
         pinned = self._pins.get(affinity_key) if affinity_key is not None else None
-        if pinned is not None and priority > self._urgent:
+        if pinned in open_lanes and priority > self._urgent:
             self._pins.move_to_end(affinity_key)  # type: ignore[arg-type]
             return pinned
         ranked = sorted(
-            range(len(self.lanes)),
+            open_lanes,
             key=lambda i: (self._ahead(i, priority), self._total(i), i != pinned, i),
         )
         lane = ranked[0]
@@ -98,11 +153,55 @@ class Fleet:
         """The calls in flight on each lane (queued or running), as the fleet counts them."""
         return tuple(self._total(i) for i in range(len(self.lanes)))
 
+    def in_rotation(self) -> tuple[bool, ...]:
+        """Whether each lane is in the rotation now."""
+        now = trio.current_time()
+        return tuple(until <= now for until in self._out_until)
+
     async def infer(
-        self, request: InferenceRequest, *, priority: int = 0, **options: Any
+        self,
+        request: InferenceRequest,
+        *,
+        priority: int = 0,
+        deadline: float | None = None,
+        on_chunk: ChunkSink | None = None,
+        **options: Any,
     ) -> LLMResponse:
-        """Run ``request`` on the lane :meth:`place` picks; options as ``SlotWorker.infer``."""
-        lane = self.place(priority=priority, affinity_key=options.get("affinity_key"))
+        """Run ``request`` on the lane :meth:`place` picks, and on another if that backend
+        fails it (see the module docstring); options as ``SlotWorker.infer``, ``deadline``
+        the whole call's, wherever it runs."""
+        give_up_at = math.inf if deadline is None else trio.current_time() + deadline
+        streamed = _Streamed(on_chunk)
+        failed: set[int] = set()
+        while True:
+            lane = self.place(
+                priority=priority,
+                affinity_key=options.get("affinity_key"),
+                avoid=frozenset(failed),
+            )
+            if lane is None:  # every lane is out of the rotation: try the one due back first
+                lane = min(
+                    (i for i in range(len(self.lanes)) if i not in failed),
+                    key=lambda i: self._out_until[i],
+                )
+            left = None if deadline is None else max(0.0, give_up_at - trio.current_time())
+            try:
+                return await self._on_lane(
+                    lane, request, priority=priority, deadline=left, on_chunk=streamed, **options
+                )
+            except ContextOverflowError:
+                raise  # the same prompt is as long on every backend
+            except BackendFailureError as exc:
+                failed.add(lane)
+                self._leave(lane, exc)
+                if self.place(priority=priority, avoid=frozenset(failed)) is None:
+                    raise
+            self.restarted += 1
+            await streamed.reset(f"backend {self.lanes[lane].name} failed; restarted elsewhere")
+
+    async def _on_lane(
+        self, lane: int, request: InferenceRequest, *, priority: int, **options: Any
+    ) -> LLMResponse:
         counts = self._in_flight[lane]
         counts[priority] += 1
         try:
@@ -111,6 +210,17 @@ class Fleet:
             counts[priority] -= 1
             if not counts[priority]:
                 del counts[priority]
+
+    def _leave(self, lane: int, error: BackendFailureError) -> None:
+        """Take ``lane`` out of the rotation for ``rejoin_after_s``: its backend failed."""
+        self._out_until[lane] = trio.current_time() + self._rejoin_after_s
+        self.failovers[lane] += 1
+        _log.warning(
+            "fleet.backend_left",
+            lane=self.lanes[lane].name,
+            error=type(error).__name__,
+            rejoin_after_s=self._rejoin_after_s,
+        )
 
     async def stats(self) -> SlotStats:
         """The lanes' counters summed, as one slot's (``lane_stats`` for each)."""
@@ -166,3 +276,22 @@ _SUMMED = (
     "busy_s",
     "uptime_s",
 )
+
+
+class _Streamed:
+    """The caller's chunk sink, remembering whether anything reached it: a call restarted on
+    another lane first tells the caller to drop what it saw."""
+
+    def __init__(self, sink: ChunkSink | None) -> None:
+        self._sink = sink
+        self._any = False
+
+    async def __call__(self, chunk: StreamChunk) -> None:
+        self._any = True
+        if self._sink is not None:
+            await self._sink(chunk)
+
+    async def reset(self, reason: str) -> None:
+        if self._any and self._sink is not None:
+            await self._sink(ResetChunk(reason))
+        self._any = False

@@ -76,7 +76,7 @@ from forge_rt.runtime._slot_messages import (
 from forge_rt.runtime._slot_stats import PriorityWaits, SlotStats
 from forge_rt.trace import Tracer
 
-__all__ = ["InferenceSlot", "SlotWorker", "SlotWorkerActor"]
+__all__ = ["ChunkSink", "InferenceSlot", "SlotWorker", "SlotWorkerActor"]
 
 _log = quiet_logger(__name__)
 

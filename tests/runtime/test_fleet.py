@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -10,8 +11,17 @@ import trio
 import trio.testing
 
 from actors import ActorSystem
-from forge_rt.core import InferenceRequest, Message, ToolCall, ToolDef, ToolSpec, Workflow
-from forge_rt.errors import ConfigurationError
+from forge_rt.core import (
+    InferenceRequest,
+    Message,
+    ResetChunk,
+    TextDeltaChunk,
+    ToolCall,
+    ToolDef,
+    ToolSpec,
+    Workflow,
+)
+from forge_rt.errors import BackendError, ConfigurationError, FaultKind
 from forge_rt.runtime import Fleet, Session
 from forge_rt.testing import ScriptedClient
 
@@ -157,3 +167,111 @@ async def test_a_session_takes_one_client_or_several() -> None:
     with pytest.raises(ConfigurationError):
         async with Session.open(_backends(1)[0], clients=_backends(2)):
             pass
+
+
+class _Dying:
+    """A scripted backend that can go down: refused before a reply, or cut after
+    ``cut_after`` streamed tokens."""
+
+    def __init__(self, text: str = "the answer is forty two", *, cut_after: int | None = None):
+        self.inner = ScriptedClient(lambda request: text, prefill_s=1.0, token_s=0.5)
+        self.down = False
+        self.cut_after = cut_after
+        self.model = self.inner.model
+        self.capabilities = self.inner.capabilities
+
+    def send(self, request: InferenceRequest) -> Any:
+        return self.inner.send(request)
+
+    @asynccontextmanager
+    async def stream(self, request: InferenceRequest) -> AsyncIterator[AsyncIterator[Any]]:
+        if self.down and self.cut_after is None:
+            raise BackendError(
+                "connection refused", kind=FaultKind.CONNECT_REFUSED, retry_safe=True
+            )
+        async with self.inner.stream(request) as chunks:
+            yield self._cut(chunks) if self.down else chunks
+
+    async def _cut(self, chunks: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        sent = 0
+        async for chunk in chunks:
+            if sent == self.cut_after:
+                raise BackendError(
+                    "reset mid-stream", kind=FaultKind.RESET_MID_STREAM, retry_safe=False
+                )
+            sent += 1
+            yield chunk
+
+    async def context_length(self) -> int | None:
+        return 4096
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_a_refusing_backend_leaves_the_rotation_and_its_call_runs_elsewhere(
+    system: ActorSystem, autojump_clock: object
+) -> None:
+    backends = [_Dying(), _Dying()]
+    backends[0].down = True
+    fleet = await Fleet.start(system, backends, rejoin_after_s=5.0)
+    response = await fleet.infer(_request("hello"), affinity_key="w")
+    assert response.raw_text == "the answer is forty two"
+    assert fleet.lane_of("w") == 1
+    assert (fleet.restarted, fleet.failovers) == (1, [1, 0])
+    assert fleet.in_rotation() == (False, True)
+    await trio.sleep(5.0)
+    assert fleet.in_rotation() == (True, True)  # tried again; a failure sends it out again
+
+
+async def test_a_call_cut_mid_reply_is_restarted_elsewhere_and_the_caller_told(
+    system: ActorSystem, autojump_clock: object
+) -> None:
+    backends = [_Dying(cut_after=2), _Dying()]
+    backends[0].down = True
+    fleet = await Fleet.start(system, backends)
+    seen: list[object] = []
+
+    async def sink(chunk: object) -> None:
+        seen.append(chunk)
+
+    response = await fleet.infer(_request("hello"), on_chunk=sink)
+    assert response.raw_text == "the answer is forty two"
+    resets = [i for i, c in enumerate(seen) if isinstance(c, ResetChunk)]
+    assert resets == [2]  # two tokens from the dying backend, then the word to drop them
+    after = "".join(c.text for c in seen[3:] if isinstance(c, TextDeltaChunk))
+    assert after == "the answer is forty two"
+
+
+async def test_the_last_backends_failure_goes_to_the_caller(
+    system: ActorSystem, autojump_clock: object
+) -> None:
+    backends = [_Dying(), _Dying()]
+    for backend in backends:
+        backend.down = True
+    fleet = await Fleet.start(system, backends)
+    with pytest.raises(BackendError):
+        await fleet.infer(_request("hello"))
+    assert fleet.failovers == [1, 1]
+
+
+async def test_a_dead_backends_queued_calls_finish_on_the_others(
+    system: ActorSystem, autojump_clock: object
+) -> None:
+    backends = [_Dying(), _Dying(), _Dying()]
+    fleet = await Fleet.start(system, backends)
+    done: list[str] = []
+
+    async def workflow(key: str) -> None:
+        for _ in range(3):
+            response = await fleet.infer(_request(key), affinity_key=key)
+            done.append(response.raw_text)
+
+    async with trio.open_nursery() as nursery:
+        for i in range(30):
+            nursery.start_soon(workflow, f"w{i}")
+        await trio.sleep(20.0)
+        backends[1].down = True  # killed with ten workflows pinned to it
+    assert len(done) == 90  # nothing lost
+    assert fleet.failovers[1] >= 1
+    assert fleet.restarted >= 1

@@ -172,15 +172,20 @@ def config_option(what: str) -> Callable[[F], F]:
     )
 
 
-def backend_option(default: str | None, *, help_default: str | None = None) -> Callable[[F], F]:
-    """``--backend sim|local|URL``: where the model is."""
+def backend_option(
+    default: str | None, *, help_default: str | None = None, several: bool = False
+) -> Callable[[F], F]:
+    """``--backend sim|local|URL``: where the model is; ``several``: repeatable, for a fleet
+    of servers of one model."""
     shown = help_default if help_default is not None else default
+    fleet = " Repeat it for several servers of the same model, run as one fleet." if several else ""
     return click.option(
         "--backend",
-        default=default,
+        default=(default,) if several else default,
+        multiple=several,
         metavar="sim|local|URL",
         help="'local' starts the embedded model, 'sim' the simulated one; or the base URL of a "
-        f"model server you run (http://host:port, without /v1) [default: {shown}].",
+        f"model server you run (http://host:port, without /v1) [default: {shown}].{fleet}",
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shlex
 import signal
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -61,7 +62,7 @@ def build_config(
     *,
     host: str,
     port: int,
-    backend: str,
+    backend: str | Sequence[str],
     backend_kind: str,
     backend_api_key: str | None,
     model: str | None,
@@ -98,8 +99,11 @@ def build_config(
     ``backend``: ``local`` is the embedded packaged model ``model`` -- or, with ``gguf`` or
     ``model_path``, a managed llama-server or vLLM asked for ``model`` -- and an ``http(s)://``
     URL a server you run, spoken to as ``backend_kind``. ``n_ctx`` is each slot's context
-    (the backend gets ``n_ctx * parallel`` in all).
+    (the backend gets ``n_ctx * parallel`` in all). Several ``backend`` URLs (the option
+    repeated) are servers of the same model, each spoken to as ``backend_kind``, run as one
+    fleet.
     """
+    backend, *more_backends = _urls(backend)
     if backend == "sim":
         raise ValueError(
             "the proxy fronts --backend local or a URL; for a simulated backend run "
@@ -129,10 +133,21 @@ def build_config(
         n_parallel=parallel,
         timeout_s=backend_timeout,
     )
+    more = tuple(
+        BackendConfig(
+            kind=backend_kind,
+            url=each,
+            api_key=SecretStr(backend_api_key) if backend_api_key else None,
+            model=model,
+            timeout_s=backend_timeout,
+        )
+        for each in more_backends
+    )
     return ProxyConfig(
         host=host,
         port=port,
         backend=backend_config,
+        more_backends=more,
         api_keys=tuple(keys),
         cors_origins=cors_origins,
         allowed_hosts=allowed_hosts,
@@ -178,7 +193,9 @@ async def _serve(config: ProxyConfig, console: Console) -> None:
 @host_option()
 @port_option(8081)
 @backend_option(
-    "local", help_default="local: the embedded model, or the managed one of --gguf/--model-path"
+    "local",
+    help_default="local: the embedded model, or the managed one of --gguf/--model-path",
+    several=True,
 )
 @backend_kind_option()
 @backend_api_key_option("proxy")
@@ -333,9 +350,9 @@ def proxy_command(ctx: click.Context, /, **options: object) -> None:
     With no backend option it serves the embedded packaged model (--backend local), so
     `forge-rt proxy` alone works on a fresh machine.
     """
-    _check_backend_options(ctx, str(options["backend"]))
     console = Console(soft_wrap=True, highlight=False, stderr=True)
     try:
+        _check_backend_options(ctx, _urls(options["backend"])[0])
         config = build_config(**options)  # type: ignore[arg-type]
     except (ValueError, ValidationError, PolicyError) as exc:
         raise click.UsageError(str(exc)) from exc
@@ -343,6 +360,16 @@ def proxy_command(ctx: click.Context, /, **options: object) -> None:
         trio.run(_serve, config, console)
     except ForgeError as exc:
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _urls(backend: object) -> list[str]:
+    """The ``--backend`` values: one (a config file's or a caller's string) or several."""
+    if isinstance(backend, str):
+        return [backend]
+    values = [str(b) for b in backend] if isinstance(backend, Sequence) else []
+    if not values:
+        raise ValueError("--backend needs a value: local or a server's URL")
+    return values
 
 
 def _check_backend_options(ctx: click.Context, backend: str) -> None:

@@ -188,6 +188,12 @@ class BackendConfig(BaseModel):
 class ProxyConfig(BaseModel):
     """Everything that decides how a proxy behaves.
 
+    Backends: ``backend``, and ``more_backends`` -- further servers of the same model, run as
+    one fleet (each request placed on one: a client's requests stay where its history is
+    cached, a new client goes to the least loaded server, an urgent request where it starts
+    soonest, and a server that fails leaves the rotation; see :class:`~forge_rt.runtime.Fleet`).
+    All of them external (``url``).
+
     Network: ``host`` (loopback by default: exposing the proxy is a deliberate act), ``port``
     (0 picks a free one), ``cors_origins`` (CORS is off unless origins are given; any other
     cross-origin request is refused), ``allowed_hosts`` (the ``Host`` names answered besides
@@ -236,6 +242,7 @@ class ProxyConfig(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(default=8081, ge=0, le=65535)
     backend: BackendConfig = BackendConfig()
+    more_backends: tuple[BackendConfig, ...] = ()
     api_keys: tuple[KeyProfile, ...] = ()
     cors_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
@@ -301,4 +308,16 @@ class ProxyConfig(BaseModel):
                 raise ValueError(
                     f"CORS origin {origin!r} must be '*' or start with http:// or https://"
                 )
+        if self.more_backends:
+            for each in (self.backend, *self.more_backends):
+                if each.mode != "external":
+                    raise ValueError(
+                        "several backends are servers you run, each given by its URL "
+                        f"(--backend URL --backend URL); the {each.mode} one cannot be among them"
+                    )
         return self
+
+    @property
+    def backends(self) -> tuple[BackendConfig, ...]:
+        """Every backend the proxy fronts: ``backend``, then ``more_backends``."""
+        return (self.backend, *self.more_backends)

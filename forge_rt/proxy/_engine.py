@@ -64,7 +64,7 @@ from forge_rt.proxy._leaks import GUARDRAIL_MARKERS
 from forge_rt.proxy._metrics import ProxyMetrics
 from forge_rt.proxy._policy import withhold
 from forge_rt.proxy._review import without_guardrail_text
-from forge_rt.runtime import Accepted, GuardedStep, Rejected, RunStats, SlotCall, SlotWorker
+from forge_rt.runtime import Accepted, GuardedStep, InferenceSlot, Rejected, RunStats, SlotCall
 
 __all__ = ["InferenceEngine", "Outcome", "RequestPlan", "Sink", "apply_reasoning_replay"]
 
@@ -129,11 +129,11 @@ _Guard = Literal["none", "respond", "prose", "required"]
 
 
 class InferenceEngine:
-    """Runs request plans on one SlotWorker with the proxy's guardrail settings."""
+    """Runs request plans on the slot (one SlotWorker, or a Fleet) with the proxy's guardrail settings."""
 
     def __init__(
         self,
-        slot: SlotWorker,
+        slot: InferenceSlot,
         metrics: ProxyMetrics,
         *,
         capabilities: ClientCapabilities,

@@ -1,5 +1,9 @@
 """Everything a running proxy holds: the backend, its client, the actor system, slot and budget.
 
+With several backends (``ProxyConfig.more_backends``) the slot is a :class:`Fleet` of one
+SlotWorker per backend, and ``backend`` is the first of them (its client answers what the
+model can do: all serve the same model).
+
 :func:`open_runtime` brings them up in order and takes them down in reverse on exit (trio
 nurseries and context managers own every task and child process). The backend comes from the
 config: an external server (a client to its URL), a managed one (forge_rt starts llama-server
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
 
 import msgspec
 
@@ -27,6 +32,8 @@ from forge_rt.runtime import (
     BudgetMonitor,
     BudgetSource,
     ClientContextSource,
+    Fleet,
+    InferenceSlot,
     LlamaServerSource,
     NvmlSource,
     SlotWorker,
@@ -59,7 +66,7 @@ class ProxyRuntime:
         *,
         config: ProxyConfig,
         backend: Backend,
-        slot: SlotWorker,
+        slot: InferenceSlot,
         budget: BudgetMonitor,
         metrics: ProxyMetrics,
     ) -> None:
@@ -222,29 +229,39 @@ async def open_runtime(
     """
     async with AsyncExitStack() as stack:
         if client is not None:
-            backend = Backend(client=client, kind="custom", url=None, mode="external")
+            backends = [Backend(client=client, kind="custom", url=None, mode="external")]
         else:
-            backend = await stack.enter_async_context(open_backend(config.backend))
+            backends = [
+                await stack.enter_async_context(open_backend(each)) for each in config.backends
+            ]
+        backend = backends[0]
         if config.constrain == "always":
             # Refused at start, not on every request: choose_constraint raises for a backend
             # that accepts neither a JSON schema nor a grammar.
             choose_constraint(
                 "always", backend.client.capabilities, (respond_spec(),), backend=backend.kind
             )
-        sources = _sources(backend)
+        sources = [source for each in backends for source in _sources(each)]
         # "cancel": by the time the runtime closes, the server has finished its requests; the
         # budget ticker's sleep must not hold the shutdown up.
         system = await stack.enter_async_context(ActorSystem.open(shutdown="cancel"))
-        slot = await SlotWorker.start(
-            system,
-            backend.client,
-            name="proxy-slot",
-            policy=config.preempt,
-            max_preemptions=config.max_preemptions,
-            max_queue=config.max_queue,
-            cache_lines=cache_lines(backend, config.backend),
-            stall=StallLimits(first_token_s=config.stall_s, between_chunks_s=config.stall_s),
-        )
+        slot_options: dict[str, Any] = {
+            "policy": config.preempt,
+            "max_preemptions": config.max_preemptions,
+            "max_queue": config.max_queue,
+            "stall": StallLimits(first_token_s=config.stall_s, between_chunks_s=config.stall_s),
+        }
+        slot: InferenceSlot
+        if len(backends) > 1:  # all external: their KV slots are their operators' to assign
+            slot = await Fleet.start(system, [b.client for b in backends], **slot_options)
+        else:
+            slot = await SlotWorker.start(
+                system,
+                backend.client,
+                name="proxy-slot",
+                cache_lines=cache_lines(backend, config.backend),
+                **slot_options,
+            )
         budget = await BudgetMonitor.start(
             system, sources, name="proxy-budget", interval=_BUDGET_INTERVAL_S
         )

@@ -7,7 +7,8 @@ lane and has not heard back about (its calls in flight there, queued or running)
 - a call of a workflow (its ``affinity_key``) goes where that workflow's earlier calls went:
   its prompt is in that backend's KV cache;
 - a workflow's first call goes to the lane with the least work ahead of it -- the calls in
-  flight there as urgent as it or more -- then the fewest calls in flight;
+  flight there as urgent as it or more -- then the fewest calls in flight, then the fewest
+  workflows pinned (an idle fleet spreads its conversations, and their caches, over the lanes);
 - an urgent call (``priority`` at ``urgent_priority`` or more urgent) goes where it starts
   soonest, whatever its workflow's lane: an idle lane, else the one with the fewest calls as
   urgent as it, where the lane's SlotWorker preempts the less urgent running call. The
@@ -133,9 +134,10 @@ class Fleet:
         if pinned in open_lanes and priority > self._urgent:
             self._pins.move_to_end(affinity_key)  # type: ignore[arg-type]
             return pinned
+        pins = Counter(self._pins.values())
         ranked = sorted(
             open_lanes,
-            key=lambda i: (self._ahead(i, priority), self._total(i), i != pinned, i),
+            key=lambda i: (self._ahead(i, priority), self._total(i), i != pinned, pins[i], i),
         )
         lane = ranked[0]
         if affinity_key is not None:

@@ -61,16 +61,18 @@ async def test_a_workflow_stays_on_the_lane_holding_its_prompt(
 ) -> None:
     backends = _backends(2)
     fleet = await Fleet.start(system, backends)
-    await fleet.infer(_request("first"), affinity_key="kept", priority=5)
-    assert fleet.lane_of("kept") == 0
+    for key in ("kept", "elsewhere", "busy"):  # an idle fleet spreads them: lanes 0, 1, 0
+        await fleet.infer(_request(key), affinity_key=key, priority=5)
+    assert [fleet.lane_of(k) for k in ("kept", "elsewhere", "busy")] == [0, 1, 0]
     async with trio.open_nursery() as nursery:
-        # Lane 0 gets busier than lane 1; the workflow's next call goes there all the same.
-        for key in ("busy1", "busy2", "busy3"):
-            nursery.start_soon(lambda k=key: fleet.infer(_request(k), affinity_key=k))
-            await trio.testing.wait_all_tasks_blocked()
+        for _ in range(3):  # lane 0 gets busy while lane 1 is idle
+            nursery.start_soon(
+                lambda: fleet.infer(_request("load"), affinity_key="busy", priority=5)
+            )
+        await trio.testing.wait_all_tasks_blocked()
+        assert fleet.in_flight() == (3, 0)
         await fleet.infer(_request("second"), affinity_key="kept", priority=5)
-        assert fleet.lane_of("kept") == 0
-    assert [c.request.messages[0].content for c in backends[0].calls][:2] == ["first", "busy1"]
+    assert fleet.lane_of("kept") == 0
     assert "second" in [c.request.messages[0].content for c in backends[0].calls]
 
 
@@ -80,16 +82,19 @@ async def test_an_urgent_call_goes_to_an_idle_lane_whatever_its_pin(
     backends = _backends(2)
     fleet = await Fleet.start(system, backends)
     await fleet.infer(_request("earlier"), affinity_key="voice", priority=0)
-    assert fleet.lane_of("voice") == 0
+    await fleet.infer(_request("earlier"), affinity_key="chat", priority=5)
+    assert (fleet.lane_of("voice"), fleet.lane_of("chat")) == (0, 1)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(lambda: fleet.infer(_request("background"), affinity_key="bg"))
+        nursery.start_soon(
+            lambda: fleet.infer(_request("background"), affinity_key="bg", priority=10)
+        )
         await trio.testing.wait_all_tasks_blocked()
-        assert fleet.lane_of("bg") == 0  # both idle: the first lane
+        assert fleet.lane_of("bg") == 0  # voice's lane is busy now, the other idle
         started = trio.current_time()
         await fleet.infer(_request("spoken"), affinity_key="voice", priority=0)
         assert trio.current_time() - started == pytest.approx(CALL_S)  # no wait at all
         assert fleet.lane_of("voice") == 1  # it stays where its prompt is now
-    assert [c.request.messages[0].content for c in backends[1].calls] == ["spoken"]
+    assert [c.request.messages[0].content for c in backends[1].calls] == ["earlier", "spoken"]
 
 
 async def test_with_no_idle_lane_an_urgent_call_preempts_the_least_urgent_work(

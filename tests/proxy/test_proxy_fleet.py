@@ -1,0 +1,68 @@
+"""A proxy in front of several servers of one model: clients spread, a server down is served around."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+import trio
+from proxy_support import proxy_config
+from pydantic import SecretStr, ValidationError
+
+from forge_rt.backends.sim import SimBackend, SimConfig
+from forge_rt.proxy import BackendConfig, KeyProfile, serve_proxy
+from forge_rt.proxy._cli import build_config, proxy_command
+
+KEYS = {name: f"secret-key-of-{name}" for name in ("ana", "bo", "cy", "di")}
+PATH = "/v1/chat/completions"
+
+
+async def _ask(url: str, who: str) -> httpx.Response:
+    async with httpx.AsyncClient(timeout=30) as http:
+        return await http.post(
+            f"{url}{PATH}",
+            headers={"authorization": f"Bearer {KEYS[who]}"},
+            json={"model": "sim-model", "messages": [{"role": "user", "content": "hello"}]},
+        )
+
+
+async def test_clients_spread_over_two_servers_and_one_down_is_served_by_the_other() -> None:
+    keys = tuple(KeyProfile(key=SecretStr(k), name=n) for n, k in KEYS.items())
+    with trio.fail_after(60):
+        async with (
+            SimBackend.serve(SimConfig()) as first,
+            SimBackend.serve(SimConfig()) as second,
+        ):
+            config = proxy_config(
+                backend=BackendConfig(url=first.url, kind="openai"),
+                more_backends=(BackendConfig(url=second.url, kind="openai"),),
+                api_keys=keys,
+            )
+            async with serve_proxy(config) as url:
+                for who in KEYS:
+                    assert (await _ask(url, who)).status_code == 200
+                assert (first.stats.requests[PATH], second.stats.requests[PATH]) == (2, 2)
+                back = trio.Event()
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(lambda: second.restart(until=back))
+                    await second.wait_until(lambda stats: stats.restarts > 0)
+                    for who in KEYS:  # two of them were at home on the server now down
+                        assert (await _ask(url, who)).status_code == 200
+                    back.set()
+                assert first.stats.requests[PATH] == 6
+
+
+def test_the_command_line_takes_several_backend_urls() -> None:
+    args = ["--backend", "http://127.0.0.1:9001", "--backend", "http://127.0.0.1:9002"]
+    with proxy_command.make_context("proxy", args) as ctx:
+        config = build_config(**ctx.params)
+    assert [b.url for b in config.backends] == ["http://127.0.0.1:9001", "http://127.0.0.1:9002"]
+
+
+def test_several_backends_are_each_a_url() -> None:
+    with (
+        pytest.raises(ValidationError, match="the embedded one cannot be among them"),
+        proxy_command.make_context(
+            "proxy", ["--backend", "local", "--backend", "http://127.0.0.1:9002"]
+        ) as ctx,
+    ):
+        build_config(**ctx.params)

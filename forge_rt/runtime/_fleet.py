@@ -23,6 +23,12 @@ the rotation again; a call there that fails sends it out again. A prompt too lon
 model (``ContextOverflowError``) is the same on every lane and goes to the caller; so does the
 last lane's failure, when none is left.
 
+A server that batches (vLLM, llama-server ``--parallel``) is several lanes over one client:
+``Fleet.start(system, [client] * 4, reserved=1)`` runs up to four calls on it at once and keeps
+the last lane for urgent calls only -- headroom below the server's own limit (vLLM's
+``max_num_seqs``), because once that is full vLLM cannot displace a running request for an
+urgent one, and cutting one here costs its work.
+
 The inference servers are the distributed engine; the fleet schedules across them and never
 re-implements them. All lanes serve the same model: ``client`` (read for capabilities and the
 context length) is the first lane's.
@@ -68,11 +74,17 @@ class Fleet:
         *,
         urgent_priority: int = 0,
         rejoin_after_s: float = DEFAULT_REJOIN_AFTER_S,
+        reserved: int = 0,
     ) -> None:
         if not lanes:
             raise ValueError("a Fleet needs at least one backend")
         if rejoin_after_s < 0:
             raise ValueError(f"rejoin_after_s must be >= 0, got {rejoin_after_s}")
+        if not 0 <= reserved < len(lanes):
+            raise ValueError(
+                f"reserved lanes must be fewer than the {len(lanes)} lanes, got {reserved}"
+            )
+        self._reserved = frozenset(range(len(lanes) - reserved, len(lanes)))
         self.lanes = tuple(lanes)
         self.name = "fleet"
         self.client: LLMClient = lanes[0].client
@@ -95,12 +107,14 @@ class Fleet:
         *,
         urgent_priority: int = 0,
         rejoin_after_s: float = DEFAULT_REJOIN_AFTER_S,
+        reserved: int = 0,
         retry: BackendRetry | None = None,
         **slot_options: Any,
     ) -> Fleet:
         """A SlotWorker per client, named ``lane0``, ``lane1``, ... (``slot_options`` as
-        ``SlotWorker.start``'s), as one fleet. ``retry`` is each lane's (none by default: a
-        call its backend fails moves to another lane at once)."""
+        ``SlotWorker.start``'s), as one fleet; the last ``reserved`` lanes take urgent calls
+        only. ``retry`` is each lane's (none by default: a call its backend fails moves to
+        another lane at once)."""
         lanes = [
             await SlotWorker.start(
                 system,
@@ -112,7 +126,12 @@ class Fleet:
             )
             for i, client in enumerate(clients)
         ]
-        return cls(lanes, urgent_priority=urgent_priority, rejoin_after_s=rejoin_after_s)
+        return cls(
+            lanes,
+            urgent_priority=urgent_priority,
+            rejoin_after_s=rejoin_after_s,
+            reserved=reserved,
+        )
 
     def place(
         self,
@@ -125,13 +144,16 @@ class Fleet:
         module docstring; never one of ``avoid`` or out of the rotation); the workflow is
         pinned there. ``None``: no lane is left."""
         now = trio.current_time()
+        urgent = priority <= self._urgent
         open_lanes = [
-            i for i in range(len(self.lanes)) if i not in avoid and self._out_until[i] <= now
+            i
+            for i in range(len(self.lanes))
+            if i not in avoid and self._out_until[i] <= now and (urgent or i not in self._reserved)
         ]
         if not open_lanes:
             return None
         pinned = self._pins.get(affinity_key) if affinity_key is not None else None
-        if pinned in open_lanes and priority > self._urgent:
+        if pinned in open_lanes and not urgent:
             self._pins.move_to_end(affinity_key)  # type: ignore[arg-type]
             return pinned
         pins = Counter(self._pins.values())
@@ -183,7 +205,11 @@ class Fleet:
             )
             if lane is None:  # every lane is out of the rotation: try the one due back first
                 lane = min(
-                    (i for i in range(len(self.lanes)) if i not in failed),
+                    (
+                        i
+                        for i in range(len(self.lanes))
+                        if i not in failed and (priority <= self._urgent or i not in self._reserved)
+                    ),
                     key=lambda i: self._out_until[i],
                 )
             left = None if deadline is None else max(0.0, give_up_at - trio.current_time())

@@ -251,6 +251,8 @@ class Session:
         client: LLMClient | None = None,
         *,
         clients: Sequence[LLMClient] = (),
+        lanes: int = 1,
+        urgent_lanes: int = 0,
         slot_policy: PreemptPolicy | str = PreemptPolicy.ALWAYS,
         max_preemptions: int = 3,
         max_queue: int = 256,
@@ -274,7 +276,11 @@ class Session:
         ``client``: the backend; or ``clients``: several backends serving the same model, as one
         :class:`Fleet` (each its own SlotWorker with the slot options below; a workflow's calls
         stay on the backend holding its prompt, a new workflow goes to the least loaded one,
-        an urgent call where it starts soonest). Exactly one of the two.
+        an urgent call where it starts soonest). Exactly one of the two. ``lanes``: run up to
+        that many calls at once on each backend (a server that batches: vLLM, llama-server
+        ``--parallel``), as a fleet of that many lanes over it; ``urgent_lanes`` of them take
+        urgent calls only (priority 0 or more urgent): headroom below the server's own limit
+        (vLLM's ``max_num_seqs``), so an urgent call cuts no running work.
 
         ``store``: keep sessions durably -- a :class:`~forge_rt.store.SessionStore`, or where
         one is (an SQLite file path, or a ``postgresql://`` URL: opened here, closed on exit).
@@ -306,6 +312,11 @@ class Session:
             raise ConfigurationError(
                 "Session.open needs one backend: give client=, or clients= (several, as a fleet)"
             )
+        if lanes < 1 or not 0 <= urgent_lanes < lanes * max(len(clients), 1):
+            raise ConfigurationError(
+                f"Session.open: lanes must be >= 1 and urgent_lanes fewer than all the lanes; "
+                f"got lanes={lanes}, urgent_lanes={urgent_lanes}"
+            )
         async with AsyncExitStack() as stack:
             if isinstance(store, str | os.PathLike):
                 store = await stack.enter_async_context(store_for(store))
@@ -320,12 +331,17 @@ class Session:
                 "stall": stall,
                 "retry": retry,
             }
+            backends = list(clients) or [client for client in (client,) if client is not None]
             slot: InferenceSlot
-            if clients:
-                slot = await Fleet.start(system, clients, **slot_options)
+            if len(backends) > 1 or lanes > 1:
+                slot = await Fleet.start(
+                    system,
+                    [b for b in backends for _ in range(lanes)],
+                    reserved=urgent_lanes,
+                    **slot_options,
+                )
             else:
-                assert client is not None  # checked above
-                slot = await SlotWorker.start(system, client, **slot_options)
+                slot = await SlotWorker.start(system, backends[0], **slot_options)
             budget = (
                 await BudgetMonitor.start(system, budget_sources, interval=budget_interval)
                 if budget_sources

@@ -581,6 +581,9 @@ class SlotWorker:
         backend's own errors. Cancelling the caller cancels the call. ``tracer`` is told what
         happens to the call on the slot (queued, started, preempted, continued, finished).
         """
+        if self.client.capabilities.priority_field and request.priority is None:
+            # A server that schedules by priority itself (vLLM) hears the call's own.
+            request = msgspec.structs.replace(request, priority=priority)
         job = InferenceJob(
             request, priority=priority, affinity_key=affinity_key, whole=whole, tracer=tracer
         )

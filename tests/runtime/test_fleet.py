@@ -11,10 +11,14 @@ import trio
 import trio.testing
 
 from actors import ActorSystem
+from forge_rt.backends.sim import SimBackend, SimConfig
+from forge_rt.clients import VLLMClient
 from forge_rt.core import (
+    ClientCapabilities,
     InferenceRequest,
     Message,
     ResetChunk,
+    Sampling,
     TextDeltaChunk,
     ToolCall,
     ToolDef,
@@ -280,3 +284,99 @@ async def test_a_dead_backends_queued_calls_finish_on_the_others(
     assert len(done) == 90  # nothing lost
     assert fleet.failovers[1] >= 1
     assert fleet.restarted >= 1
+
+
+async def _urgent_on_a_full_server(*, background: int, reserved: int) -> tuple[float, int]:
+    """The time to first token of an urgent call on a server that runs four sequences at once
+    (the sim's four slots: vLLM's ``max_num_seqs``), behind ``background`` long calls, through a
+    fleet of four lanes over it; and how many running calls were preempted for it."""
+    essay = " ".join(["word"] * 400)  # ten seconds of decoding at 40 tokens a second
+    script: dict[str, list[Any]] = {f"essay {i}": [essay] for i in range(background)}
+    script["lights on"] = ["The lights are on."]
+    config = SimConfig(n_slots=4, prefill_tps=2000, decode_tps=40, script=script)
+    first: list[float] = []
+
+    async def on_chunk(chunk: object) -> None:
+        if not first and isinstance(chunk, TextDeltaChunk):
+            first.append(trio.current_time())
+
+    long = Sampling(max_tokens=400)
+    async with (
+        SimBackend.serve(config) as sim,
+        VLLMClient(sim.url, model="sim-model") as client,
+        ActorSystem.open(shutdown="cancel") as system,
+    ):
+        fleet = await Fleet.start(system, [client] * 4, reserved=reserved)
+        async with trio.open_nursery() as nursery:
+            for i in range(background):
+                request = InferenceRequest(messages=(Message.user(f"essay {i}"),), sampling=long)
+                nursery.start_soon(
+                    lambda r=request, k=f"bg{i}": fleet.infer(r, priority=10, affinity_key=k)
+                )
+            await trio.sleep(2.0)
+            asked = trio.current_time()
+            await fleet.infer(
+                InferenceRequest(
+                    messages=(Message.user("lights on"),), sampling=Sampling(max_tokens=8)
+                ),
+                priority=0,
+                on_chunk=on_chunk,
+            )
+            nursery.cancel_scope.cancel()
+        stats = await fleet.stats()
+    return first[0] - asked, stats.preemptions
+
+
+async def test_a_lane_kept_for_urgent_calls_serves_one_as_fast_as_an_idle_server(
+    autojump_clock: object,
+) -> None:
+    with trio.fail_after(600):
+        idle, _ = await _urgent_on_a_full_server(background=0, reserved=1)
+        kept, cut_for_it = await _urgent_on_a_full_server(background=6, reserved=1)
+        full, cut_without = await _urgent_on_a_full_server(background=6, reserved=0)
+    assert kept <= 1.1 * idle
+    assert cut_for_it == 0  # the headroom was free: no background work was cut
+    # Without it the urgent call starts as soon (the lane's SlotWorker cuts a running call), but
+    # a background call had to make room: the headroom is what saves that work.
+    assert full <= 1.1 * idle
+    assert cut_without >= 1
+
+
+async def test_a_server_that_schedules_by_priority_hears_the_calls_own(
+    system: ActorSystem, autojump_clock: object
+) -> None:
+    class PriorityServer(ScriptedClient):
+        @property
+        def capabilities(self) -> ClientCapabilities:
+            return ClientCapabilities(native_tools=True, json_schema=True, priority_field=True)
+
+    backend = PriorityServer(lambda request: "ok")
+    fleet = await Fleet.start(system, [backend, backend], reserved=1)
+    await fleet.infer(_request("batch"), priority=7)
+    await fleet.infer(_request("spoken"), priority=0)
+    assert [c.request.priority for c in backend.calls] == [7, 0]
+
+
+def test_reserved_lanes_leave_at_least_one_for_the_rest() -> None:
+    with pytest.raises(ValueError, match="fewer than"):
+        Fleet([object()] * 2, reserved=2)  # type: ignore[list-item]
+
+
+async def test_a_session_runs_several_lanes_on_one_batching_server(autojump_clock: object) -> None:
+    backend = ScriptedClient(_stepper(2), prefill_s=1.0)
+    async with Session.open(backend, lanes=3, urgent_lanes=1) as session:
+        assert isinstance(session.slot, Fleet)
+        assert len(session.slot.lanes) == 3
+        async with trio.open_nursery() as nursery:
+            for i in range(4):  # background work: less urgent than priority 0
+                flow = _steps_workflow(f"flow{i}", 2)
+                nursery.start_soon(lambda f=flow: session.run(f, "go", priority=10))
+    starts = sorted(c.started_at for c in backend.calls)
+    assert starts[:2] == [starts[0], starts[0]]  # two at once: the third lane is kept urgent
+    assert starts[2] > starts[0]
+
+
+async def test_urgent_lanes_must_leave_one_for_the_rest() -> None:
+    with pytest.raises(ConfigurationError, match="urgent_lanes"):
+        async with Session.open(_backends(1)[0], lanes=2, urgent_lanes=2):
+            pass

@@ -51,7 +51,7 @@ from forge_rt.proxy._metrics import CONTENT_TYPE
 from forge_rt.proxy._origin import OriginGuard
 from forge_rt.proxy._runtime import ProxyRuntime, open_runtime
 from forge_rt.proxy._toolcache import ToolCache
-from forge_rt.runtime import Unavailable
+from forge_rt.runtime import Fleet, Unavailable
 from forge_rt.wire import (
     AnthropicStreamEncoder,
     OpenAIStreamEncoder,
@@ -692,8 +692,10 @@ class ProxyApp:
         )
 
     async def _metrics(self, call: _Call) -> None:
-        stats = await self.runtime.slot.stats()
-        data = self.runtime.metrics.render(stats, (self._tools.hits, self._tools.misses))
+        slot = self.runtime.slot
+        stats = await slot.stats()
+        lanes = await slot.lane_reports() if isinstance(slot, Fleet) else []
+        data = self.runtime.metrics.render(stats, (self._tools.hits, self._tools.misses), lanes)
         await call.reply.raw(200, data, [(b"content-type", CONTENT_TYPE.encode())])
 
     async def _usage(self, call: _Call) -> None:

@@ -8,13 +8,13 @@ requests run; the slot's queue depth and preemption count are copied from a fres
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from forge_rt.runtime import SlotStats
+from forge_rt.runtime import LaneReport, SlotStats
 
 __all__ = ["CONTENT_TYPE", "ProxyMetrics"]
 
@@ -48,6 +48,7 @@ class _SlotCollector(Collector):
     def __init__(self) -> None:
         self.stats: SlotStats | None = None
         self.tool_cache: tuple[int, int] | None = None
+        self.lanes: Sequence[LaneReport] = ()
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         stats = self.stats
@@ -72,6 +73,7 @@ class _SlotCollector(Collector):
         yield CounterMetricFamily(
             "forge_proxy_slot_rejected", "Calls refused because the queue was full.", stats.rejected
         )
+        yield from _lane_families(self.lanes)
         if self.tool_cache is not None:
             hits, misses = self.tool_cache
             yield CounterMetricFamily(
@@ -158,9 +160,72 @@ class ProxyMetrics:
         self._slot = _SlotCollector()
         reg.register(self._slot)
 
-    def render(self, stats: SlotStats, tool_cache: tuple[int, int]) -> bytes:
-        """The exposition text, with the slot figures taken from ``stats`` and the tool cache's
-        ``(hits, misses)``."""
+    def render(
+        self,
+        stats: SlotStats,
+        tool_cache: tuple[int, int],
+        lanes: Sequence[LaneReport] = (),
+    ) -> bytes:
+        """The exposition text, with the slot figures taken from ``stats``, the tool cache's
+        ``(hits, misses)`` and, for a fleet of backends, each backend's ``lanes``."""
         self._slot.stats = stats
         self._slot.tool_cache = tool_cache
+        self._slot.lanes = lanes
         return generate_latest(self.registry)
+
+
+def _lane_families(
+    lanes: Sequence[LaneReport],
+) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+    """Each backend of a fleet as its own series, labelled by its lane's name."""
+    if not lanes:
+        return
+    families: list[tuple[GaugeMetricFamily | CounterMetricFamily, str]] = [
+        (
+            GaugeMetricFamily(
+                "forge_proxy_lane_in_flight",
+                "Calls placed on the backend, queued or running.",
+                labels=["lane"],
+            ),
+            "in_flight",
+        ),
+        (
+            GaugeMetricFamily(
+                "forge_proxy_lane_in_rotation",
+                "1 while the backend takes new calls.",
+                labels=["lane"],
+            ),
+            "in_rotation",
+        ),
+        (
+            GaugeMetricFamily(
+                "forge_proxy_lane_busy", "1 while the backend is generating.", labels=["lane"]
+            ),
+            "busy",
+        ),
+        (
+            CounterMetricFamily(
+                "forge_proxy_lane_failovers",
+                "Times the backend failed a call and left the rotation.",
+                labels=["lane"],
+            ),
+            "failovers",
+        ),
+        (
+            CounterMetricFamily(
+                "forge_proxy_lane_completed", "Calls the backend completed.", labels=["lane"]
+            ),
+            "completed",
+        ),
+    ]
+    for family, field in families:
+        for lane in lanes:
+            values = {
+                "in_flight": lane.in_flight,
+                "in_rotation": int(lane.in_rotation),
+                "busy": int(lane.stats.running),
+                "failovers": lane.failovers,
+                "completed": lane.stats.completed,
+            }
+            family.add_metric([lane.name], values[field])
+        yield family

@@ -17,6 +17,7 @@ from forge_rt.runtime._budget import ObservedUsage as ObservedUsage
 from forge_rt.runtime._budget import Unavailable as Unavailable
 from forge_rt.runtime._budget import VLLMMetricsSource as VLLMMetricsSource
 from forge_rt.runtime._fleet import Fleet as Fleet
+from forge_rt.runtime._fleet import LaneReport as LaneReport
 from forge_rt.runtime._pool import SlotPool as SlotPool
 from forge_rt.runtime._runner import Session as Session
 from forge_rt.runtime._runner import WorkflowHandle as WorkflowHandle
@@ -59,6 +60,7 @@ __all__ = [
     "GuardedStep",
     "InferenceJob",
     "InferenceSlot",
+    "LaneReport",
     "LlamaServerSource",
     "NvmlSource",
     "ObservedUsage",

@@ -41,6 +41,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
+import msgspec
 import structlog
 import trio
 
@@ -51,7 +52,7 @@ from forge_rt.runtime._slot import ChunkSink, SlotWorker
 from forge_rt.runtime._slot_limits import BackendRetry
 from forge_rt.runtime._slot_stats import PriorityWaits, SlotStats
 
-__all__ = ["DEFAULT_REJOIN_AFTER_S", "Fleet"]
+__all__ = ["DEFAULT_REJOIN_AFTER_S", "Fleet", "LaneReport"]
 
 _log = structlog.get_logger(__name__)
 
@@ -62,6 +63,18 @@ PINS_KEPT = 4096
 """Workflows whose lane the fleet remembers, least recently used forgotten first: a chat
 daemon's weeks of conversations do not grow it without bound (a forgotten workflow is placed
 afresh, and only its cached prompt is lost)."""
+
+
+class LaneReport(msgspec.Struct, frozen=True, kw_only=True):
+    """One backend of a fleet, as ``/metrics`` and a dashboard show it: its SlotWorker's
+    ``stats``, the calls the fleet has in flight there, whether it is in the rotation, and how
+    often it failed a call and left it."""
+
+    name: str
+    stats: SlotStats
+    in_flight: int
+    in_rotation: bool
+    failovers: int
 
 
 class Fleet:
@@ -270,6 +283,20 @@ class Fleet:
     async def lane_stats(self) -> list[SlotStats]:
         """Each lane's own stats, in lane order."""
         return [await lane.stats() for lane in self.lanes]
+
+    async def lane_reports(self) -> list[LaneReport]:
+        """Each lane as a dashboard shows it (see :class:`LaneReport`), in lane order."""
+        rotation = self.in_rotation()
+        return [
+            LaneReport(
+                name=lane.name,
+                stats=await lane.stats(),
+                in_flight=self._total(i),
+                in_rotation=rotation[i],
+                failovers=self.failovers[i],
+            )
+            for i, lane in enumerate(self.lanes)
+        ]
 
     async def recheck(self) -> None:
         """Tell every lane's scheduler to try dispatching again (after a budget change)."""

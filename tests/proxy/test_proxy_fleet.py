@@ -25,6 +25,19 @@ async def _ask(url: str, who: str) -> httpx.Response:
         )
 
 
+async def _metrics(url: str) -> str:
+    async with httpx.AsyncClient(timeout=30) as http:
+        response = await http.get(
+            f"{url}/metrics", headers={"authorization": f"Bearer {KEYS['ana']}"}
+        )
+    return response.text
+
+
+def _value(metrics: str, series: str) -> float:
+    (line,) = [line for line in metrics.splitlines() if line.startswith(series + " ")]
+    return float(line.split()[-1])
+
+
 async def test_clients_spread_over_two_servers_and_one_down_is_served_by_the_other() -> None:
     keys = tuple(KeyProfile(key=SecretStr(k), name=n) for n, k in KEYS.items())
     with trio.fail_after(60):
@@ -47,8 +60,14 @@ async def test_clients_spread_over_two_servers_and_one_down_is_served_by_the_oth
                     await second.wait_until(lambda stats: stats.restarts > 0)
                     for who in KEYS:  # two of them were at home on the server now down
                         assert (await _ask(url, who)).status_code == 200
+                    metrics = await _metrics(url)
+                    assert 'forge_proxy_lane_in_rotation{lane="lane0"} 1.0' in metrics
+                    assert _value(metrics, 'forge_proxy_lane_failovers_total{lane="lane1"}') >= 1
                     back.set()
                 assert first.stats.requests[PATH] == 6
+                metrics = await _metrics(url)
+                assert 'forge_proxy_lane_completed_total{lane="lane0"} 6.0' in metrics
+                assert 'forge_proxy_lane_completed_total{lane="lane1"} 2.0' in metrics
 
 
 def test_the_command_line_takes_several_backend_urls() -> None:

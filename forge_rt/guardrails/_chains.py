@@ -168,33 +168,31 @@ class LookupChains:
         ``None``: the tools of the ends it left out, and the results of all the ends (the answer
         to give holds them all). As :meth:`check`, only a call with prose counts, and with
         ``steps`` only the ends of a required step."""
-        if self._every_refused:
-            return None
         texts = {k: v for k, v in args.items() if isinstance(v, str)}
         prose = [k for k, v in texts.items() if len(v.split()) >= _PROSE_WORDS]
-        ends = _records(
-            [r for r in self._results if not r.followed and (not steps or r.tool in steps)]
-        )
-        own = {id(r): _own_words(r, ends, self._request_words) for r in ends}
-        ends = [r for r in ends if own[id(r)]]
-        if not prose or not ends:
+        ends = self._own_ends(steps)
+        if self._every_refused or not prose or not ends:
             return None
         words = set().union(*(content_tokens(v) for v in texts.values()))
         worked_out = any(w[0].isdigit() for w in words - self._seen - self._request_words)
-        missing = [
-            r
-            for r in ends
-            if not words & own[id(r)]
-            and not (worked_out and any(w[0].isdigit() for w in own[id(r)]))
-        ]
+        missing = [r for r, own in ends if not _names_one(words, own, worked_out=worked_out)]
         if not missing:
             return None
         self._every_refused = True
         return ChainEnds(
             tools=tuple(dict.fromkeys(r.tool for r in missing)),
-            results=tuple(r.text for r in ends),
+            results=tuple(r.text for r, _ in ends),
             field=max(prose, key=lambda k: len(texts[k])),
         )
+
+    def _own_ends(self, steps: frozenset[str]) -> list[tuple[_Result, frozenset[str]]]:
+        """Every result no later call followed (with ``steps``, of a required step), one per
+        record, with its own words; those with none are left out."""
+        ends = _records(
+            [r for r in self._results if not r.followed and (not steps or r.tool in steps)]
+        )
+        owned = [(r, _own_words(r, ends, self._request_words)) for r in ends]
+        return [(r, own) for r, own in owned if own]
 
     def _ends(self, steps: frozenset[str]) -> list[_Result]:
         """The results at the ends of the turn's chains that found something new; with
@@ -233,6 +231,12 @@ def _own_words(result: _Result, ends: list[_Result], asked: set[str]) -> frozens
     argument of its own call has: what only it could have told the answer."""
     others = set().union(*(r.words for r in ends if r is not result))
     return result.words - others - asked - result.arg_words
+
+
+def _names_one(words: set[str], own: frozenset[str], *, worked_out: bool) -> bool:
+    """Whether an answer of ``words`` uses an end whose own words are ``own``: it names one, or
+    holds a number found nowhere (``worked_out``: a sum, a conversion) while the end has one."""
+    return bool(words & own) or (worked_out and any(w[0].isdigit() for w in own))
 
 
 def _has_word(text: str, value: str) -> bool:

@@ -1,0 +1,145 @@
+"""A fleet of backends: makespan on 1, 2 and 4 simulated servers, and voice under load on 2.
+
+Real time, real HTTP: each backend is a simulated llama-server with realistic rates (prefill
+3000 tok/s, decode 120 tok/s) on this machine, so the figures are ratios against the one-backend
+baseline and the idle fleet measured in the same run, never absolute claims.
+
+    python bench/fleet_bench.py             # both
+    python bench/fleet_bench.py makespan    # one of: makespan, voice
+
+Goals (issue 34): 32 workflows x 4 steps take >= 1.9x less time on 2 backends than on 1 and
+>= 3.6x less on 4; a voice request's time to first token on a loaded 2-backend fleet is <= 1.1x
+the idle fleet's (median and max).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from contextlib import AsyncExitStack
+from typing import Any
+
+import structlog
+import trio
+
+from forge_rt.backends.sim import SimBackend, SimConfig
+from forge_rt.clients import LlamaServerClient
+from forge_rt.core import (
+    StreamChunk,
+    TextDeltaChunk,
+    ToolCallDeltaChunk,
+    ToolDef,
+    ToolSpec,
+    Workflow,
+)
+from forge_rt.eval.scenarios._kit import by_conversation, call, plan_oracle
+from forge_rt.runtime import Session
+
+structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
+
+STEP = {
+    "type": "object",
+    "properties": {"n": {"type": "integer"}, "note": {"type": "string"}},
+    "required": ["n"],
+}
+
+
+def _workflow(name: str, steps: int, tool_s: float) -> Workflow:
+    async def step(n: int, note: str = "") -> str:
+        await trio.sleep(tool_s)
+        return f"step {n} done"
+
+    return Workflow(
+        name=name,
+        tools=[
+            ToolDef(spec=ToolSpec(name=f"step{i}", parameters=STEP), callable=step)
+            for i in range(1, steps + 1)
+        ],
+        required_steps=[f"step{i}" for i in range(1, steps + 1)],
+        system_prompt_template="Run every step in order, then respond.",
+        constrain="never",
+    )
+
+
+def _plan(steps: int, words: int) -> Any:
+    note = " ".join(["word"] * words)
+    intents = [call(f"step{i}", n=i, note=note) for i in range(1, steps + 1)]
+    return plan_oracle([*intents, call("respond", message="ok")])
+
+
+async def _fleet(stack: AsyncExitStack, n: int, plans: dict[str, Any]) -> Session:
+    config = SimConfig(oracle=by_conversation(plans), prefill_tps=3000, decode_tps=120)
+    clients = []
+    for _ in range(n):
+        sim = await stack.enter_async_context(SimBackend.serve(config))
+        clients.append(await stack.enter_async_context(LlamaServerClient(sim.url)))
+    return await stack.enter_async_context(Session.open(clients=clients))
+
+
+async def _makespan(backends: int, workflows: int = 32, steps: int = 4) -> float:
+    plans = {f"job {i}": _plan(steps, 24) for i in range(workflows)}
+    async with AsyncExitStack() as stack:
+        session = await _fleet(stack, backends, plans)
+        start = trio.current_time()
+        async with trio.open_nursery() as nursery:
+            for i in range(workflows):
+                flow = _workflow(f"job{i}", steps, 0.2)
+                nursery.start_soon(lambda f=flow, i=i: session.run(f, f"job {i}", priority=10))
+        return trio.current_time() - start
+
+
+async def _voice(background: bool, voices: int = 5) -> list[float]:
+    plans = {f"background {i}": _plan(3, 48) for i in range(6)}
+    plans.update({f"voice {i}": _plan(1, 0) for i in range(voices)})
+    ttft: list[float] = []
+    async with AsyncExitStack() as stack:
+        session = await _fleet(stack, 2, plans)
+
+        async def voice(i: int) -> None:
+            await trio.sleep(1.0 + 1.7 * i)
+            arrival, first = trio.current_time(), []
+
+            async def on_chunk(chunk: StreamChunk) -> None:
+                if not first and isinstance(chunk, TextDeltaChunk | ToolCallDeltaChunk):
+                    first.append(trio.current_time())
+
+            await session.run(
+                _workflow("voice", 1, 0.1), f"voice {i}", priority=0, on_chunk=on_chunk
+            )
+            ttft.append(first[0] - arrival)
+
+        async with trio.open_nursery() as nursery:
+            if background:
+                for i in range(6):
+                    flow = _workflow(f"bg{i}", 3, 0.3)
+                    nursery.start_soon(
+                        lambda f=flow, i=i: session.run(f, f"background {i}", priority=10)
+                    )
+            for i in range(voices):
+                nursery.start_soon(voice, i)
+    return ttft
+
+
+def main(which: list[str]) -> None:
+    if not which or "makespan" in which:
+        one, two, four = (trio.run(_makespan, n) for n in (1, 2, 4))
+        print(
+            f"makespan, 32 workflows x 4 steps: 1 backend {one:.2f} s, 2 {two:.2f} s "
+            f"({one / two:.2f}x shorter, goal >= 1.9x), 4 {four:.2f} s ({one / four:.2f}x, "
+            "goal >= 3.6x)"
+        )
+    if not which or "voice" in which:
+        idle = trio.run(_voice, False)
+        loaded = trio.run(_voice, True)
+        med = statistics.median(loaded) / statistics.median(idle)
+        top = max(loaded) / max(idle)
+        print(
+            f"voice TTFT on a 2-backend fleet: idle median {statistics.median(idle) * 1000:.0f} ms "
+            f"max {max(idle) * 1000:.0f} ms; under 6 background workflows median "
+            f"{statistics.median(loaded) * 1000:.0f} ms ({med:.2f}x, goal <= 1.1x) max "
+            f"{max(loaded) * 1000:.0f} ms ({top:.2f}x, goal <= 1.1x)"
+        )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -750,6 +750,10 @@ class Guardrails:
             raise AssertionError(f"rules without a judge: {sorted(set(staged) ^ set(judges))}")
         return tuple((name, judges[name]) for name in staged if self.options.enabled(name))
 
+    def _tool_calls(self, calls: Sequence[ToolCall]) -> list[ToolCall]:
+        """``calls`` less the synthetic ``respond``: the calls that run a tool."""
+        return [c for c in calls if not self.is_synthetic_respond(c)]
+
     def _invalid(self, result: ValidationResult) -> ToolErrors:
         """A reply with calls the validator refused: the corrections, with the reply's other
         calls held back (see :mod:`forge_rt.guardrails._actions`)."""
@@ -777,7 +781,7 @@ class Guardrails:
         """The verdict on calls the caller's history already answered (the rule
         ``answered_calls``; see :mod:`forge_rt.guardrails._answered`): dropped beside fresh
         ones, else answered from the history or warned about."""
-        repeated = self._answered.again([c for c in runnable if not self.is_synthetic_respond(c)])
+        repeated = self._answered.again(self._tool_calls(runnable))
         if not repeated:
             return None
         if len(repeated) < len(runnable):
@@ -818,7 +822,7 @@ class Guardrails:
         their results, and the calls are the ones to explain."""
         if not reply.text_offered:
             return []
-        calls = [c for c in runnable if not self.is_synthetic_respond(c)]
+        calls = self._tool_calls(runnable)
         found = self._unfounded.check(calls, self._specs)
         for each in found:
             log.info("guardrails.unfounded_call", tool=each.call.tool, values=len(each.values))
@@ -829,7 +833,7 @@ class Guardrails:
         while the other calls are made of given values (the rule ``unseen_values``). A small
         model that writes a list of calls chains a dependent call with a value it guessed for
         a result it has not seen; the given calls run, and it can send that one again."""
-        calls = [c for c in runnable if not self.is_synthetic_respond(c)]
+        calls = self._tool_calls(runnable)
         if len(calls) < 2:
             return None
         unseen = {c.call_id: self._unfounded.unseen(c, self._specs) for c in calls}

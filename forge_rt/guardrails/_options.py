@@ -20,29 +20,27 @@ _DEFAULT_LOOP_REPEATS = 3
 class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     """Which guardrail rules are on, and the budgets of the run.
 
-            Every rule of :data:`~forge_rt.guardrails.RULES` is switched by the field of its own name
-            (the loop guard by ``loop_repeats``: how often the same call may repeat before the guard
-            steps in, ``None`` for no guard); what each rule reads and does is in the registry and in
-            docs/guardrails.md. :meth:`off` turns every rule off, :meth:`without` the rules named.
+    Every rule of :data:`~forge_rt.guardrails.RULES` is switched by the field of its own name
+    (the loop guard by ``loop_repeats``: how often the same call may repeat before the guard
+    steps in, ``None`` for no guard); what each rule reads and does is in the registry and in
+    docs/guardrails.md. :meth:`off` turns every rule off, :meth:`without` the rules named.
 
-            Off by default, as measured: ``exclude_looping`` (on the embedded 0.5B it rescued none of
-            the runs that ended in ToolLoopError and made each run to max_iterations; see
-            docs/loop-exclusion.md), ``exclude_refused`` (the 0.5B's suite scored the same with it,
-            60/90, and barred values came back perturbed rather than corrected; docs/eval/hints),
-            ``exclude_repeats`` (not yet judged on dev: the held-out runs re-issued a call right after
-            its result in 30 of 54 constrained runs, and whether leaving it out of the next constraint
-            pays is what the dev pairing ``-a full,with:exclude_repeats`` is for), ``every_end`` (not
-            yet judged on dev: most wrong answers of the generated suite's dev half leave out one of
-            several lookups' results; ``-a full,with:every_end``), ``invented_writes`` (not yet judged
-        on dev: asked what no tool does, the 0.5B booked, held and deleted with names of its own;
-        ``-a full,with:invented_writes``), ``error_values`` (not yet judged on dev: a corrected call
-    read from the values a tool's error lists, not from its cue words), and the three rules of a reply's
-            shape, which the proxy turns on where they were judged on held-out data (``call_list``,
-            ``prose_answers``, ``unfounded_calls``; docs/eval/rules.md).
+    Off by default, as measured: ``exclude_looping`` (on the embedded 0.5B it rescued none of
+    the runs that ended in ToolLoopError and made each run to max_iterations; see
+    docs/loop-exclusion.md), ``exclude_refused`` (the 0.5B's suite scored the same with it,
+    60/90, and barred values came back perturbed rather than corrected; docs/eval/hints),
+    ``exclude_repeats`` (not yet judged on dev: the held-out runs re-issued a call right after
+    its result in 30 of 54 constrained runs; ``-a full,with:exclude_repeats``), ``every_end``
+    and ``invented_writes`` (paired on the generated suite's dev half: neither turned a run
+    right, and ``invented_writes`` turned one wrong; docs/eval/rules.md), ``error_values`` (not
+    yet judged on dev: a corrected call read from the values a tool's error lists, not from its
+    cue words), and the three rules of a reply's shape, which the proxy turns on where they
+    were judged on held-out data (``call_list``, ``prose_answers``, ``unfounded_calls``;
+    docs/eval/rules.md).
 
-            Budgets, each counting rejected replies in a row before the run ends with its typed error:
-            ``max_retries`` (no usable call), ``max_tool_errors`` (failing tools), ``max_premature``
-            (terminal tool too early), ``max_prereq`` (prerequisite missing).
+    Budgets, each counting rejected replies in a row before the run ends with its typed error:
+    ``max_retries`` (no usable call), ``max_tool_errors`` (failing tools), ``max_premature``
+    (terminal tool too early), ``max_prereq`` (prerequisite missing).
     """
 
     # read

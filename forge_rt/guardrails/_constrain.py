@@ -614,6 +614,12 @@ class NarrowedConstraint:
     valid); only the output constraint shrinks. Each narrowing is built once and kept, in the
     ``shape`` ``constraint`` was built with (``shape.prose`` applies to a grammar that admits
     text, the only kind that has it).
+
+    ``grammar``: the backend takes a GBNF grammar too. Then a narrowing that holds the answer to
+    texts with a character JSON escapes (a quote, a backslash, a line break) is a grammar even
+    where ``constraint`` is a JSON schema: llama-server's ``/completion`` lets a string held to
+    such an ``enum`` end early at the escape (``{"name": "Hinge Pin"}`` came back as ``{"na``),
+    which cut every answer held to a JSON result on the embedded model.
     """
 
     def __init__(
@@ -622,8 +628,10 @@ class NarrowedConstraint:
         tools: Sequence[ToolSpec],
         *,
         shape: CallShape = _ONE_OR_MORE,
+        grammar: bool = False,
     ) -> None:
         self._constraint = constraint
+        self._grammar = grammar
         self._all = frozenset(t.name for t in tools)
         prose = isinstance(constraint, GrammarConstraint) and constraint.admits_text
         self._shape = msgspec.structs.replace(shape, prose=prose)
@@ -676,11 +684,16 @@ class NarrowedConstraint:
         """A new constraint of ``constraint``'s kind (a JSON schema, else a grammar) for
         ``allowed`` without ``blocked``, in this workflow's shape."""
         shape = self._shape
-        if isinstance(constraint, JsonSchemaConstraint):
+        escaped = self._grammar and any(_JSON_ESCAPED.search(a) for a in answers)
+        if isinstance(constraint, JsonSchemaConstraint) and not escaped:
             schema = tool_call_schema(allowed, shape=shape, exclude=blocked, answers=answers)
             return JsonSchemaConstraint(schema=schema)
         gbnf = tool_call_grammar(allowed, shape=shape, exclude=blocked, answers=answers)
         return GrammarConstraint(gbnf=gbnf, admits_text=shape.prose)
+
+
+# A character a JSON string writes escaped: a quote, a backslash, a control character.
+_JSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')
 
 
 def _excludable(

@@ -383,7 +383,10 @@ class InferenceEngine:
         excluded: tuple[ToolCall, ...] = ()
         answered: tuple[str, ...] = ()
         narrowing = NarrowedConstraint(
-            base.constraint, guard.tools, shape=guard.options.call_shape(parallel=parallel)
+            base.constraint,
+            guard.tools,
+            shape=guard.options.call_shape(parallel=parallel),
+            grammar=self._capabilities.grammar,
         )
 
         async def prepare() -> InferenceRequest:

@@ -362,7 +362,9 @@ class GuardedStep:
                 # Often why the run decodes freely: a schema with no flat constraint (a
                 # recursive model). Its retries stay free, as they were before escalation.
                 _log.info("step.escalation_unavailable", reason=str(exc))
-            self._escalation = NarrowedConstraint(constraint, tools, shape=shape)
+            self._escalation = NarrowedConstraint(
+                constraint, tools, shape=shape, grammar=self._slot.client.capabilities.grammar
+            )
         guardrails = self.guardrails
         return self._escalation.to(
             guardrails.callable_now(avoid),

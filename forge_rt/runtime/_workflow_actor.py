@@ -186,7 +186,10 @@ class WorkflowActor(Actor):
             withheld=approvals.withheld if approvals is not None else None,
         )
         self._narrowed = NarrowedConstraint(
-            constraint, self._guardrails.tools, shape=guardrail_options.call_shape()
+            constraint,
+            self._guardrails.tools,
+            shape=guardrail_options.call_shape(),
+            grammar=slot.client.capabilities.grammar,
         )
         self._avoid: frozenset[str] = frozenset()  # tools a loop nudge just blocked
         self._window: int | None = None  # the backend's context length, once asked

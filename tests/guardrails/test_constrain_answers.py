@@ -115,3 +115,29 @@ def test_a_held_answer_that_starts_with_markup_is_excluded_like_any_other() -> N
     schema = tool_call_schema(TOOLS, exclude=[markup], answers=answers)
     assert _valid(schema, _reply("respond", message=answers[1]))
     assert not _valid(schema, _reply("respond", message=answers[0]))
+
+
+@pytest.mark.parametrize(
+    ("answer", "escaped"),
+    [
+        ('{"shelf": "QH-118"}', True),  # a quote
+        ("first line\nsecond line", True),  # a line break
+        ("C:\\archive", True),  # a backslash
+        ("Quiet Harbour is on shelf QH-118.", False),
+    ],
+)
+def test_an_answer_with_an_escaped_character_is_held_by_a_grammar_where_one_is_taken(
+    answer: str, escaped: bool
+) -> None:
+    """llama-server's /completion ends a string held to such an enum early; a grammar holds it."""
+    tools = [LOOKUP, respond_spec()]
+    base = JsonSchemaConstraint(schema=tool_call_schema(tools))
+    held = NarrowedConstraint(base, tools, grammar=True).to(tools, answers=[answer])
+    assert isinstance(held, GrammarConstraint if escaped else JsonSchemaConstraint)
+    if escaped:
+        reply = json.dumps({"name": "respond", "arguments": {"message": answer}})
+        assert Gbnf(held.gbnf).accepts(reply)
+        cut = json.dumps({"name": "respond", "arguments": {"message": answer[:5]}})
+        assert not Gbnf(held.gbnf).accepts(cut)
+    without = NarrowedConstraint(base, tools).to(tools, answers=[answer])
+    assert isinstance(without, JsonSchemaConstraint)  # a backend with no grammar

@@ -17,9 +17,12 @@ import pytest
 import trio
 from pydantic import BaseModel, Field
 
-from forge_rt.core import ToolSpec
+from forge_rt.clients import LlamaServerClient
+from forge_rt.core import InferenceRequest, Message, Sampling, ToolSpec
 from forge_rt.guardrails import (
     Dialect,
+    NarrowedConstraint,
+    choose_constraint,
     rescue,
     respond_spec,
     tool_call_grammar,
@@ -141,3 +144,27 @@ async def test_grammar_constrained_reply_parses_first_time(local_model_url: str)
             local_model_url, PROMPTS[0], {"grammar": tool_call_grammar(tools)}
         )
     _assert_one_valid_call(content, finish_reason, tools)
+
+
+async def test_an_answer_held_to_json_text_comes_out_whole_on_raw_generation(
+    local_model_url: str,
+) -> None:
+    """llama-server's ``/completion`` lets a string held to a JSON-schema ``enum`` end early at
+    an escaped quote; with a grammar allowed, the hold is a grammar and comes out whole."""
+    held = '{"title": "Quiet Harbour", "shelf": "QH-118"}\n{"title": "Low Tide", "shelf": "LT-4"}'
+    tools = (respond_spec(),)
+    async with LlamaServerClient(local_model_url, generation="raw") as client:
+        base = choose_constraint("auto", client.capabilities, tools).constraint
+        narrowed = NarrowedConstraint(base, tools, grammar=client.capabilities.grammar).to(
+            tools, answers=[held]
+        )
+        request = InferenceRequest(
+            tools=tools,
+            messages=(Message.user("Tell me where both books are."),),
+            sampling=Sampling(temperature=0.7, top_k=20, top_p=0.8, seed=3, max_tokens=300),
+            constraint=narrowed,
+        )
+        with trio.fail_after(120):
+            reply = await client.send(request)
+    (call,) = reply.result  # type: ignore[misc]
+    assert call.args["message"] == held

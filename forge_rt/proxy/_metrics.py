@@ -8,7 +8,7 @@ requests run; the slot's queue depth and preemption count are copied from a fres
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -180,14 +180,14 @@ def _lane_families(
     """Each backend of a fleet as its own series, labelled by its lane's name."""
     if not lanes:
         return
-    families: list[tuple[GaugeMetricFamily | CounterMetricFamily, str]] = [
+    families: list[tuple[GaugeMetricFamily | CounterMetricFamily, Callable[[LaneReport], int]]] = [
         (
             GaugeMetricFamily(
                 "forge_proxy_lane_in_flight",
                 "Calls placed on the backend, queued or running.",
                 labels=["lane"],
             ),
-            "in_flight",
+            lambda lane: lane.in_flight,
         ),
         (
             GaugeMetricFamily(
@@ -195,13 +195,13 @@ def _lane_families(
                 "1 while the backend takes new calls.",
                 labels=["lane"],
             ),
-            "in_rotation",
+            lambda lane: int(lane.in_rotation),
         ),
         (
             GaugeMetricFamily(
                 "forge_proxy_lane_busy", "1 while the backend is generating.", labels=["lane"]
             ),
-            "busy",
+            lambda lane: int(lane.stats.running),
         ),
         (
             CounterMetricFamily(
@@ -209,23 +209,16 @@ def _lane_families(
                 "Times the backend failed a call and left the rotation.",
                 labels=["lane"],
             ),
-            "failovers",
+            lambda lane: lane.failovers,
         ),
         (
             CounterMetricFamily(
                 "forge_proxy_lane_completed", "Calls the backend completed.", labels=["lane"]
             ),
-            "completed",
+            lambda lane: lane.stats.completed,
         ),
     ]
-    for family, field in families:
+    for family, value in families:
         for lane in lanes:
-            values = {
-                "in_flight": lane.in_flight,
-                "in_rotation": int(lane.in_rotation),
-                "busy": int(lane.stats.running),
-                "failovers": lane.failovers,
-                "completed": lane.stats.completed,
-            }
-            family.add_metric([lane.name], values[field])
+            family.add_metric([lane.name], value(lane))
         yield family

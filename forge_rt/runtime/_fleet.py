@@ -157,16 +157,11 @@ class Fleet:
         module docstring; never one of ``avoid`` or out of the rotation); the workflow is
         pinned there. ``None``: no lane is left."""
         now = trio.current_time()
-        urgent = priority <= self._urgent
-        open_lanes = [
-            i
-            for i in range(len(self.lanes))
-            if i not in avoid and self._out_until[i] <= now and (urgent or i not in self._reserved)
-        ]
+        open_lanes = [i for i in self._eligible(priority, avoid) if self._out_until[i] <= now]
         if not open_lanes:
             return None
         pinned = self._pins.get(affinity_key) if affinity_key is not None else None
-        if pinned in open_lanes and not urgent:
+        if pinned in open_lanes and priority > self._urgent:
             self._pins.move_to_end(affinity_key)  # type: ignore[arg-type]
             return pinned
         pins = Counter(self._pins.values())
@@ -181,6 +176,16 @@ class Fleet:
             while len(self._pins) > PINS_KEPT:
                 self._pins.popitem(last=False)
         return lane
+
+    def _eligible(self, priority: int, avoid: frozenset[int]) -> list[int]:
+        """The lanes a call at ``priority`` may use, in or out of the rotation: not ``avoid``,
+        and not a reserved lane unless the call is urgent."""
+        urgent = priority <= self._urgent
+        return [
+            i
+            for i in range(len(self.lanes))
+            if i not in avoid and (urgent or i not in self._reserved)
+        ]
 
     def lane_of(self, affinity_key: str) -> int | None:
         """The lane ``affinity_key``'s workflow is pinned to, if any."""
@@ -217,14 +222,8 @@ class Fleet:
                 avoid=frozenset(failed),
             )
             if lane is None:  # every lane is out of the rotation: try the one due back first
-                lane = min(
-                    (
-                        i
-                        for i in range(len(self.lanes))
-                        if i not in failed and (priority <= self._urgent or i not in self._reserved)
-                    ),
-                    key=lambda i: self._out_until[i],
-                )
+                eligible = self._eligible(priority, frozenset(failed))
+                lane = min(eligible, key=lambda i: self._out_until[i])
             left = None if deadline is None else max(0.0, give_up_at - trio.current_time())
             try:
                 return await self._on_lane(
@@ -265,14 +264,21 @@ class Fleet:
 
     async def stats(self) -> SlotStats:
         """The lanes' counters summed, as one slot's (``lane_stats`` for each)."""
-        lanes = await self.lane_stats()
-        total = SlotStats(name=self.name, **{f: 0 for f in _SUMMED}, running=False, waits={})
+        return self.summed(await self.lane_stats())
+
+    def summed(self, lanes: Sequence[SlotStats]) -> SlotStats:
+        """``lanes``' stats (one per lane, as :meth:`lane_stats` gives them) as one slot's:
+        counters summed, the longest uptime, the waits per priority merged."""
+        total = SlotStats(
+            name=self.name,
+            **{f: 0 for f in _SUMMED},
+            running=any(s.running for s in lanes),
+            uptime_s=max(s.uptime_s for s in lanes),
+            waits={},
+        )
         for stats in lanes:
             for field in _SUMMED:
                 setattr(total, field, getattr(total, field) + getattr(stats, field))
-            total.running = total.running or stats.running
-        total.uptime_s = max(s.uptime_s for s in lanes)
-        for stats in lanes:
             for priority, waits in stats.waits.items():
                 into = total.waits.setdefault(priority, PriorityWaits())
                 into.count += waits.count
@@ -329,7 +335,6 @@ _SUMMED = (
     "prompt_tokens_resumed",
     "cache_hits",
     "busy_s",
-    "uptime_s",
 )
 
 

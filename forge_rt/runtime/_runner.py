@@ -331,7 +331,7 @@ class Session:
                 "stall": stall,
                 "retry": retry,
             }
-            backends = list(clients) or [client for client in (client,) if client is not None]
+            backends = list(clients) if client is None else [client]
             slot: InferenceSlot
             if len(backends) > 1 or lanes > 1:
                 slot = await Fleet.start(

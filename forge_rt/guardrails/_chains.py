@@ -143,21 +143,19 @@ class LookupChains:
         only a chain that ends in one of them counts: a detour through another tool is not
         what the task asked for (the real 0.5B fed ZENX's price to ``translate_text``, got
         "not relevant to this request", and was held to answer with that)."""
-        if self._refused:
-            return None
-        texts = {k: v for k, v in args.items() if isinstance(v, str)}
-        prose = [k for k, v in texts.items() if len(v.split()) >= _PROSE_WORDS]
+        answer = _answer_text(args)
         ends = self._ends(steps)
-        if not prose or not ends:
+        if self._refused or answer is None or not ends:
             return None
-        words = set().union(*(content_tokens(v) for v in texts.values()))
-        if self._uses_an_end(words, ends):
+        words, field = answer
+        worked_out = self._worked_out(words)
+        if any(_names_one(words, r.new, worked_out=worked_out) for r in ends):
             return None
         self._refused = True
         return ChainEnds(
             tools=tuple(dict.fromkeys(r.tool for r in ends)),
             results=tuple(r.text for r in ends),
-            field=max(prose, key=lambda k: len(texts[k])),
+            field=field,
         )
 
     def left_out(
@@ -168,13 +166,12 @@ class LookupChains:
         ``None``: the tools of the ends it left out, and the results of all the ends (the answer
         to give holds them all). As :meth:`check`, only a call with prose counts, and with
         ``steps`` only the ends of a required step."""
-        texts = {k: v for k, v in args.items() if isinstance(v, str)}
-        prose = [k for k, v in texts.items() if len(v.split()) >= _PROSE_WORDS]
-        ends = self._own_ends(steps)
-        if self._every_refused or not prose or not ends:
+        answer = _answer_text(args)
+        if self._every_refused or answer is None:
             return None
-        words = set().union(*(content_tokens(v) for v in texts.values()))
-        worked_out = any(w[0].isdigit() for w in words - self._seen - self._request_words)
+        ends = self._own_ends(steps)
+        words, field = answer
+        worked_out = self._worked_out(words)
         missing = [r for r, own in ends if not _names_one(words, own, worked_out=worked_out)]
         if not missing:
             return None
@@ -182,7 +179,7 @@ class LookupChains:
         return ChainEnds(
             tools=tuple(dict.fromkeys(r.tool for r in missing)),
             results=tuple(r.text for r, _ in ends),
-            field=max(prose, key=lambda k: len(texts[k])),
+            field=field,
         )
 
     def _own_ends(self, steps: frozenset[str]) -> list[tuple[_Result, frozenset[str]]]:
@@ -203,14 +200,22 @@ class LookupChains:
             if r.reached and not r.followed and r.new and (not steps or r.tool in steps)
         ]
 
-    def _uses_an_end(self, words: set[str], ends: list[_Result]) -> bool:
-        """Whether an answer with ``words`` uses what an end found: it names one of an end's
-        new words, or holds a number found nowhere in the turn (worked out from an end's
-        number: a sum, a conversion) while an end found a number."""
-        if any(words & r.new for r in ends):
-            return True
-        worked_out = {w for w in words if w[0].isdigit()} - self._seen - self._request_words
-        return bool(worked_out) and any(w[0].isdigit() for r in ends for w in r.new)
+    def _worked_out(self, words: set[str]) -> bool:
+        """Whether an answer of ``words`` holds a number found nowhere in the turn: worked out
+        from a result's (a sum, a conversion)."""
+        return any(w[0].isdigit() for w in words - self._seen - self._request_words)
+
+
+def _answer_text(args: Mapping[str, object]) -> tuple[set[str], str] | None:
+    """The words of a terminal call's string arguments and the one that is its answer's text
+    (the longest of three words or more); ``None`` where none is prose (``sku="SKU-9"``,
+    "Done.")."""
+    texts = {k: v for k, v in args.items() if isinstance(v, str)}
+    prose = [k for k, v in texts.items() if len(v.split()) >= _PROSE_WORDS]
+    if not prose:
+        return None
+    words = set().union(*(content_tokens(v) for v in texts.values()))
+    return words, max(prose, key=lambda k: len(texts[k]))
 
 
 def _records(ends: list[_Result]) -> list[_Result]:

@@ -52,7 +52,7 @@ from forge_rt.guardrails._actions import (
     ToolErrors,
 )
 from forge_rt.guardrails._answered import AnsweredCalls
-from forge_rt.guardrails._chains import LookupChains
+from forge_rt.guardrails._chains import ChainEnds, LookupChains
 from forge_rt.guardrails._coverage import ListCoverage
 from forge_rt.guardrails._dialects import Dialect
 from forge_rt.guardrails._error_values import error_value_args
@@ -1019,26 +1019,25 @@ class Guardrails:
         """The correction for a reply that is only a terminal call whose text leaves out what
         the ends of the turn's lookup chains found, the first time in a turn (the rule
         ``chain_ends``; see :mod:`forge_rt.guardrails._chains`)."""
-        if len(runnable) != 1:
-            return []
-        call = runnable[0]
-        spec = self._specs.get(call.tool)
-        if call.tool not in self.terminal_tools or spec is None:
-            return []
-        steps = frozenset(self.required_steps) if self.options.steps else frozenset()
-        ends = self._chains.check(call.args, steps=steps)
-        if ends is None:
-            return []
-        log.info("guardrails.superseded_answer", tool=call.tool, chain_ends=ends.tools)
-        if self.is_synthetic_respond(call):
-            self._answer_from(ends.results)
-        content = superseded_answer_nudge(ends.tools, ends.results, spec, call.args, ends.field)
-        return [call_nudge(call, content)]
+        return self._ends_left_out(runnable, self._chains.check, whole=False)
 
     def _left_out(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
         """The correction for a reply that is only a terminal call whose text names nothing
         only one of the turn's ends found, the first time in a turn (the rule ``every_end``;
         see :meth:`LookupChains.left_out`): the next answer is held to all the ends at once."""
+        return self._ends_left_out(runnable, self._chains.left_out, whole=True)
+
+    def _ends_left_out(
+        self,
+        runnable: Sequence[ToolCall],
+        left_out: Callable[..., ChainEnds | None],
+        *,
+        whole: bool,
+    ) -> list[Nudge]:
+        """The correction for a reply that is only a terminal call whose text ``left_out``
+        (one of :class:`LookupChains`' readings) finds short of the turn's ends: the model's own
+        call with the ends' results as its text; the next answer is held to them (``whole``:
+        to all of them at once)."""
         if len(runnable) != 1:
             return []
         call = runnable[0]
@@ -1046,12 +1045,13 @@ class Guardrails:
         if call.tool not in self.terminal_tools or spec is None:
             return []
         steps = frozenset(self.required_steps) if self.options.steps else frozenset()
-        ends = self._chains.left_out(call.args, steps=steps)
+        ends = left_out(call.args, steps=steps)
         if ends is None:
             return []
-        log.info("guardrails.left_out_answer", tool=call.tool, left_out=ends.tools)
+        event = "guardrails.left_out_answer" if whole else "guardrails.superseded_answer"
+        log.info(event, tool=call.tool, ends=ends.tools)
         if self.is_synthetic_respond(call):
-            self._answer_from(ends.results, whole=True)
+            self._answer_from(ends.results, whole=whole)
         content = superseded_answer_nudge(ends.tools, ends.results, spec, call.args, ends.field)
         return [call_nudge(call, content)]
 

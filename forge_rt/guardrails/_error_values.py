@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from forge_rt.core import ToolSpec
-from forge_rt.guardrails._rescue_args import valid_with
+from forge_rt.guardrails._rescue_args import fold, valid_with
 
 __all__ = ["error_value_args", "listed_values"]
 
@@ -51,16 +51,11 @@ def listed_values(message: str) -> list[str]:
     return list(dict.fromkeys(v for v in found if v and len(v.split()) <= _MAX_WORDS))
 
 
-def _fold(text: str) -> str:
-    """``text`` with case, spaces and marks left out: what two spellings of one value share."""
-    return "".join(c for c in text.lower() if c.isalnum())
-
-
 def _named_in(request: str) -> set[str]:
     """Every run of one to four words of ``request``, folded: the values it could name."""
     words = request.split()
     return {
-        _fold(" ".join(words[i : i + n]))
+        fold(" ".join(words[i : i + n]))
         for n in range(1, _MAX_WORDS + 1)
         for i in range(len(words) - n + 1)
     }
@@ -68,17 +63,17 @@ def _named_in(request: str) -> set[str]:
 
 def _pick(refused: str, values: list[str], request: str) -> str | None:
     """The listed value meant for ``refused`` (see the module docstring), or ``None``."""
-    folded = _fold(refused)
-    others = [v for v in values if v != refused and _fold(v)]
-    respelled = [v for v in others if _fold(v) == folded]
+    folded = fold(refused)
+    others = [v for v in values if v != refused and fold(v)]
+    respelled = [v for v in others if fold(v) == folded]
     if respelled:
         return respelled[0]
     named = _named_in(request)
-    asked = [v for v in others if _fold(v) in named]
+    asked = [v for v in others if fold(v) in named]
     if len(asked) == 1:
         return asked[0]
     scored = sorted(
-        ((difflib.SequenceMatcher(None, folded, _fold(v)).ratio(), v) for v in others),
+        ((difflib.SequenceMatcher(None, folded, fold(v)).ratio(), v) for v in others),
         reverse=True,
     )
     if not scored or scored[0][0] < _SIMILAR:

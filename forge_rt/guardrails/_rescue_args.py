@@ -31,6 +31,7 @@ __all__ = [
     "SCHEMA_KEYWORDS",
     "ArgRepair",
     "coerce_args",
+    "fold",
     "hinted_args",
     "repair_args",
     "schema_of",
@@ -365,7 +366,9 @@ class _Repair:
 _NOTHING: Any = object()
 
 
-def _fold(name: str) -> str:
+def fold(name: str) -> str:
+    """``name`` with case, spaces, underscores and marks left out: what two spellings of one
+    name or value share (``Inner Basin``, ``inner-basin`` and ``inner_basin`` fold alike)."""
     return re.sub(r"[\W_]+", "", name.lower())
 
 
@@ -411,7 +414,7 @@ SCHEMA_KEYWORDS = frozenset(
 
 
 def _same_name(name: str, field: str) -> bool:
-    a, b = _fold(name), _fold(field)
+    a, b = fold(name), fold(field)
     return a == b or (min(len(a), len(b)) >= 4 and (a in b or b in a))
 
 

@@ -85,6 +85,7 @@ from forge_rt.guardrails._nudges import (
     superseded_answer_nudge,
     tool_error_text,
     uncovered_item_nudge,
+    unlisted_item_nudge,
 )
 from forge_rt.guardrails._options import GuardrailOptions
 from forge_rt.guardrails._placeholders import (
@@ -738,6 +739,7 @@ class Guardrails:
             "invented_writes": self._invented_write,
             "guessed_values": self._guessed,
             "listing_pick": self._picked_wrong,
+            "named_row": self._unlisted,
             "loop_guard": self._looping,
             "list_coverage": self._uncovered,
             "lost_numbers": self._lost_number,
@@ -928,6 +930,38 @@ class Guardrails:
                 picked=other.picked,
                 named=other.named,
                 source=other.tool,
+            )
+            return [call_nudge(call, content)]
+        return []
+
+    def _unlisted(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
+        """The correction for the first call of a reply with an identifier no fact holds,
+        made after a listing of the turn whose rows the request names one of best: that row's
+        identifier in its place, once a value a turn (the rule ``named_row``; see
+        :mod:`forge_rt.guardrails._selection`)."""
+        for call in runnable:
+            spec = self._specs.get(call.tool)
+            if spec is None or call.tool in self.terminal_tools:
+                continue
+            props: Mapping[str, Any] = schema_of(spec).get("properties") or {}
+
+            def unfounded(field: str, value: str | int, props: Mapping[str, Any] = props) -> bool:
+                return field in props and self._guesses.unfounded(field, value, props[field])
+
+            def accepts(
+                field: str, value: str | int, spec: ToolSpec = spec, call: ToolCall = call
+            ) -> bool:
+                return valid_with(spec, call.args, field, value) is not None
+
+            row = self._selection.named_row(call, unfounded, accepts)
+            if row is None:
+                continue
+            args = valid_with(spec, call.args, row.field, row.value)
+            if args is None:
+                raise AssertionError("named_row returned a value its schema refuses")
+            log.info("guardrails.named_row", tool=call.tool, field=row.field)
+            content = unlisted_item_nudge(
+                spec, args, field=row.field, named=row.named, source=row.tool
             )
             return [call_nudge(call, content)]
         return []

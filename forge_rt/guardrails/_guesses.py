@@ -125,6 +125,11 @@ class ArgumentGrounding:
             return Guess(field=field, value=value, candidates=candidates)
         return None
 
+    def unfounded(self, field: str, value: object, schema: Any) -> bool:
+        """Whether ``value`` of ``field`` is identifier-like and neither a fact nor one its
+        ``schema`` lists: a value the model made up (never refused here; see :meth:`check`)."""
+        return _checkable(value, field) and not self._seen(value, schema)
+
     def holds(self, folded: str) -> bool:
         """Whether ``folded`` (a value as :func:`~forge_rt.guardrails._placeholders.normalise`
         folds it) is in the facts: a relayed result is no echo of a correction."""

@@ -67,6 +67,7 @@ __all__ = [
     "tool_error_text",
     "ungrounded_answer_nudge",
     "unknown_tool_nudge",
+    "unlisted_item_nudge",
     "withheld_tool_nudge",
 ]
 
@@ -796,6 +797,20 @@ def other_item_nudge(
     return (
         f"[ArgumentError] `{spec.name}` was not run: the `{field}` you sent is {picked!r} in "
         f"`{source}`'s result, which your request does not mention; it names {named!r}. "
+        f"For example: {example_call(spec, args)}"
+    )
+
+
+def unlisted_item_nudge(
+    spec: ToolSpec, args: Mapping[str, Any], *, field: str, named: str, source: str
+) -> str:
+    """The correction for a call whose ``field`` holds an identifier no result gave, while
+    ``source``'s listing has one row the request names (``named``; see
+    :mod:`forge_rt.guardrails._selection`): it shows the call with that row's identifier. The
+    made-up value is not repeated (the model reads a value in a correction as one to send)."""
+    return (
+        f"[ArgumentError] `{spec.name}` was not run: the `{field}` you sent is in no tool "
+        f"result. `{source}` listed the one your request names: {named!r}. "
         f"For example: {example_call(spec, args)}"
     )
 

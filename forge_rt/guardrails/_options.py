@@ -30,13 +30,15 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     docs/loop-exclusion.md), ``exclude_refused`` (the 0.5B's suite scored the same with it,
     60/90, and barred values came back perturbed rather than corrected; docs/eval/hints),
     ``exclude_repeats`` (not yet judged on dev: the held-out runs re-issued a call right after
-    its result in 30 of 54 constrained runs; ``-a full,with:exclude_repeats``), ``every_end``
-    and ``invented_writes`` (paired on the generated suite's dev half: neither turned a run
-    right, and ``invented_writes`` turned one wrong; docs/eval/rules.md), ``error_values`` (not
-    yet judged on dev: a corrected call read from the values a tool's error lists, not from its
-    cue words), and the three rules of a reply's shape, which the proxy turns on where they
-    were judged on held-out data (``call_list``, ``prose_answers``, ``unfounded_calls``;
-    docs/eval/rules.md).
+    its result in 30 of 54 constrained runs; ``-a full,with:exclude_repeats``),
+    ``every_end`` (paired on the generated suite's dev half: 2 runs right, none wrong, but it
+    asks a comparison's answer for every item, not the winner, counts a failed sibling as an
+    end, and refuses again an answer ``answer_grounding`` took at its word; docs/eval/rules.md),
+    ``invented_writes`` (paired on the generated suite's dev half: it turned no run right and
+    one wrong), ``named_row`` (not yet judged on dev: a made-up id sent
+    again after a listing, answered with the id of the row the request names), and the three
+    rules of a reply's shape, which the proxy turns on where they were judged on held-out data
+    (``call_list``, ``prose_answers``, ``unfounded_calls``; docs/eval/rules.md).
 
     Budgets, each counting rejected replies in a row before the run ends with its typed error:
     ``max_retries`` (no usable call), ``max_tool_errors`` (failing tools), ``max_premature``
@@ -57,6 +59,7 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     invented_writes: bool = False
     guessed_values: bool = True
     listing_pick: bool = True
+    named_row: bool = False
     loop_repeats: int | None = _DEFAULT_LOOP_REPEATS
     # answer
     list_coverage: bool = True
@@ -74,7 +77,7 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     stale_calls: bool = True
     # results
     recovery: bool = True
-    error_values: bool = False
+    error_values: bool = True
     hinted_calls: bool = True
     result_notes: bool = True
     # budgets

@@ -160,6 +160,15 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        name="named_row",
+        stage="calls",
+        reads="ids the calls hold, the facts given, the turn's listings and the request's words",
+        does=(
+            "sends back, once a value, a call with an id no fact holds, with the id of the "
+            "listing's row the request names best"
+        ),
+    ),
+    Rule(
         name="loop_guard",
         stage="calls",
         reads="the calls of the turn, in a row",

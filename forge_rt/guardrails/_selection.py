@@ -12,11 +12,20 @@ or, failing those, commas; an item's id is its token of the value's shape) is ch
 the request: when that item shares no word with it and exactly one other item of the listing
 does, the call is refused **once per turn** with that item's id in its place, to copy.
 Listings the request names nothing of, or several items of, are left to the model.
+
+:meth:`ItemSelection.named_row` (the rule ``named_row``) is the same reading for an id in *no*
+row: a call whose identifier the run was never given (as
+:mod:`~forge_rt.guardrails._guesses` judges one), made after a listing of the turn whose rows
+the request names one of best (more of its words than any other row), is sent back **once a
+value** with that row's one identifier in its place. The guess is made, refused for want of a
+listing, the listing comes, and the guess is sent again: nothing else tells the model which of
+the rows it asked for.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import msgspec
 
@@ -49,12 +58,14 @@ class ItemSelection:
         self._asked: set[str] = set()
         self._results: list[tuple[str, str]] = []  # (tool, output), oldest first
         self._refused = False
+        self._named: set[tuple[str, str]] = set()  # (field, value) sent back by named_row
 
     def reset(self, request: str = "") -> None:
         """A new turn, with the user's ``request``."""
         self._asked = content_tokens(request)
         self._results = []
         self._refused = False
+        self._named = set()
 
     def add_result(self, tool: str, output: str) -> None:
         """A successful result of this turn: a listing an id may be picked from."""
@@ -77,6 +88,52 @@ class ItemSelection:
                     return other
         return None
 
+    def named_row(
+        self,
+        call: ToolCall,
+        unfounded: Callable[[str, str | int], bool],
+        accepts: Callable[[str, str | int], bool],
+    ) -> OtherItem | None:
+        """The row the request names, for an argument of ``call`` that ``unfounded`` says no
+        fact holds, once a value a turn (the refusal is then spent), else ``None``. The row's
+        identifier is the one of its tokens that ``accepts`` takes for the field (its schema):
+        none or several, and the row says nothing."""
+        if not self._asked:
+            return None
+        for field, value in call.args.items():
+            if isinstance(value, bool) or not isinstance(value, str | int):
+                continue
+            if (field, str(value)) in self._named or not unfounded(field, value):
+                continue
+            for tool, output in reversed(self._results):
+                if tool == call.tool or (row := self._named_row(output)) is None:
+                    continue
+                tokens, text = row
+                typed = [int(t) if isinstance(value, int) and t.isdigit() else t for t in tokens]
+                fitting = [t for t in typed if type(t) is type(value) and accepts(field, t)]
+                if len(fitting) != 1:
+                    continue
+                self._named.add((field, str(value)))
+                return OtherItem(
+                    field=field, picked=str(value), named=text, value=fitting[0], tool=tool
+                )
+        return None
+
+    def _named_row(self, output: str) -> tuple[list[str], str] | None:
+        """The identifiers and the words of the row of ``output``'s listing that shares more
+        of the request's words than any other row, or ``None`` (no listing, or a tie)."""
+        rows = [r for r in _ROWS.split(output) if r.strip()]
+        if len(rows) < 2:
+            return None
+        shared = [len(content_tokens(r) & self._asked) for r in rows]
+        best = max(shared)
+        if best == 0 or shared.count(best) > 1:
+            return None
+        tokens = _TOKEN.findall(rows[shared.index(best)])
+        ids = [t for t in tokens if _identifier(t) and t.lower() not in self._asked]
+        words = " ".join(t for t in tokens if t not in ids and any(c.isalnum() for c in t))
+        return ids, words
+
     def _other(self, field: str, value: str | int, tool: str, output: str) -> OtherItem | None:
         sent = str(value).lower()
         items = _items(output, shape_of(str(value)))
@@ -96,6 +153,11 @@ class ItemSelection:
             value=int(original) if isinstance(value, int) else original,
             tool=tool,
         )
+
+
+def _identifier(token: str) -> bool:
+    """Whether ``token`` reads as an identifier: it holds a digit, a ``/`` or an ``@``."""
+    return any(c.isdigit() or c in "/@" for c in token)
 
 
 def _items(output: str, shape: str) -> list[tuple[str, str]]:

@@ -102,6 +102,7 @@ def test_the_facade_shows_the_corrected_call_in_the_result() -> None:
     assert shown == {"name": "river_gauge", "arguments": {"station": "ford-end"}}
 
 
-def test_off_by_default_until_judged_on_dev() -> None:
-    assert not GuardrailOptions().error_values
-    assert "Corrected call" not in _failed_result()
+def test_on_by_default_and_switched_by_its_name() -> None:
+    assert GuardrailOptions().error_values
+    assert "Corrected call" in _failed_result()
+    assert "Corrected call" not in _failed_result(error_values=False, hinted_calls=False)

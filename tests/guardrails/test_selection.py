@@ -4,7 +4,7 @@ is sent back once with that item's id: the real 0.5B listed the todos and comple
 from __future__ import annotations
 
 import pytest
-from guard_support import reply, spec
+from guard_support import ran, reply, spec
 
 from forge_rt.core import ToolCall
 from forge_rt.guardrails import Execute, GuardrailOptions, Guardrails, ToolErrors, ToolResult
@@ -79,3 +79,89 @@ def test_string_ids_keep_their_spelling() -> None:
     other = selection.check(ToolCall(tool="open_doc", args={"file_id": "f-1"}))
     assert other is not None
     assert (other.value, other.named, other.picked) == ("F-2", "budget 2026", "holiday photos")
+
+
+# named_row: an id no fact holds, sent again after a listing whose rows the request names one of.
+
+LIST_KENNELS = spec("list_kennels", size="string")
+MOVE_KENNEL = spec("move_kennel", kennel_id="string", wing="string")
+KENNELS = "kb-7710 | Priya Lindqvist | large\nKB-2203 | Tomasz Quayle | large\nkb-9042 | Priya Obi | small"
+
+
+def _kennels(options: GuardrailOptions | None = None) -> Guardrails:
+    guard = Guardrails(
+        [LIST_KENNELS, MOVE_KENNEL],
+        required_steps=["list_kennels", "move_kennel"],
+        respond_tool=True,
+        options=options or GuardrailOptions(named_row=True),
+    )
+    guard.new_turn("Move Tomasz Quayle's kennel to the east wing.")
+    first = guard.check(reply("move_kennel", kennel_id="kb-0001", wing="east"))
+    assert isinstance(first, ToolErrors)  # guessed_values: list the kennels first
+    ran(guard, "list_kennels", KENNELS, size="large")
+    return guard
+
+
+def test_a_made_up_id_sent_again_after_the_listing_gets_the_named_rows_id() -> None:
+    guard = _kennels()
+    action = guard.check(reply("move_kennel", kennel_id="kb-0001", wing="east"))
+    assert isinstance(action, ToolErrors)
+    assert action.rule == "named_row"
+    (nudge,) = action.errors
+    assert "'Tomasz Quayle large'" in nudge.content
+    assert '"kennel_id": "KB-2203", "wing": "east"' in nudge.content
+    assert "kb-0001" not in nudge.content  # the made-up value is not shown again
+    assert isinstance(guard.check(reply("move_kennel", kennel_id="KB-2203", wing="east")), Execute)
+
+
+def test_named_row_once_a_value_and_off_by_default() -> None:
+    guard = _kennels()
+    assert isinstance(
+        guard.check(reply("move_kennel", kennel_id="kb-0001", wing="east")), ToolErrors
+    )
+    assert isinstance(guard.check(reply("move_kennel", kennel_id="kb-0001", wing="east")), Execute)
+    guard = _kennels(GuardrailOptions())
+    assert isinstance(guard.check(reply("move_kennel", kennel_id="kb-0001", wing="east")), Execute)
+
+
+def _accepts_all(field: str, value: str | int) -> bool:
+    return True
+
+
+@pytest.mark.parametrize(
+    ("request_text", "listing", "value", "expected"),
+    [
+        ("Tomasz Quayle's kennel, please.", KENNELS, "kb-0001", "KB-2203"),
+        ("Priya's kennel, please.", KENNELS, "kb-0001", None),  # two rows name Priya
+        ("Priya Obi's kennel, please.", KENNELS, "kb-0001", "kb-9042"),  # most words wins
+        ("Any kennel will do.", KENNELS, "kb-0001", None),  # the request names no row
+        (
+            "Tomasz Quayle's kennel.",
+            "KB-2203 | Tomasz Quayle | 2026-04-01\nKB-1 | Ada Moss",
+            "x-1",
+            None,
+        ),
+        ("Tomasz Quayle's kennel.", "kennel KB-2203 of Tomasz Quayle", "x-1", None),  # one row
+        ("Ward 12 for Ines Moreau.", "41 | Ines Moreau\n42 | Karl Moss", 7, 41),
+    ],
+    ids=["named", "tie", "most-words", "names-none", "two-ids", "one-row", "integer"],
+)
+def test_which_row_named_row_reads(
+    request_text: str, listing: str, value: str | int, expected: str | int | None
+) -> None:
+    selection = ItemSelection()
+    selection.reset(request_text)
+    selection.add_result("list", listing)
+    call = ToolCall(tool="change", args={"record_id": value})
+    row = selection.named_row(call, unfounded=lambda f, v: True, accepts=_accepts_all)
+    assert (row.value if row is not None else None) == expected
+
+
+def test_named_row_leaves_a_value_the_facts_hold_and_one_its_schema_refuses() -> None:
+    selection = ItemSelection()
+    selection.reset("Tomasz Quayle's kennel, please.")
+    selection.add_result("list", KENNELS)
+    call = ToolCall(tool="change", args={"record_id": "kb-0001"})
+    assert selection.named_row(call, lambda f, v: False, _accepts_all) is None
+    assert selection.named_row(call, lambda f, v: True, lambda f, v: False) is None
+    assert selection.named_row(call, lambda f, v: True, _accepts_all) is not None

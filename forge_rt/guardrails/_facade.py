@@ -149,9 +149,12 @@ class RecordOutcome(msgspec.Struct, frozen=True, kw_only=True):
     terminal tool succeeded (``terminal_call`` / ``terminal_output`` say which and what it
     returned); the run ends with that result and budgets no longer matter. Otherwise ``fatal``
     is set when the tool-error budget ran out: append the messages, then end the run with it.
+    ``rules``: the ``results`` rules that added to a message (a corrected call by
+    ``error_values`` or ``hinted_calls``), once each time, for the run's record.
     """
 
     messages: list[Message]
+    rules: tuple[str, ...] = ()
     done: bool = False
     terminal_call: ToolCall | None = None
     terminal_output: str | None = None
@@ -312,6 +315,7 @@ class Guardrails:
         # What the model was told, to catch it copied back; a result it relays is no copy.
         self._echoes = EchoCorpus(known=self._guesses.holds)
         self._ignored: dict[str, tuple[str, ...]] = {}  # arguments dropped from the calls to run
+        self._results_fired: list[str] = []  # results rules that added to this batch's messages
         self._markup_answered = False  # this turn's answer was tool-result markup
         self._refused = RefusedCalls(self._specs)  # calls that would be refused again
         # Set once a synthetic ``respond`` that does not end the workflow ran this turn: the
@@ -1186,6 +1190,7 @@ class Guardrails:
         # among lookups instead of answering; its result says what comes next.
         again = self._again(results)
         ignored, self._ignored = self._ignored, {}
+        self._results_fired = []
         messages: list[Message] = []
         fatal: ForgeError | None = None
         for result in results:
@@ -1256,8 +1261,12 @@ class Guardrails:
             return Message.tool_result(call, interrupted_text(call.tool, error) + note)
         if isinstance(error, ToolResolutionError) and self.options.recovery:
             corrected = self._listed_call(call, error) if self.options.error_values else None
-            if corrected is None and self.options.hinted_calls:
+            if corrected is not None:
+                self._results_fired.append("error_values")
+            elif self.options.hinted_calls:
                 corrected = self._hinted_call(call, error, several=sent_again)
+                if corrected is not None:
+                    self._results_fired.append("hinted_calls")
             text = resolution_text(call.tool, error, corrected=corrected)
         else:
             text = tool_error_text(call.tool, error)
@@ -1286,6 +1295,7 @@ class Guardrails:
             log.debug("guardrails.done", tool=terminal.call.tool)  # workflow.turn says it
             return RecordOutcome(
                 messages=messages,
+                rules=tuple(self._results_fired),
                 done=True,
                 terminal_call=terminal.call,
                 terminal_output=terminal.output,
@@ -1293,7 +1303,11 @@ class Guardrails:
                 failed=failed,
             )
         return RecordOutcome(
-            messages=messages, fatal=fatal, succeeded=len(results) - failed, failed=failed
+            messages=messages,
+            rules=tuple(self._results_fired),
+            fatal=fatal,
+            succeeded=len(results) - failed,
+            failed=failed,
         )
 
     def _result_note(self, call: ToolCall, *, repeated: bool, again: frozenset[str]) -> str:

@@ -583,6 +583,8 @@ class WorkflowActor(Actor):
         stats.tool_calls += len(results)
         stats.tool_errors += sum(1 for r in results if not r.ok)
         outcome = self._guardrails.record(results)
+        for rule in outcome.rules:
+            stats.count_rule(rule)
         if outcome.done:
             self._turn_open = False  # the terminal result ends the turn: stored with it
         if self._tracer is not None:

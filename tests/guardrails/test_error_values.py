@@ -106,3 +106,15 @@ def test_on_by_default_and_switched_by_its_name() -> None:
     assert GuardrailOptions().error_values
     assert "Corrected call" in _failed_result()
     assert "Corrected call" not in _failed_result(error_values=False, hinted_calls=False)
+
+
+def test_the_record_names_the_rule_that_added_the_corrected_call() -> None:
+    guard = Guardrails([GAUGE], respond_tool=True)
+    guard.new_turn("How high is the river at Ford End?")
+    call = ToolCall(tool="river_gauge", args={"station": "#4471"})
+    error = ToolResolutionError("station not in [low-weir, mill-race, ford-end]")
+    assert guard.record([ToolResult(call=call, error=error)]).rules == ("error_values",)
+    guard = Guardrails([GAUGE], respond_tool=True, options=GuardrailOptions(error_values=False))
+    guard.new_turn("How high is the river at Ford End?")
+    outcome = guard.record([ToolResult(call=call, error=ToolResolutionError("no such gauge"))])
+    assert outcome.rules == ()

@@ -637,7 +637,8 @@ class NarrowedConstraint:
         self._shape = msgspec.structs.replace(shape, prose=prose)
         # Bounded: exclusions and answers differ from turn to turn; a chat daemon runs for weeks.
         self._narrowed: OrderedDict[
-            tuple[frozenset[str], frozenset[Any], tuple[str, ...]], OutputConstraint
+            tuple[frozenset[str], frozenset[Any], tuple[str, ...], frozenset[Any]],
+            OutputConstraint,
         ] = OrderedDict()
 
     def to(
@@ -646,10 +647,12 @@ class NarrowedConstraint:
         *,
         exclude: Sequence[ToolCall] = (),
         answers: Sequence[str] = (),
+        pins: Sequence[ToolCall] = (),
     ) -> OutputConstraint | None:
         """The constraint for a reply that may call only ``allowed`` (all of them, nothing
-        excluded, no answers: unchanged), none of the calls in ``exclude``, and ``respond`` only
-        with one of ``answers`` as its message where there are some.
+        excluded, no answers, no pins: unchanged), none of the calls in ``exclude``, ``respond``
+        only with one of ``answers`` as its message where there are some, and each tool of
+        ``pins`` only with the values its pin's arguments give (``Guardrails.pinned_calls``).
 
         ``exclude`` holds the calls the loop guard blocked (``Guardrails.loop_blocked``): one
         more of them ends the run, so the reply may not be one. A blocked tool stays callable
@@ -661,13 +664,20 @@ class NarrowedConstraint:
         allowed, blocked = _excludable(allowed, exclude)
         names = frozenset(spec.name for spec in allowed)
         answers = tuple(answers) if RESPOND_TOOL_NAME in names else ()
-        if constraint is None or not names or (names == self._all and not blocked and not answers):
+        pins = [pin for pin in pins if pin.tool in names]
+        unchanged = names == self._all and not blocked and not answers and not pins
+        if constraint is None or not names or unchanged:
             return constraint
-        key = (names, frozenset(call_key(call) for call in blocked), answers)
+        pinned = frozenset(call_key(pin) for pin in pins)
+        key = (names, frozenset(call_key(call) for call in blocked), answers, pinned)
         narrowed = self._narrowed.get(key)
         if narrowed is not None:
             self._narrowed.move_to_end(key)
             return narrowed
+        by_tool = {pin.tool: pin.args for pin in pins}
+        allowed = [
+            _pinned(spec, by_tool[spec.name]) if spec.name in by_tool else spec for spec in allowed
+        ]
         narrowed = self._build(constraint, allowed, blocked, answers)
         self._narrowed[key] = narrowed
         if len(self._narrowed) > NARROWED_KEPT:
@@ -690,6 +700,16 @@ class NarrowedConstraint:
             return JsonSchemaConstraint(schema=schema)
         gbnf = tool_call_grammar(allowed, shape=shape, exclude=blocked, answers=answers)
         return GrammarConstraint(gbnf=gbnf, admits_text=shape.prose)
+
+
+def _pinned(spec: ToolSpec, values: Mapping[str, Any]) -> ToolSpec:
+    """``spec`` with each top-level field of ``values`` held to that one value."""
+    schema = schema_of(spec)
+    properties = dict(schema.get("properties") or {})
+    for field, value in values.items():
+        properties[field] = {"enum": [value]}
+    parameters = {**schema, "properties": properties}
+    return ToolSpec(name=spec.name, description=spec.description, parameters=parameters)
 
 
 # A character a JSON string writes escaped: a quote, a backslash, a control character.

@@ -34,7 +34,6 @@ from forge_rt.core import (
 from forge_rt.errors import (
     BudgetExhaustedError,
     ForgeError,
-    ToolCallError,
     ToolDeclinedError,
     ToolExecutionError,
     ToolInterruptedError,
@@ -103,7 +102,6 @@ from forge_rt.guardrails._selection import ItemSelection
 from forge_rt.guardrails._steps import StepEnforcer
 from forge_rt.guardrails._unfounded import (
     UnfoundedCalls,
-    invented_write_text,
     unfounded_call_text,
     unseen_values_text,
 )
@@ -226,8 +224,7 @@ class Guardrails:
     reads (the proxy's); an argument holding one is refused (the rule ``placeholders``).
     ``writes``: the tools that are not idempotent (they book, send, write): a call of one that
     already succeeded in the turn is answered with its result, not run again (the rule
-    ``answered_calls``); with ``invented_writes``, one made with a name found nowhere is
-    refused.
+    ``answered_calls``).
     """
 
     def __init__(
@@ -316,6 +313,7 @@ class Guardrails:
         self._echoes = EchoCorpus(known=self._guesses.holds)
         self._ignored: dict[str, tuple[str, ...]] = {}  # arguments dropped from the calls to run
         self._results_fired: list[str] = []  # results rules that added to this batch's messages
+        self._pins: dict[str, dict[str, Any]] = {}  # tool -> values its next call must carry
         self._markup_answered = False  # this turn's answer was tool-result markup
         self._refused = RefusedCalls(self._specs)  # calls that would be refused again
         # Set once a synthetic ``respond`` that does not end the workflow ran this turn: the
@@ -326,7 +324,6 @@ class Guardrails:
         # empty for "the turn's results", read as they are when the constraint is built.
         self._answer_hold: tuple[str, ...] | None = None
         self._answer_whole = False  # the hold is to all its texts at once (``every_end``)
-        self._invented = 0  # replies refused by invented_writes this turn
         self._request = ""  # this turn's request, where a listed value may be named
         self._pipeline = self._judges()
 
@@ -433,13 +430,13 @@ class Guardrails:
         self._told_this_turn = False
         self._answer_hold = None
         self._answer_whole = False
-        self._invented = 0  # replies refused by invented_writes this turn
         self._request = request or ""
         self._refused.new_turn()
         self._chains.new_turn(request or "")
         self._coverage.reset(request)
         self._quantities.reset(request or "")
         self._selection.reset(request or "")
+        self._pins = {}
         self._covering = False
         self._covered = ()
         self._finding = None
@@ -542,6 +539,18 @@ class Guardrails:
         """Tools whose call, answered in the caller's history, the model insisted on past the
         warning (the rule ``answered_calls``): the next constraint leaves them out."""
         return self._answered.warned
+
+    @property
+    def pinned_calls(self) -> tuple[ToolCall, ...]:
+        """The values a tool's next call is constrained to, as calls holding only them (for
+        ``NarrowedConstraint.to(..., pins=...)``): set by the rule ``named_row`` to the id of
+        the row the request names, until a call of the tool runs. An enumerable choice belongs
+        in the grammar: shown the corrected call, the real 0.5B sent its made-up id again
+        until the loop guard ended the run."""
+        return tuple(
+            ToolCall(tool=tool, args=dict(values), call_id=f"pin-{tool}")
+            for tool, values in self._pins.items()
+        )
 
     @property
     def answer_choices(self) -> tuple[str, ...]:
@@ -740,7 +749,6 @@ class Guardrails:
             "answered_calls": self._answered_again,
             "unfounded_calls": self._from_nowhere,
             "unseen_values": self._unseen,
-            "invented_writes": self._invented_write,
             "guessed_values": self._guessed,
             "listing_pick": self._picked_wrong,
             "named_row": self._unlisted,
@@ -857,33 +865,6 @@ class Guardrails:
         )
         return _Held(refusals=refusals)
 
-    def _invented_write(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
-        """The corrections for the calls of a reply that change records (``writes``) with a
-        name or identifier the model was never given (the rule ``invented_writes``), every
-        time: a booking for a holder no one named is worse than no booking. A turn allows
-        ``max_retries`` such replies: one more ends the run (ToolCallError) with nothing
-        written."""
-        found = []
-        for call in runnable:
-            if call.tool not in self._writes:
-                continue
-            invented = self._unfounded.invented(call, self._specs)
-            if invented:
-                log.info("guardrails.invented_write", tool=call.tool, values=len(invented))
-                found.append(call_nudge(call, invented_write_text(call, invented)))
-        if found:
-            self._invented += 1
-            if self._invented > self.options.max_retries:
-                raise ToolCallError(
-                    f"the model sent {self._invented} calls that change records with names "
-                    f"found nowhere this turn (retry budget {self.options.max_retries}); none "
-                    "was run",
-                    attempts=self._invented,
-                    last_raw=reply.raw,
-                    cause="invented_write",
-                )
-        return found
-
     def _guessed(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
         """The corrections for the calls of a reply with a value from nowhere -- an id, a path,
         a fractional number that neither the prompt, the requests nor the results hold -- each
@@ -964,6 +945,7 @@ class Guardrails:
             if args is None:
                 raise AssertionError("named_row returned a value its schema refuses")
             log.info("guardrails.named_row", tool=call.tool, field=row.field)
+            self._pins.setdefault(call.tool, {})[row.field] = row.value
             content = unlisted_item_nudge(
                 spec, args, field=row.field, named=row.named, source=row.tool
             )
@@ -1191,6 +1173,8 @@ class Guardrails:
         again = self._again(results)
         ignored, self._ignored = self._ignored, {}
         self._results_fired = []
+        for result in results:
+            self._pins.pop(result.call.tool, None)  # a pin holds until its tool's call runs
         messages: list[Message] = []
         fatal: ForgeError | None = None
         for result in results:

@@ -133,15 +133,6 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
-        name="invented_writes",
-        stage="calls",
-        reads="each call of a tool that is not idempotent, against all the model was given",
-        does=(
-            "refuses a call that changes records with a name or identifier found nowhere (a "
-            "holder no one named, an id no result gave), every time"
-        ),
-    ),
-    Rule(
         name="guessed_values",
         stage="calls",
         reads="ids, paths and fractional numbers in the calls, the facts given, pending steps",

@@ -35,7 +35,6 @@ from forge_rt.guardrails._rescue_args import schema_of
 __all__ = [
     "Unfounded",
     "UnfoundedCalls",
-    "invented_write_text",
     "unfounded_call_text",
     "unseen_values_text",
 ]
@@ -47,9 +46,6 @@ _NAMED = 4
 _WORD = re.compile(r"[^\W_]{3,}")
 # A string longer than this is composed text (a message body), not a value to look up.
 _MAX_VALUE_CHARS = 200
-# A string of more words than this is text the model wrote (a reason, a note), not a name or an
-# identifier that must come from somewhere.
-_NAME_WORDS = 3
 
 
 class Unfounded(msgspec.Struct, frozen=True, kw_only=True):
@@ -98,18 +94,6 @@ class UnfoundedCalls:
         if not self._facts.request_known:
             return ()
         return tuple((path, value) for path, value, seen in self._judged(call, specs) if not seen)
-
-    def invented(
-        self, call: ToolCall, specs: Mapping[str, ToolSpec]
-    ) -> tuple[tuple[str, str | int | float], ...]:
-        """The names and identifiers of ``call`` found nowhere: its unseen strings of at most
-        :data:`_NAME_WORDS` words (a number may be worked out, a note composed; a name, an
-        email or an id is given or it is made up)."""
-        return tuple(
-            (path, value)
-            for path, value in self.unseen(call, specs)
-            if isinstance(value, str) and len(value.split()) <= _NAME_WORDS
-        )
 
     def _judged(
         self, call: ToolCall, specs: Mapping[str, ToolSpec]
@@ -198,18 +182,4 @@ def unfounded_call_text(found: Unfounded) -> str:
         f"Not run: no value of this {found.call.tool} call ({shown}) appears in the request "
         "or in any result. If this tool fits the request, call it again with the values the "
         "request gives. If no tool fits, answer the request in plain text instead."
-    )
-
-
-def invented_write_text(call: ToolCall, values: Sequence[tuple[str, str | int | float]]) -> str:
-    """The note a call of a tool that changes records, made with names found nowhere, is
-    answered with."""
-    shown = ", ".join(
-        f"{path}={msgspec.json.encode(value).decode()}" for path, value in values[:_NAMED]
-    )
-    return (
-        f"Not run: {call.tool} changes records, and {shown} appears in neither the request nor "
-        "any result. A change is made only with what the user or a tool gave: leave out an "
-        "optional field no one gave, call with the given values, or, if no tool does what the "
-        "request asks, say so in your answer."
     )

@@ -382,6 +382,7 @@ class InferenceEngine:
         avoided: frozenset[str] = frozenset()
         excluded: tuple[ToolCall, ...] = ()
         answered: tuple[str, ...] = ()
+        pinned: tuple[ToolCall, ...] = ()
         narrowing = NarrowedConstraint(
             base.constraint,
             guard.tools,
@@ -390,20 +391,23 @@ class InferenceEngine:
         )
 
         async def prepare() -> InferenceRequest:
-            nonlocal base, avoided, excluded, answered
+            nonlocal base, avoided, excluded, answered, pinned
             gate.new_attempt()
             repeated = guard.repeated_tools
             allowed = [t for t in guard.tools if t.name not in repeated]
             blocked = guard.excluded_calls
             answers = guard.answer_choices
-            changed = repeated != avoided or blocked != excluded or answers != answered
+            pins = guard.pinned_calls
+            changed = (repeated, blocked, answers, pins) != (avoided, excluded, answered, pinned)
             if changed and base.constraint is not None and request.constraint is None:
                 # A tool the loop guard warned about is left out of the constraint (the prompt
                 # keeps offering it, so the backend's cached prompt stays valid); where none
                 # would be left, the calls it blocked are. An answer sent back for leaving out
                 # the results is followed by one of them (``Guardrails.answer_choices``).
-                avoided, excluded, answered = repeated, blocked, answers
-                narrowed = narrowing.to(allowed or guard.tools, exclude=blocked, answers=answers)
+                avoided, excluded, answered, pinned = repeated, blocked, answers, pins
+                narrowed = narrowing.to(
+                    allowed or guard.tools, exclude=blocked, answers=answers, pins=pins
+                )
                 base = msgspec.structs.replace(base, constraint=narrowed)
             return msgspec.structs.replace(base, messages=tuple(history))
 

@@ -370,6 +370,7 @@ class GuardedStep:
             guardrails.callable_now(avoid),
             exclude=guardrails.excluded_calls,
             answers=guardrails.answer_choices,
+            pins=guardrails.pinned_calls,
         )
 
 

@@ -534,7 +534,10 @@ class WorkflowActor(Actor):
             allowed = finishing or allowed
         # A blocked tool that must stay callable is offered without the call it blocked.
         return self._narrowed.to(
-            allowed, exclude=guardrails.excluded_calls, answers=guardrails.answer_choices
+            allowed,
+            exclude=guardrails.excluded_calls,
+            answers=guardrails.answer_choices,
+            pins=guardrails.pinned_calls,
         )
 
     async def _execute(

@@ -3,11 +3,22 @@ is sent back once with that item's id: the real 0.5B listed the todos and comple
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from guard_support import ran, reply, spec
 
-from forge_rt.core import ToolCall
-from forge_rt.guardrails import Execute, GuardrailOptions, Guardrails, ToolErrors, ToolResult
+from forge_rt.core import GrammarConstraint, JsonSchemaConstraint, ToolCall
+from forge_rt.guardrails import (
+    Execute,
+    GuardrailOptions,
+    Guardrails,
+    NarrowedConstraint,
+    ToolErrors,
+    ToolResult,
+    tool_call_grammar,
+    tool_call_schema,
+)
 from forge_rt.guardrails._selection import ItemSelection
 
 LIST_CHORES = spec("list_chores")
@@ -165,3 +176,27 @@ def test_named_row_leaves_a_value_the_facts_hold_and_one_its_schema_refuses() ->
     assert selection.named_row(call, lambda f, v: False, _accepts_all) is None
     assert selection.named_row(call, lambda f, v: True, lambda f, v: False) is None
     assert selection.named_row(call, lambda f, v: True, _accepts_all) is not None
+
+
+def test_named_row_pins_the_tools_next_call_to_the_rows_id_until_it_runs() -> None:
+    guard = _kennels()
+    assert guard.pinned_calls == ()
+    assert isinstance(
+        guard.check(reply("move_kennel", kennel_id="kb-0001", wing="east")), ToolErrors
+    )
+    (pin,) = guard.pinned_calls
+    assert (pin.tool, pin.args) == ("move_kennel", {"kennel_id": "KB-2203"})
+    base = JsonSchemaConstraint(schema=tool_call_schema(guard.tools))
+    narrowing = NarrowedConstraint(base, guard.tools)
+    narrowed = narrowing.to(guard.tools, pins=guard.pinned_calls)
+    assert isinstance(narrowed, JsonSchemaConstraint)
+    assert '"enum": ["KB-2203"]' in json.dumps(narrowed.schema)
+    assert narrowing.to(guard.tools) is base  # unpinned: as it was
+    grammar = NarrowedConstraint(
+        GrammarConstraint(gbnf=tool_call_grammar(guard.tools)), guard.tools
+    )
+    held = grammar.to(guard.tools, pins=guard.pinned_calls)
+    assert isinstance(held, GrammarConstraint)
+    assert "KB-2203" in held.gbnf
+    ran(guard, "move_kennel", "moved", kennel_id="KB-2203", wing="east")
+    assert guard.pinned_calls == ()

@@ -14,8 +14,8 @@ it meant is read here from the values alone, never from the error's wording:
 
 The corrected call is shown only where the value fits the argument's schema; a value the error
 merely echoes back is never one. Where the error lists nothing, or nothing matches, no call is
-shown (the cue words of :func:`~forge_rt.guardrails._rescue_args.hinted_args` are the older
-reading, the rule ``hinted_calls``).
+shown. (An older reading of the error's cue words -- "use", "did you mean" -- was removed: with
+this one on, it changed no run of the generated suite's dev half.)
 """
 
 from __future__ import annotations

@@ -95,7 +95,7 @@ from forge_rt.guardrails._placeholders import (
 )
 from forge_rt.guardrails._quantities import RequestQuantities
 from forge_rt.guardrails._refused import RefusedCalls
-from forge_rt.guardrails._rescue_args import hinted_args, schema_of, valid_with
+from forge_rt.guardrails._rescue_args import schema_of, valid_with
 from forge_rt.guardrails._respond import respond_spec
 from forge_rt.guardrails._rules import RULES, SCHEMA_RULE
 from forge_rt.guardrails._selection import ItemSelection
@@ -148,7 +148,7 @@ class RecordOutcome(msgspec.Struct, frozen=True, kw_only=True):
     returned); the run ends with that result and budgets no longer matter. Otherwise ``fatal``
     is set when the tool-error budget ran out: append the messages, then end the run with it.
     ``rules``: the ``results`` rules that added to a message (a corrected call by
-    ``error_values`` or ``hinted_calls``), once each time, for the run's record.
+    ``error_values``), once each time, for the run's record.
     """
 
     messages: list[Message]
@@ -1149,16 +1149,13 @@ class Guardrails:
         Successes are recorded as steps (before anything else, so control state is right even
         when a budget runs out) and break the tool-error and blocked-reply rows. A
         ToolResolutionError is fed back without counting and is not a step, with the corrected
-        call when its message hints at the right value; any other error is fed back and
+        call when the values its message lists say which was meant; any other error is fed back and
         counted. A call that ran without arguments its schema lacks gets a ``[Note]`` naming
         them. Returns the tool-result messages to append and whether the task is done.
         """
         self._covering = False  # a batch ran: the terminal tools are offered again
         self._covered = ()
         self._finding = None
-        # Calls sent again after failing: their error's hint gets a corrected call even where
-        # it names several values (see hinted_args), since naming them did not help.
-        failed_before = {k for r in results if (k := call_key(r.call)) in self._failed_with}
         repeated = {r.call.call_id for r in results if self._observe_result(r)}
         # The lookups that just succeeded: the same call right after its result returns it
         # again (the rule exclude_repeats leaves them out of the next constraint).
@@ -1182,8 +1179,7 @@ class Guardrails:
             if result.error is None:
                 messages.append(self._success_message(result, note, repeated, again))
                 continue
-            sent_again = call_key(result.call) in failed_before
-            messages.append(self._failure_message(result, result.error, note, sent_again))
+            messages.append(self._failure_message(result, result.error, note))
             if fatal is None and _counts_as_failure(result.error, self.options.recovery):
                 fatal = self._count_tool_error(result.call, result.error)
         return self._outcome(results, messages, fatal)
@@ -1232,12 +1228,10 @@ class Guardrails:
         output += self._result_note(call, repeated=call.call_id in repeated, again=again)
         return Message.tool_result(call, output + note)
 
-    def _failure_message(
-        self, result: ToolResult, error: BaseException, note: str, sent_again: bool
-    ) -> Message:
+    def _failure_message(self, result: ToolResult, error: BaseException, note: str) -> Message:
         """The result message of a call that did not succeed: declined by the user (nothing
-        failed), interrupted (not the model's doing), called wrong (with the corrected call its
-        error hints at), or failed."""
+        failed), interrupted (not the model's doing), called wrong (with the corrected call
+        read from the values its error lists), or failed."""
         call = result.call
         if isinstance(error, ToolDeclinedError):
             return Message.tool_result(call, self._told(declined_text(call.tool, error.reason)))
@@ -1247,10 +1241,6 @@ class Guardrails:
             corrected = self._listed_call(call, error) if self.options.error_values else None
             if corrected is not None:
                 self._results_fired.append("error_values")
-            elif self.options.hinted_calls:
-                corrected = self._hinted_call(call, error, several=sent_again)
-                if corrected is not None:
-                    self._results_fired.append("hinted_calls")
             text = resolution_text(call.tool, error, corrected=corrected)
         else:
             text = tool_error_text(call.tool, error)
@@ -1376,17 +1366,6 @@ class Guardrails:
             return None
         log.info("guardrails.error_value", tool=call.tool)
         return example_call(spec, args)
-
-    def _hinted_call(
-        self, call: ToolCall, error: BaseException, *, several: bool = False
-    ) -> str | None:
-        """The call with the value ``error``'s message suggests, ready to send, if it has one
-        (``several``: the first of several values it lists, too; see ``hinted_args``)."""
-        spec = self._specs.get(call.tool)
-        if spec is None:
-            return None
-        args = hinted_args(spec, call.args, str(error), tools=self._specs, several=several)
-        return example_call(spec, args) if args is not None else None
 
 
 class _Reply(msgspec.Struct, frozen=True, kw_only=True):

@@ -837,8 +837,8 @@ def interrupted_text(tool: str, error: BaseException) -> str:
 def resolution_text(tool: str, error: BaseException, *, corrected: str | None = None) -> str:
     """The tool result fed back when ``tool`` raised ToolResolutionError ("called wrong").
 
-    ``corrected`` is the call with the value the message hints at put in (see
-    :func:`~forge_rt.guardrails._rescue_args.hinted_args`), shown ready to send.
+    ``corrected`` is the call with the value the message lists put in (see
+    :mod:`~forge_rt.guardrails._error_values`), shown ready to send.
     """
     detail = _detail(error)
     text = (

@@ -34,10 +34,8 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     ``every_end`` (paired on the generated suite's dev half: 2 runs right, none wrong, but it
     asks a comparison's answer for every item, not the winner, counts a failed sibling as an
     end, and refuses again an answer ``answer_grounding`` took at its word; docs/eval/rules.md),
-    ``named_row`` (not yet judged on dev: a made-up id sent again after a listing, answered
-    with the id of the row the request names), and the three rules of a reply's shape, which
-    the proxy turns on where they were judged on held-out data (``call_list``,
-    ``prose_answers``, ``unfounded_calls``; docs/eval/rules.md).
+    and the three rules of a reply's shape, which the proxy turns on where they were judged on
+    held-out data (``call_list``, ``prose_answers``, ``unfounded_calls``; docs/eval/rules.md).
 
     Budgets, each counting rejected replies in a row before the run ends with its typed error:
     ``max_retries`` (no usable call), ``max_tool_errors`` (failing tools), ``max_premature``
@@ -57,7 +55,7 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     unseen_values: bool = False
     guessed_values: bool = True
     listing_pick: bool = True
-    named_row: bool = False
+    named_row: bool = True
     loop_repeats: int | None = _DEFAULT_LOOP_REPEATS
     # answer
     list_coverage: bool = True
@@ -76,7 +74,6 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     # results
     recovery: bool = True
     error_values: bool = True
-    hinted_calls: bool = True
     result_notes: bool = True
     # budgets
     max_retries: int = 3

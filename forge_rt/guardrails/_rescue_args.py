@@ -7,9 +7,9 @@ types) is left as written so validation can report it to the model.
 
 When a call is rejected anyway, the correction shows the call as it should have been, built from
 the model's own arguments: :func:`repair_args` keeps the valid values and corrects the wrong ones
-where the value says what was meant, and :func:`hinted_args` puts in the value a tool's own error
-message suggests ("no such order; use INV-0317"). Small models copy a concrete call far more
-reliably than they follow a description of one.
+where the value says what was meant (and :mod:`~forge_rt.guardrails._error_values` puts in the
+value a tool's own error lists). Small models copy a concrete call far more reliably than they
+follow a description of one.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ __all__ = [
     "ArgRepair",
     "coerce_args",
     "fold",
-    "hinted_args",
     "repair_args",
     "schema_of",
     "top_field",
@@ -506,109 +505,6 @@ def _zero_padded(digits: str) -> Iterator[str]:
     return (digits.zfill(width) for width in range(len(digits) + 1, 11))
 
 
-# --- hints in a tool's own error ---------------------------------------------------------------
-
-# "use INV-0317", "did you mean 'Lyon'?", "try 2023", "instead: X", "e.g. INV-0317"
-_CUE = re.compile(
-    # The cue must be a whole word: "use" inside "user_id" is not a cue.
-    r"(?:\b(?:use|try|did you mean|you meant|perhaps|maybe|instead(?: use)?|for example|such as)\b"
-    r"|\be\.g\.)"
-    # The value is read by a lookahead, so a cue inside it ("use: try X") is found too.
-    r"\s*:?\s*[`'\"]?(?=([A-Za-z0-9][\w.\-/@:+]*))",
-    re.IGNORECASE,
-)
-# A sentence that names the right value: "(Canada's is Ottawa)", "the correct region is
-# us", "the nearest match is INV-0317". The real 0.5B and 1.5B both looped on a call to the
-# same wrong city, 3 runs of 3, when an error named the right one only in this form. A
-# possessive names the value only with its noun left out: "the order's status is gone" says
-# what something is, not what to send.
-_NAMED_CUE = re.compile(
-    r"(?:\b[A-Za-z]\w*'s"
-    r"|\b(?:correct|right|valid|nearest|closest|matching|expected|supported)(?:\s+[a-z]\w*)?)"
-    r"\s+(?:is|would be)\s*:?\s*[`'\"]?(?=([A-Za-z0-9][\w.\-/@:+]*))",
-    re.IGNORECASE,
-)
-# A list of the valid values names them too ("the only id is INV-7", "must be one of: eu"), but
-# only a list of one names *the* value: with several ("ids are K-7 and K-8") a corrected call
-# built from the first led the real 1.5B to total K-7 alone and stop (2 runs of 3 that were
-# right before), so a list of more than one gives no corrected call.
-_LIST_CUE = re.compile(
-    r"\b(?:one of|(?:ids?|values?|options?|choices?|names?|keys?|codes?)\s+(?:are|is|include))\b"
-    r"\s*:?\s*(?P<items>[^.;\n]*)",
-    re.IGNORECASE,
-)
-_LIST_ITEM = re.compile(r"[`'\"]?([A-Za-z0-9][\w.\-/@:+]*)[`'\"]?")
-_LIST_SEPARATOR = re.compile(r",|\s(?:and|or)\s|\s/\s", re.IGNORECASE)
-
-
-def _list_values(message: str, *, several: bool = False) -> list[str]:
-    """The value of each list in ``message`` that names exactly one; ``several``: each
-    list's values, in order, however many it names."""
-    found = []
-    for match in _LIST_CUE.finditer(message):
-        items = [i.strip() for i in _LIST_SEPARATOR.split(match["items"]) if i.strip()]
-        if len(items) == 1 or several:
-            found += [m.group(1) for i in items if (m := _LIST_ITEM.match(i)) is not None]
-    return found
-
-
-# Words a cue is followed by that are not a value ("try again", "use a different one").
-_NOT_VALUES = frozenset(
-    {"a", "again", "an", "another", "any", "it", "one", "only", "other", "some", "that", "the"}
-    | {"try", "use", "perhaps", "maybe"}  # a cue word, where another cue's value would be
-    | {"them", "this", "instead"}
-)
-
-
-def hinted_args(
-    spec: ToolSpec,
-    args: Mapping[str, Any],
-    message: str,
-    *,
-    tools: Iterable[str] = (),
-    several: bool = False,
-) -> dict[str, Any] | None:
-    """``args`` with the value a tool's error message suggests put in, or ``None``.
-
-    A tool that raises ToolResolutionError("no such order; use INV-0317") says what to send;
-    the corrected call shows it in place. The value goes into the argument the message names,
-    else the string argument it most resembles (``INV-317`` for ``INV-0317``). Candidates that
-    name a tool (``use list_files``) are not argument values and are skipped; so is a hint that
-    leaves the arguments invalid or unchanged. With no such value, a message that names two of
-    the call's values as a pair the other way round ("only EUR->GBP") gives the call with them
-    exchanged (see :func:`_swapped_args`). ``several``: a list of several valid values
-    ("ids are K-7 and K-8") gives its first one too -- for a call the model already sent once
-    and saw fail, when naming the values in words did not help.
-    """
-    names = set(tools)
-    # Only a value the message offers after a cue ("use X", "did you mean X"): a quoted value
-    # without one is usually the model's own wrong value echoed back ("no user 'Ilse_Brandt'"),
-    # and a corrected call built from it teaches the model garbage.
-    listed = _list_values(message, several=several)
-    cued = [*_CUE.findall(message), *_NAMED_CUE.findall(message), *listed]
-    candidates = [m.rstrip(".:,;)") for m in cued]
-    schema = schema_of(spec)
-    coercer = _Coercer(schema)
-    props: Mapping[str, Any] = schema.get("properties") or {}
-    usable = (
-        c
-        for c in candidates
-        if c and c not in names and c.lower() not in _NOT_VALUES and not _fragment(c)
-    )
-    for hint in dict.fromkeys(usable):
-        field = _target_field(hint, args, props, message)
-        if field is None or args.get(field) == hint:
-            continue
-        fixed = {**args, field: coercer.value(hint, props.get(field, {}))}
-        if fixed == dict(args):
-            continue
-        try:
-            return spec.validate_args(fixed)
-        except ToolArgumentError:
-            continue
-    return _swapped_args(spec, args, message, props)
-
-
 def valid_with(
     spec: ToolSpec, args: Mapping[str, Any], field: str, value: Any
 ) -> dict[str, Any] | None:
@@ -618,92 +514,3 @@ def valid_with(
         return spec.validate_args({**args, field: value})
     except ToolArgumentError:
         return None
-
-
-def _fragment(candidate: str) -> bool:
-    """Whether a hinted value is only the start of one: "use INV- and 4 digits" names a prefix
-    (the real 0.5B, shown the corrected call with ``"INV-"``, sent ``"INV-317"`` until the loop
-    guard ended the run; the same message's "e.g. INV-0317" is the value)."""
-    return candidate[-1] in "-_/.:@+"
-
-
-# Two values joined as a direction: "EUR->GBP", "EUR/GBP", "from Lyon to Porto".
-_PAIR = re.compile(
-    r"(?<![\w.\-@:+])[`'\"]?([A-Za-z0-9][\w.\-@:+]*?)[`'\"]?"
-    r"\s*(?:->|\u2192|=>|/|\bto\b|\binto\b)\s*"
-    r"[`'\"]?([A-Za-z0-9][\w.\-@:+]*)",
-    re.IGNORECASE,
-)
-
-
-def _swapped_args(
-    spec: ToolSpec, args: Mapping[str, Any], message: str, props: Mapping[str, Any]
-) -> dict[str, Any] | None:
-    """``args`` with two of its string values exchanged, where ``message`` names them as a
-    pair in the other order ("only EUR->GBP is available" for ``base="GBP", quote="EUR"``) --
-    or, where the message names a pair with an arrow and neither of the two values, with the
-    pair put in their place when they are its names spelled another way (``base="euros",
-    quote="pounds"``: one of them starts as its code does).
-
-    The pair's order is read as the order of the two arguments in the schema (``base`` before
-    ``quote``, ``origin`` before ``destination``). The real 0.5B swapped them and sent the same
-    failing call until the loop guard ended the run, 3 runs of 3: the error named both values,
-    but no cue said which goes where. Told "only EUR->GBP" after sending ``"euros"`` and
-    ``"pounds"``, it sent them again until the loop guard ended the run, then guessed a rate.
-    """
-    fields = [k for k in props if isinstance(args.get(k), str) and args[k]]
-    said = message.lower()
-    for match in _PAIR.finditer(message):
-        first, second = match.group(1), match.group(2).rstrip(".:,;)")
-        if first.lower() == second.lower():
-            continue
-        arrow = _ARROW.search(match.group(0)) is not None
-        for i, before in enumerate(fields):
-            for after in fields[i + 1 :]:
-                sent = (args[before].lower(), args[after].lower())
-                if sent == (second.lower(), first.lower()):
-                    fixed = {**args, before: args[after], after: args[before]}
-                elif arrow and _respelled(sent, (first, second), said):
-                    fixed = {**args, before: first, after: second}
-                else:
-                    continue
-                try:
-                    return spec.validate_args(fixed)
-                except ToolArgumentError:
-                    continue
-    return None
-
-
-_ARROW = re.compile(r"->|\u2192|=>")
-
-
-def _respelled(sent: tuple[str, str], pair: tuple[str, str], message: str) -> bool:
-    """Whether the two values ``sent`` (lowercased) read as ``pair`` spelled another way: the
-    ``message`` names neither of them, and one starts with its counterpart, of three letters
-    or more ("euros" for ``EUR``) -- not a pair of other things ("Lyon", "Porto" for
-    ``Berlin->Munich``)."""
-    if any(re.search(rf"(?<!\w){re.escape(v)}(?!\w)", message) for v in sent):
-        return False
-    return any(
-        len(new) >= 3 and old.startswith(new.lower()) for old, new in zip(sent, pair, strict=True)
-    )
-
-
-def _target_field(
-    hint: str, args: Mapping[str, Any], props: Mapping[str, Any], message: str
-) -> str | None:
-    """The argument a hinted value is for: the one the message names, else the most alike."""
-    named = [p for p in props if re.search(rf"\b{re.escape(p)}\b", message)]
-    if len(named) == 1:
-        return named[0]
-    scored = [
-        (difflib.SequenceMatcher(None, str(v).lower(), hint.lower()).ratio(), k)
-        for k, v in args.items()
-        if k in props and isinstance(v, str | int | float) and not isinstance(v, bool)
-    ]
-    if not scored:
-        return None
-    if len(scored) == 1:
-        return scored[0][1]
-    score, field = max(scored)
-    return field if score >= 0.3 else None

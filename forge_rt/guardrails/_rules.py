@@ -267,12 +267,6 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
-        name="hinted_calls",
-        stage="results",
-        reads="a tool's 'called wrong' error, the values it quotes or lists",
-        does="adds the corrected call, ready to send, where the error points at one value",
-    ),
-    Rule(
         name="result_notes",
         stage="results",
         reads="the call history of the turn",

@@ -94,38 +94,23 @@ def test_the_terminal_result_carries_no_note() -> None:
     )
 
 
-def test_a_resolution_error_with_a_hint_comes_back_with_the_corrected_call() -> None:
-    """ToolResolutionError("no such order; use KVX-0318") is fed back with the call to send."""
+def test_a_resolution_error_listing_values_comes_back_with_the_corrected_call() -> None:
+    """An error that lists the ids it knows is fed back with the call to send: the listed id
+    clearly most like the refused one in its place (the rule ``error_values``)."""
     guard = _guard(ORDER, REPORT)
     call = ToolCall(tool="get_order", args={"order_id": "KVX-318", "verbose": True}, call_id="o")
     action = guard.check([call])
     assert isinstance(action, Execute)
-    error = ToolResolutionError("no such order KVX-318; use KVX-0318")
+    error = ToolResolutionError("no such order KVX-318; known: KVX-0318, RT-5520")
     [message] = guard.record([ToolResult(call=action.calls[0], error=error)]).messages
     head, corrected = message.content.split("\nCorrected call: ")
-    assert head == "[ToolResolutionError] `get_order`: no such order KVX-318; use KVX-0318"
+    assert (
+        head == "[ToolResolutionError] `get_order`: no such order KVX-318; known: KVX-0318, RT-5520"
+    )
     assert json.loads(corrected) == {
         "name": "get_order",
         "arguments": {"order_id": "KVX-0318", "verbose": True},
     }
-
-
-def test_a_call_sent_again_after_failing_gets_the_first_listed_value_as_its_correction() -> None:
-    """ "ids are B-7 and B-8" names no one value, so the first failure shows no call; the same
-    call sent again (the real 0.5B sent get_order_sum("12345") until the loop guard ended the
-    run) gets the first listed id as a corrected call."""
-    guard = _guard(ORDER, REPORT)
-    error = ToolResolutionError("no order '12345'; ids are B-7 and B-8")
-    shown = []
-    for n in range(2):
-        call = ToolCall(tool="get_order", args={"order_id": "12345"}, call_id=f"o{n}")
-        action = guard.check([call])
-        assert isinstance(action, Execute)
-        [message] = guard.record([ToolResult(call=action.calls[0], error=error)]).messages
-        shown.append(message.content)
-    assert "Corrected call" not in shown[0]
-    _, corrected = shown[1].split("\nCorrected call: ")
-    assert json.loads(corrected) == {"name": "get_order", "arguments": {"order_id": "B-7"}}
 
 
 def test_a_new_turn_forgets_which_calls_failed() -> None:
@@ -200,23 +185,3 @@ def test_a_workflow_with_its_own_respond_tool_gets_it_validated_as_its_own() -> 
     action = guard.check([ToolCall(tool="respond", args={"findings": "x"}, call_id="r")])
     assert isinstance(action, Execute)
     assert not guard.is_synthetic_respond(action.calls[0])
-
-
-@pytest.mark.parametrize(
-    "message",
-    [
-        "no user 'Ilse_Brandt'; copy the user_id from find_accounts",  # "use" inside "user_id"
-        "no user 'r'; look it up first",  # only the model's own wrong value is quoted
-    ],
-    ids=["cue-inside-a-word", "quoted-wrong-value"],
-)
-def test_an_error_without_a_real_hint_gets_no_corrected_call(message: str) -> None:
-    """Seen on the real 0.5B: a 'corrected call' built from a word fragment ('r_id') or from the
-    model's own wrong value is copied back verbatim, so none is offered."""
-    from forge_rt.guardrails._rescue_args import hinted_args
-
-    spec = ToolSpec(
-        name="get_account_email",
-        parameters={"type": "object", "properties": {"user_id": {"type": "string"}}},
-    )
-    assert hinted_args(spec, {"user_id": "Ilse_Brandt"}, message) is None

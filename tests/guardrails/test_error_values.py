@@ -105,7 +105,7 @@ def test_the_facade_shows_the_corrected_call_in_the_result() -> None:
 def test_on_by_default_and_switched_by_its_name() -> None:
     assert GuardrailOptions().error_values
     assert "Corrected call" in _failed_result()
-    assert "Corrected call" not in _failed_result(error_values=False, hinted_calls=False)
+    assert "Corrected call" not in _failed_result(error_values=False)
 
 
 def test_the_record_names_the_rule_that_added_the_corrected_call() -> None:

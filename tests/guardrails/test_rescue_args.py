@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict
 
 from forge_rt.core import ToolSpec
 from forge_rt.guardrails import coerce_args
-from forge_rt.guardrails._rescue_args import hinted_args, repair_args
+from forge_rt.guardrails._rescue_args import repair_args
 
 SPEC = ToolSpec(
     name="t",
@@ -204,100 +204,6 @@ def test_repair_renames_a_required_field_sent_under_another_name() -> None:
     )
 
 
-ORDER = ToolSpec(
-    name="get_order",
-    parameters={
-        "type": "object",
-        "properties": {"order_id": {"type": "string"}, "region": {"type": "string"}},
-        "required": ["order_id"],
-    },
-)
-
-
-@pytest.mark.parametrize(
-    ("message", "expected"),
-    [
-        ("no such order; use KVX-0017", {"order_id": "KVX-0017", "region": "eu"}),
-        (
-            "unknown order 'KVX-17', did you mean 'KVX-0017'?",
-            {"order_id": "KVX-0017", "region": "eu"},
-        ),
-        ("region must be one of: try us", {"order_id": "KVX-17", "region": "us"}),
-        ("no such order", None),
-        ("look it up first: use list_shipments", None),
-        ("service busy, try again later", None),
-        ("use a different id", None),
-        ("no order 'KVX-17'; ids are KVX-0016 and KVX-0017", None),  # several: no one value
-        ("no order 'KVX-17'; the only id is KVX-0017", {"order_id": "KVX-0017", "region": "eu"}),
-        ("region must be one of: us, apac", None),
-        ("region must be one of: us", {"order_id": "KVX-17", "region": "us"}),
-        ("unknown region; valid values are `us` or `apac`", None),
-        ("the order is gone", None),  # "is" alone names no value
-        (
-            "no data for 'KVX-17'; only archived orders are kept (Lee's is KVX-0017)",
-            {"order_id": "KVX-0017", "region": "eu"},
-        ),
-        ("the correct order is KVX-0017.", {"order_id": "KVX-0017", "region": "eu"}),
-        (
-            "no such order; the nearest match is `KVX-0017`",
-            {"order_id": "KVX-0017", "region": "eu"},
-        ),
-        ("the order's status is gone", None),  # named, but not a valid value for any argument
-        (
-            "order_id 'KVX-17' has the wrong format: use KVX- and 4 digits, e.g. KVX-0017",
-            {"order_id": "KVX-0017", "region": "eu"},
-        ),
-        ("wrong format; for example KVX-0017", {"order_id": "KVX-0017", "region": "eu"}),
-        ("wrong format: use KVX- and 4 digits", None),  # a prefix is not a value
-    ],
-    ids=[
-        "use",
-        "did-you-mean",
-        "named-field",
-        "no-hint",
-        "tool-name",
-        "try-again",
-        "use-a",
-        "ids-are-several",
-        "id-is-one",
-        "one-of-several",
-        "one-of-one",
-        "values-are-several",
-        "is-alone",
-        "possessive-is",
-        "correct-is",
-        "nearest-is",
-        "possessive-invalid",
-        "prefix-then-example",
-        "for-example",
-        "prefix-only",
-    ],
-)
-def test_hinted_args_put_the_suggested_value_in_place(
-    message: str, expected: dict[str, Any] | None
-) -> None:
-    """The value a tool's error suggests replaces the argument it is for; no hint, no call."""
-    args = {"order_id": "KVX-17", "region": "eu"}
-    assert hinted_args(ORDER, args, message, tools=["get_order", "list_shipments"]) == expected
-
-
-@pytest.mark.parametrize(
-    ("message", "expected"),
-    [
-        ("no order 'KVX-17'; ids are KVX-0016 and KVX-0017", "KVX-0016"),
-        ("no order 'KVX-17'; ids are KVX-17 and KVX-0017", "KVX-0017"),  # not the same again
-        ("order_id must be one of B-4, B-5 or B-6", "B-4"),
-        ("no such order", None),
-    ],
-    ids=["first", "not-the-sent-one", "three", "no-list"],
-)
-def test_hinted_args_with_several_take_a_listed_value(message: str, expected: str | None) -> None:
-    """``several``: a list of several valid values gives the first that changes the call."""
-    args = {"order_id": "KVX-17", "region": "eu"}
-    fixed = hinted_args(ORDER, args, message, several=True)
-    assert (fixed["order_id"] if fixed is not None else None) == expected
-
-
 def test_repair_drops_a_key_a_strict_model_forbids() -> None:
     """A model that forbids extra keys rejects them; the call shown leaves them out, unasked."""
 
@@ -307,55 +213,3 @@ def test_repair_drops_a_key_a_strict_model_forbids() -> None:
 
     repair = repair_args(ToolSpec(name="w", parameters=Strict), {"city": "Turku", "x": 1})
     assert (repair.args, repair.missing) == ({"city": "Turku"}, ())
-
-
-RATE = ToolSpec(
-    name="get_fx_rate",
-    parameters={
-        "type": "object",
-        "properties": {"base": {"type": "string"}, "quote": {"type": "string"}},
-        "required": ["base", "quote"],
-    },
-)
-
-
-@pytest.mark.parametrize(
-    ("message", "expected"),
-    [
-        ("only EUR->USD is available", {"base": "EUR", "quote": "USD"}),
-        ("rates are quoted as `EUR/USD`.", {"base": "EUR", "quote": "USD"}),
-        ("we only convert from eur to usd", {"base": "EUR", "quote": "USD"}),  # its own values
-        ("only USD->EUR is available", None),  # the order sent: nothing to exchange
-        ("only EUR->GBP is available", None),  # a value the call does not have
-        ("EUR and USD are both supported", None),  # no direction named
-        ("no rate for USDEUR->X", None),  # a pair inside a word is not these values
-    ],
-    ids=["arrow", "slash-quoted", "from-to", "same-order", "other-value", "no-pair", "in-word"],
-)
-def test_hinted_args_exchange_a_pair_named_the_other_way_round(
-    message: str, expected: dict[str, Any] | None
-) -> None:
-    """A message naming two of the call's values as a pair in the other order gives the call
-    with them exchanged, in the schema's order of the two fields."""
-    args = {"base": "USD", "quote": "EUR"}
-    assert hinted_args(RATE, args, message) == expected
-
-
-@pytest.mark.parametrize(
-    ("sent", "message", "expected"),
-    [
-        (("euros", "dollars"), "only EUR->USD is available", {"base": "EUR", "quote": "USD"}),
-        (("eur", "usd"), "only EUR\u2192USD is available", None),  # the same values: unchanged
-        (("Quito", "Bergen"), "only Berlin->Munich is served", None),  # other things, not spellings
-        (("USD", "EUR"), "only EUR->GBP is available", None),  # names a value the call has
-        (("euros", "dollars"), "only EUR/USD is available", None),  # no arrow: no direction
-    ],
-    ids=["respelled", "same", "other-things", "names-one-sent", "slash"],
-)
-def test_hinted_args_put_in_a_pair_the_call_spelled_another_way(
-    sent: tuple[str, str], message: str, expected: dict[str, Any] | None
-) -> None:
-    """An arrow pair that names neither of the call's values, one of which starts as its
-    counterpart does, is put in their place, in the schema's order."""
-    args = {"base": sent[0], "quote": sent[1]}
-    assert hinted_args(RATE, args, message) == expected

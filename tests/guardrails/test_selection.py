@@ -125,14 +125,15 @@ def test_a_made_up_id_sent_again_after_the_listing_gets_the_named_rows_id() -> N
     assert isinstance(guard.check(reply("move_kennel", kennel_id="KB-2203", wing="east")), Execute)
 
 
-def test_named_row_once_a_value_and_off_by_default() -> None:
+def test_named_row_once_a_value_and_switched_by_its_name() -> None:
     guard = _kennels()
     assert isinstance(
         guard.check(reply("move_kennel", kennel_id="kb-0001", wing="east")), ToolErrors
     )
     assert isinstance(guard.check(reply("move_kennel", kennel_id="kb-0001", wing="east")), Execute)
-    guard = _kennels(GuardrailOptions())
+    guard = _kennels(GuardrailOptions(named_row=False))
     assert isinstance(guard.check(reply("move_kennel", kennel_id="kb-0001", wing="east")), Execute)
+    assert GuardrailOptions().named_row
 
 
 def _accepts_all(field: str, value: str | int) -> bool:

@@ -96,7 +96,7 @@ def test_string_ids_keep_their_spelling() -> None:
 
 LIST_KENNELS = spec("list_kennels", size="string")
 MOVE_KENNEL = spec("move_kennel", kennel_id="string", wing="string")
-KENNELS = "kb-7710 | Priya Lindqvist | large\nKB-2203 | Tomasz Quayle | large\nkb-9042 | Priya Obi | small"
+KENNELS = "kb-7710 | Sigrun Lindqvist | large\nKB-2203 | Tomasz Quayle | large\nkb-9042 | Sigrun Obi | small"
 
 
 def _kennels(options: GuardrailOptions | None = None) -> Guardrails:
@@ -144,12 +144,12 @@ def _accepts_all(field: str, value: str | int) -> bool:
     ("request_text", "listing", "value", "expected"),
     [
         ("Tomasz Quayle's kennel, please.", KENNELS, "kb-0001", "KB-2203"),
-        ("Priya's kennel, please.", KENNELS, "kb-0001", None),  # two rows name Priya
-        ("Priya Obi's kennel, please.", KENNELS, "kb-0001", "kb-9042"),  # most words wins
+        ("Sigrun's kennel, please.", KENNELS, "kb-0001", None),  # two rows name Sigrun
+        ("Sigrun Obi's kennel, please.", KENNELS, "kb-0001", "kb-9042"),  # most words wins
         ("Any kennel will do.", KENNELS, "kb-0001", None),  # the request names no row
         (
             "Tomasz Quayle's kennel.",
-            "KB-2203 | Tomasz Quayle | 2026-04-01\nKB-1 | Ada Moss",
+            "KB-2203 | Tomasz Quayle | 2026-04-01\nKB-1 | Tove Moss",
             "x-1",
             None,
         ),

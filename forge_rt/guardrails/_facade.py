@@ -95,6 +95,7 @@ from forge_rt.guardrails._placeholders import (
 )
 from forge_rt.guardrails._quantities import RequestQuantities
 from forge_rt.guardrails._refused import RefusedCalls
+from forge_rt.guardrails._relevance import unrelated_call_text
 from forge_rt.guardrails._rescue_args import schema_of, valid_with
 from forge_rt.guardrails._respond import respond_spec
 from forge_rt.guardrails._rules import RULES, SCHEMA_RULE
@@ -747,6 +748,7 @@ class Guardrails:
         method that judges a parsed reply's runnable calls."""
         judges: dict[str, _Judge] = {
             "answered_calls": self._answered_again,
+            "unrelated_tools": self._unrelated,
             "unfounded_calls": self._from_nowhere,
             "unseen_values": self._unseen,
             "guessed_values": self._guessed,
@@ -841,6 +843,18 @@ class Guardrails:
         for each in found:
             log.info("guardrails.unfounded_call", tool=each.call.tool, values=len(each.values))
         return [call_nudge(each.call, unfounded_call_text(each)) for each in found]
+
+    def _unrelated(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
+        """The corrections for a turn's first reply, where a text answer was open, whose every
+        call is to a tool that shares no word with the request, once a turn (the rule
+        ``unrelated_tools``; see :mod:`forge_rt.guardrails._relevance`)."""
+        if not reply.text_offered or self._grounding.any_result:
+            return []
+        calls = self._tool_calls(runnable)
+        found = self._unfounded.unrelated(calls, self._specs, self._grounding.asked)
+        for call in found:
+            log.info("guardrails.unrelated_tool", tool=call.tool)
+        return [call_nudge(c, unrelated_call_text(c, self._specs[c.tool])) for c in found]
 
     def _unseen(self, runnable: Sequence[ToolCall], reply: _Reply) -> _Held | None:
         """The calls of a reply of several to hold back: those with a value found nowhere,

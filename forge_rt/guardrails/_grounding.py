@@ -88,6 +88,7 @@ class AnswerGrounding:
         self._tokens: set[str] = set()
         self._asked: set[str] = set()  # the words of this turn's request
         self._results: list[tuple[str, bool]] = []  # (text, whether a failed call's error)
+        self._any_result = False
         self._refused = False
 
     def add_result(self, tool: str, output: str, *, failed: bool = False) -> None:
@@ -95,6 +96,7 @@ class AnswerGrounding:
         one's own error message (an answer that explains a failure is about the task too).
         A failed call's tool name counts as well: "I could not confirm the order" answers
         for an ``order`` call that was interrupted."""
+        self._any_result = True
         found = content_tokens(output)
         if failed:
             found |= content_tokens(tool.replace("_", " "))
@@ -131,6 +133,16 @@ class AnswerGrounding:
         return ungrounded_answer_nudge(" | ".join(successes))
 
     @property
+    def asked(self) -> frozenset[str]:
+        """The words of this turn's request."""
+        return frozenset(self._asked)
+
+    @property
+    def any_result(self) -> bool:
+        """Whether a tool result of this turn came in (with words or not, failed or not)."""
+        return self._any_result
+
+    @property
     def recent_results(self) -> tuple[str, ...]:
         """The turn's last three distinct results with words, oldest first ("not found" three
         times over is one)."""
@@ -158,6 +170,7 @@ class AnswerGrounding:
         self._tokens = set()
         self._asked = content_tokens(request)
         self._results = []
+        self._any_result = False
         self._refused = False
 
 

@@ -31,6 +31,7 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     60/90, and barred values came back perturbed rather than corrected; docs/eval/hints),
     ``exclude_repeats`` (not yet judged on dev: the held-out runs re-issued a call right after
     its result in 30 of 54 constrained runs; ``-a full,with:exclude_repeats``),
+    ``unrelated_tools`` (not yet judged on dev: ``-a full,with:unrelated_tools``),
     ``every_end`` (paired on the generated suite's dev half: 2 runs right, none wrong, but it
     asks a comparison's answer for every item, not the winner, counts a failed sibling as an
     end, and refuses again an answer ``answer_grounding`` took at its word; docs/eval/rules.md),
@@ -51,6 +52,7 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     # calls
     steps: bool = True
     answered_calls: bool = True
+    unrelated_tools: bool = False
     unfounded_calls: bool = False
     unseen_values: bool = False
     guessed_values: bool = True

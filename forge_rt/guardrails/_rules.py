@@ -115,6 +115,18 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        name="unrelated_tools",
+        stage="calls",
+        reads=(
+            "the words of the tools a turn's first reply calls (name, description, parameters), "
+            "against the request's"
+        ),
+        does=(
+            "sends back, once a turn, a reply where text was open whose every call is to a tool "
+            "that shares no word with the request"
+        ),
+    ),
+    Rule(
         name="unfounded_calls",
         stage="calls",
         reads="every value of the reply's calls, against all the model was given",

@@ -30,6 +30,7 @@ import msgspec
 
 from forge_rt.core import ToolCall, ToolSpec
 from forge_rt.guardrails._guesses import ArgumentGrounding
+from forge_rt.guardrails._relevance import related
 from forge_rt.guardrails._rescue_args import schema_of
 
 __all__ = [
@@ -85,6 +86,21 @@ class UnfoundedCalls:
             found.append(Unfounded(call=call, values=tuple((p, v) for p, v, _ in judged)))
         self._spent = True
         return found
+
+    def unrelated(
+        self, calls: Sequence[ToolCall], specs: Mapping[str, ToolSpec], request: frozenset[str]
+    ) -> list[ToolCall]:
+        """The calls to send back (all of ``calls``) when the tool of every one shares no word
+        with the turn's ``request`` (see :mod:`forge_rt.guardrails._relevance`), or none. The
+        turn's one refusal of a call from nowhere is the value reading's too (spent here)."""
+        if self._spent or not calls or not request:
+            return []
+        for call in calls:
+            spec = specs.get(call.tool)
+            if spec is None or related(request, spec):
+                return []
+        self._spent = True
+        return list(calls)
 
     def unseen(
         self, call: ToolCall, specs: Mapping[str, ToolSpec]

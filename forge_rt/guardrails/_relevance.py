@@ -1,0 +1,94 @@
+"""A first call to a tool whose own text shares no word with the request is sent back once.
+
+Asked something none of the offered tools does ("who won the cup in 2010?" beside
+``stock_ticker`` and ``compress_file``), a small model calls one of them anyway: under a
+constraint the reply must look like a call, and it fills the nearest tool with the request's
+own words, so the values are founded (``company_name="FIFA"``) and the value reading of
+:mod:`forge_rt.guardrails._unfounded` passes it. What it does not fit is the *tool*: a tool
+that does what the user asks is described by the words the user uses. The signal read here is
+structural: the words of the tool's name, description, parameter names and parameter
+descriptions, against the words of the turn's request. A tool that shares none of them is not
+what the request asked for.
+
+Words are :func:`~forge_rt.guardrails._grounding.content_tokens` (three letters or more, less
+stop words, and numbers); two match when they are equal or the shorter (three characters or
+more) begins the longer -- "van" and "vans", "book" and "booking" -- so inflection does not
+hide a shared word in any language that inflects at the end.
+
+Only the turn's first calls are read (before any result: a later call may follow what a result
+found, which the request never named), only where a text answer was open, and only a reply
+whose *every* call is unrelated (one related call makes the reply an attempt at the task). Such
+a reply is sent back once a turn, the turn's one refusal of a call from nowhere shared with the
+value reading. The note names the tool, says what it does in its own words, and gives both ways
+on; the next reply is taken as it is (a request in another language than the tools'
+descriptions shares no word with any of them, and a model that insists is right there).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from forge_rt.core import ToolCall, ToolSpec
+from forge_rt.guardrails._grounding import content_tokens
+from forge_rt.guardrails._rescue_args import schema_of
+
+__all__ = ["related", "tool_words", "unrelated_call_text"]
+
+_MIN_PREFIX = 3  # a shorter word begins too many others ("to", "in" are stop words anyway)
+_SHOWN_CHARS = 160  # how much of a tool's description the note quotes
+
+
+def tool_words(spec: ToolSpec) -> frozenset[str]:
+    """The words a tool is described by: its name's parts, its description, and its
+    parameters' names and descriptions, at every depth."""
+    text = [spec.name.replace("_", " ").replace(".", " "), spec.description or ""]
+    text.extend(_schema_text(schema_of(spec)))
+    return frozenset(content_tokens(" ".join(text)))
+
+
+def related(request: Iterable[str], spec: ToolSpec) -> bool:
+    """Whether any of the ``request``'s words matches a word of ``spec``'s own text."""
+    words = tool_words(spec)
+    return any(_matches(asked, word) for asked in request for word in words)
+
+
+def unrelated_call_text(call: ToolCall, spec: ToolSpec) -> str:
+    """The note a call to a tool that shares no word with the request is answered with."""
+    described = " ".join((spec.description or "").split())
+    if len(described) > _SHOWN_CHARS:
+        described = described[: _SHOWN_CHARS - 3].rstrip() + "..."
+    does = f" ({described})" if described else ""
+    return (
+        f"Not run: nothing in the request matches what {call.tool} does{does}. If this tool "
+        "does what the request asks, call it again. If no tool fits, answer the request in "
+        "plain text instead."
+    )
+
+
+def _matches(a: str, b: str) -> bool:
+    """Whether two words are the same word: equal, or the shorter (three characters or more)
+    begins the longer."""
+    short, long = sorted((a, b), key=len)
+    return short == long or (len(short) >= _MIN_PREFIX and long.startswith(short))
+
+
+def _schema_text(schema: object) -> list[str]:
+    """The names and descriptions of a schema's properties, nested ones included; enum
+    members too (a tool that takes ``unit: "celsius" | "fahrenheit"`` is about degrees)."""
+    if not isinstance(schema, dict):
+        return []
+    text: list[str] = []
+    description = schema.get("description")
+    if isinstance(description, str):
+        text.append(description)
+    enum = schema.get("enum")
+    if isinstance(enum, list):
+        text.extend(json.dumps(m) if not isinstance(m, str) else m for m in enum)
+    properties = schema.get("properties")
+    if isinstance(properties, dict):
+        for name, sub in properties.items():
+            text.append(str(name).replace("_", " "))
+            text.extend(_schema_text(sub))
+    text.extend(_schema_text(schema.get("items")))
+    return text

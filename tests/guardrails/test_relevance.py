@@ -1,0 +1,156 @@
+"""A turn's first call to a tool that shares no word with the request, where text was open, is
+sent back once a turn (the rule ``unrelated_tools``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from forge_rt.core import ToolCall, ToolSpec
+from forge_rt.guardrails import (
+    Execute,
+    GuardrailOptions,
+    Guardrails,
+    ToolErrors,
+    ToolResult,
+)
+from forge_rt.guardrails._relevance import related, tool_words
+
+KILN = ToolSpec(
+    name="kiln_schedule",
+    description="Set the firing curve of a pottery kiln.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "peak_celsius": {"type": "integer", "description": "Hottest point of the firing."},
+            "hold": {"type": "string", "enum": ["short", "long"]},
+        },
+        "required": ["peak_celsius"],
+    },
+)
+VAN = ToolSpec(
+    name="find_van",
+    description="",
+    parameters={
+        "type": "object",
+        "properties": {"plate": {"type": "string"}},
+        "required": ["plate"],
+    },
+)
+LEDGER = ToolSpec(
+    name="ledger_entry",
+    description="Look up one entry of the shop ledger by its number.",
+    parameters={
+        "type": "object",
+        "properties": {"entry": {"type": "string"}},
+        "required": ["entry"],
+    },
+)
+TOOLS = [KILN, VAN, LEDGER]
+ON = GuardrailOptions(unrelated_tools=True, unfounded_calls=True, prose_answers=True)
+UNRELATED = "Which river runs past the old mill at Wendle?"
+
+
+def _guard(request: str, options: GuardrailOptions = ON) -> Guardrails:
+    guard = Guardrails(TOOLS, respond_tool=True, options=options)
+    guard.new_turn(request)
+    return guard
+
+
+def _call(tool: str, call_id: str = "c1", **args: Any) -> ToolCall:
+    return ToolCall(tool=tool, args=args, call_id=call_id)
+
+
+def test_a_call_to_a_tool_the_request_shares_no_word_with_is_sent_back_once() -> None:
+    guard = _guard(UNRELATED)
+    call = _call("kiln_schedule", peak_celsius=1200)
+    action = guard.check([call], text_offered=True)
+    assert isinstance(action, ToolErrors)
+    assert action.rule == "unrelated_tools"
+    [note] = action.errors
+    assert "kiln_schedule" in note.content
+    assert "Set the firing curve of a pottery kiln." in note.content  # the tool's own words
+    assert "plain text" in note.content
+    # A model that insists is taken at its word.
+    assert isinstance(guard.check([call], text_offered=True), Execute)
+
+
+def test_the_values_of_the_request_do_not_make_the_tool_fit() -> None:
+    """The call is filled with the request's own words: the value reading founds it, the
+    tool's words still share none with the request."""
+    guard = _guard(UNRELATED)
+    action = guard.check([_call("ledger_entry", entry="Wendle")], text_offered=True)
+    assert isinstance(action, ToolErrors)
+    assert action.rule == "unrelated_tools"
+
+
+def test_a_tool_described_by_the_request_s_words_runs() -> None:
+    guard = _guard("Fire the kiln up to 1100 degrees.")
+    assert isinstance(
+        guard.check([_call("kiln_schedule", peak_celsius=1100)], text_offered=True), Execute
+    )
+
+
+def test_a_word_and_its_inflection_are_one_word() -> None:
+    """ "vans" names ``find_van`` (a tool with no description, named by its parts)."""
+    guard = _guard("Where are the two vans with plates KT-19 and KT-20?")
+    assert isinstance(guard.check([_call("find_van", plate="KT-19")], text_offered=True), Execute)
+    assert related(frozenset({"booking"}), ToolSpec(name="book_room", parameters={}))
+    assert not related(frozenset({"bo"}), ToolSpec(name="book_room", parameters={}))
+
+
+def test_parameter_names_descriptions_and_enum_members_describe_a_tool() -> None:
+    assert {"peak", "celsius", "hottest", "firing", "short", "long", "kiln"} <= tool_words(KILN)
+
+
+def test_one_related_call_makes_the_reply_an_attempt() -> None:
+    guard = _guard("Fire the kiln up to 1100 degrees, then read ledger entry 7.")
+    calls = [_call("kiln_schedule", peak_celsius=1100), _call("find_van", "c2", plate="Q")]
+    action = guard.check(calls, text_offered=True)
+    assert isinstance(action, Execute)
+    assert len(action.calls) == 2
+
+
+def test_a_call_after_a_result_of_the_turn_may_follow_the_result() -> None:
+    """The request names a ledger entry; the entry names a van: the van's call follows it."""
+    guard = _guard("Who drove the delivery in ledger entry 31?")
+    action = guard.check([_call("ledger_entry", entry="31")], text_offered=True)
+    assert isinstance(action, Execute)
+    guard.record([ToolResult(call=action.calls[0], output="entry 31: delivered by plate HX-4")])
+    assert isinstance(
+        guard.check([_call("find_van", "c2", plate="HX-4")], text_offered=True), Execute
+    )
+
+
+def test_the_turn_s_one_refusal_is_shared_with_the_value_reading() -> None:
+    guard = _guard(UNRELATED)
+    assert isinstance(
+        guard.check([_call("kiln_schedule", peak_celsius=1200)], text_offered=True), ToolErrors
+    )
+    # Values from nowhere now: the turn's refusal of a call from nowhere is spent.
+    assert isinstance(
+        guard.check([_call("ledger_entry", entry="ZZ-0")], text_offered=True), Execute
+    )
+
+
+def test_a_new_turn_may_send_one_back_again() -> None:
+    guard = _guard(UNRELATED)
+    call = _call("kiln_schedule", peak_celsius=1200)
+    assert isinstance(guard.check([call], text_offered=True), ToolErrors)
+    guard.new_turn("And who owns the mill now?")
+    assert isinstance(guard.check([call], text_offered=True), ToolErrors)
+
+
+def test_nothing_is_judged_where_text_was_not_an_option() -> None:
+    guard = _guard(UNRELATED)
+    assert isinstance(guard.check([_call("kiln_schedule", peak_celsius=1200)]), Execute)
+
+
+def test_off_by_default_and_an_answer_is_never_judged() -> None:
+    guard = _guard(UNRELATED, GuardrailOptions(prose_answers=True))
+    assert not GuardrailOptions().unrelated_tools
+    assert isinstance(
+        guard.check([_call("kiln_schedule", peak_celsius=1200)], text_offered=True), Execute
+    )
+    guard = _guard(UNRELATED)
+    answer = _call("respond", message="The Wendle brook, by the old maps.")
+    assert isinstance(guard.check([answer], text_offered=True), Execute)

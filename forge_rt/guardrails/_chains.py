@@ -26,25 +26,34 @@ which grounding alone checks. As with grounding, a model that insists may be rig
 answer is taken as it is.
 
 The stricter reading (:meth:`LookupChains.left_out`, the rule ``every_end``) asks more: an answer
-uses *every* end, where an end is any result no later call followed -- a fan-out's lookups of the
-request's own items included ("the price of A and of B" looks A and B up, and an answer with B's
-price alone leaves A out). What counts for one end is a word of it that no other result of the
-end has (its *own* words): the labels every result shares ("unit cost", "id") name none of them.
-A record fetched again (an end whose words another end holds all of) is one end, not two.
+uses *every* end of the turn, where there are two or more -- a fan-out's lookups of the
+request's own items included ("the price of A and of B" looks A and B up, and an answer with
+B's price alone leaves A out). An end here is a result that no later call followed, nor
+*consulted* (took a value of the request that the result holds: the listing the user's file
+was picked from, the stock level checked before the order), and that the task asked for: its
+call followed a result or took a value of the request (a lookup of a value from nowhere is a
+detour). What counts for one end is a value of it that no other end has (its *own* values:
+"2026-09-04" is one value, so two dates of one month are told apart; the labels every result
+shares, "unit cost", "id", name none of them); a word of the answer may be the value
+inflected ("rains" for "rain"). A record fetched again (an end whose words another end holds
+all of) is one end, not two. A lone end is left to answer grounding, and an answer another
+reading of the turn already sent back once is taken as it is.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass
 
-from forge_rt.guardrails._grounding import content_tokens
+from forge_rt.guardrails._grounding import content_tokens, same_word
 
 __all__ = ["REQUESTS_KEPT", "ChainEnds", "LookupChains"]
 
 _MIN_VALUE_CHARS = 2  # a shorter value ("1", "a") is in too many results to link them
+_EDGES = ".,;:!?()[]{}<>\"'`|"  # punctuation around a value, not part of it
 _PROSE_WORDS = 3  # a string argument of this many words is an answer's text, not an identifier
 # The requests whose values are the user's: the last few turns' (a chat daemon's session runs
 # for weeks; what the user said fifty turns ago no longer names this turn's lookups).
@@ -54,12 +63,16 @@ REQUESTS_KEPT = 16
 @dataclass(slots=True)
 class _Result:
     tool: str
+    key: str  # its call's tool and arguments
     text: str  # the output, whitespace collapsed
     new: frozenset[str]  # its words that nothing before it in the turn had
     reached: bool  # its call followed an earlier result
     words: frozenset[str]  # all its words
     arg_words: frozenset[str]  # the words of its call's arguments
+    values: frozenset[str]  # its whole values ("2026-09-04", not "2026", "09", "04")
+    arg_values: frozenset[str]  # the whole values of its call's arguments
     followed: bool = False  # a later call followed it and found something new
+    consulted: bool = False  # a later call, run or not, took one of its words as a value
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +96,7 @@ class LookupChains:
     def __init__(self) -> None:
         self._requests: deque[str] = deque(maxlen=REQUESTS_KEPT)  # lowercased
         self._request_words: set[str] = set()
+        self._request_values: set[str] = set()
         self._results: list[_Result] = []
         self._seen: set[str] = set()  # the words of the turn's results and arguments so far
         self._refused = False
@@ -103,6 +117,24 @@ class LookupChains:
         proxy): its values link no two lookups, as in :meth:`new_turn`."""
         self._requests.append(request.lower())
         self._request_words = set().union(*(content_tokens(r) for r in self._requests))
+        self._request_values = set().union(*(value_tokens(r) for r in self._requests))
+
+    def consult(self, tool: str, args: Mapping[str, object]) -> None:
+        """A later call of this turn, ``tool(**args)``, was made (it ran or failed): a result
+        that holds a value of the request it took was consulted on the way, and is no end for
+        :meth:`left_out` (the listing the user's file was picked from; the stock level before
+        the order). A value found in no request follows a result instead (:meth:`add_result`);
+        the same call again consults nothing."""
+        values = [
+            v.lower()
+            for v in _values(args)
+            if len(v.strip()) >= _MIN_VALUE_CHARS
+            and any(v.lower() in request for request in self._requests)
+        ]
+        key = _call_key(tool, args)
+        for result in self._results:
+            if result.key != key and any(_has_word(result.text.lower(), v) for v in values):
+                result.consulted = True
 
     def add_result(self, tool: str, args: Mapping[str, object], output: str) -> None:
         """A non-terminal call of this turn, ``tool(**args)``, succeeded with ``output``.
@@ -127,11 +159,14 @@ class LookupChains:
         self._results.append(
             _Result(
                 tool=tool,
+                key=_call_key(tool, args),
                 text=text,
                 new=frozenset(new),
                 reached=bool(followed),
                 words=frozenset(words),
                 arg_words=frozenset(arg_words),
+                values=value_tokens(text),
+                arg_values=frozenset().union(*(value_tokens(v) for v in _values(args))),
             )
         )
 
@@ -159,20 +194,29 @@ class LookupChains:
         )
 
     def left_out(
-        self, args: Mapping[str, object], *, steps: frozenset[str] = frozenset()
+        self,
+        args: Mapping[str, object],
+        *,
+        steps: frozenset[str] = frozenset(),
+        answered_once: bool = False,
     ) -> ChainEnds | None:
         """What a terminal call with ``args`` left out of *every* end of the turn (the rule
         ``every_end``), when it is refused (this turn's refusal of the rule is then spent), else
         ``None``: the tools of the ends it left out, and the results of all the ends (the answer
         to give holds them all). As :meth:`check`, only a call with prose counts, and with
-        ``steps`` only the ends of a required step."""
+        ``steps`` only the ends of a required step. ``answered_once``: another reading of the
+        answer's text sent one back this turn, and a model that insists is taken at its word;
+        so is this reading's own refusal, :meth:`check`'s included."""
         answer = _answer_text(args)
-        if self._every_refused or answer is None:
+        if self._every_refused or self._refused or answered_once or answer is None:
             return None
         ends = self._own_ends(steps)
         words, field = answer
         worked_out = self._worked_out(words)
-        missing = [r for r, own in ends if not _names_one(words, own, worked_out=worked_out)]
+        said = value_tokens(" ".join(str(v) for v in args.values() if isinstance(v, str)))
+        missing = [
+            r for r, own in ends if not _names_one(said, own, worked_out=worked_out, loose=True)
+        ]
         if not missing:
             return None
         self._every_refused = True
@@ -183,13 +227,25 @@ class LookupChains:
         )
 
     def _own_ends(self, steps: frozenset[str]) -> list[tuple[_Result, frozenset[str]]]:
-        """Every result no later call followed (with ``steps``, of a required step), one per
-        record, with its own words; those with none are left out."""
+        """The turn's ends, one per record, each with its own values; those with none are
+        left out, and a lone end is left to answer grounding (there is no "every" of one).
+
+        An end is a result no later call followed or consulted, whose call the task asked
+        for: it followed a result, or it took a value of the request (a lookup of a value
+        from nowhere is a detour, not an item the answer owes). With ``steps``, only the ends
+        of a required step count."""
         ends = _records(
-            [r for r in self._results if not r.followed and (not steps or r.tool in steps)]
+            [
+                r
+                for r in self._results
+                if not (r.followed or r.consulted)
+                and (r.reached or r.arg_values & self._request_values)
+                and (not steps or r.tool in steps)
+            ]
         )
-        owned = [(r, _own_words(r, ends, self._request_words)) for r in ends]
-        return [(r, own) for r, own in owned if own]
+        owned = [(r, _own_values(r, ends, self._request_values)) for r in ends]
+        kept = [(r, own) for r, own in owned if own]
+        return kept if len(kept) > 1 else []
 
     def _ends(self, steps: frozenset[str]) -> list[_Result]:
         """The results at the ends of the turn's chains that found something new; with
@@ -204,6 +260,11 @@ class LookupChains:
         """Whether an answer of ``words`` holds a number found nowhere in the turn: worked out
         from a result's (a sum, a conversion)."""
         return any(w[0].isdigit() for w in words - self._seen - self._request_words)
+
+
+def _call_key(tool: str, args: Mapping[str, object]) -> str:
+    """One call's tool and arguments, as one comparable text."""
+    return f"{tool}:{json.dumps(args, sort_keys=True, default=str)}"
 
 
 def _answer_text(args: Mapping[str, object]) -> tuple[set[str], str] | None:
@@ -231,17 +292,30 @@ def _records(ends: list[_Result]) -> list[_Result]:
     ]
 
 
-def _own_words(result: _Result, ends: list[_Result], asked: set[str]) -> frozenset[str]:
-    """The words of ``result`` that no other of the ``ends``, no request (``asked``) and no
+def _own_values(result: _Result, ends: list[_Result], asked: set[str]) -> frozenset[str]:
+    """The values of ``result`` that no other of the ``ends``, no request (``asked``) and no
     argument of its own call has: what only it could have told the answer."""
-    others = set().union(*(r.words for r in ends if r is not result))
-    return result.words - others - asked - result.arg_words
+    others = set().union(*(r.values for r in ends if r is not result))
+    return result.values - others - asked - result.arg_values
 
 
-def _names_one(words: set[str], own: frozenset[str], *, worked_out: bool) -> bool:
-    """Whether an answer of ``words`` uses an end whose own words are ``own``: it names one, or
-    holds a number found nowhere (``worked_out``: a sum, a conversion) while the end has one."""
-    return bool(words & own) or (worked_out and any(w[0].isdigit() for w in own))
+def value_tokens(text: str) -> frozenset[str]:
+    """The whole values of ``text``, lowercased: its whitespace-separated pieces less the
+    punctuation around them, those with a content word or a number in them. A date, an id or
+    a reading is one value ("2026-09-04", "lot_52009", "27c"): two records that share a year
+    and a month do not share the date."""
+    pieces = (p.strip(_EDGES) for p in text.lower().split())
+    return frozenset(p for p in pieces if p and content_tokens(p))
+
+
+def _names_one(
+    words: Set[str], own: frozenset[str], *, worked_out: bool, loose: bool = False
+) -> bool:
+    """Whether an answer of ``words`` uses an end whose own words are ``own``: it names one
+    (``loose``: or a word of it inflected, "rains" for "rain"), or holds a number found nowhere
+    (``worked_out``: a sum, a conversion) while the end has one."""
+    named = any(same_word(w, o) for w in words for o in own) if loose else bool(words & own)
+    return named or (worked_out and any(w[0].isdigit() for w in own))
 
 
 def _has_word(text: str, value: str) -> bool:

@@ -473,6 +473,7 @@ class Guardrails:
             call = calls.get(message.tool_call_id or "")
             if message.type is not MessageType.TOOL_RESULT or call is None:
                 continue
+            self._chains.consult(call.tool, call.args)
             self._coverage.add_call(call, ok=True)
             self._quantities.add_call(self._specs.get(call.tool), call, ok=True)
             if call.tool not in self.terminal_tools:
@@ -1053,18 +1054,27 @@ class Guardrails:
         """The correction for a reply that is only a terminal call whose text leaves out what
         the ends of the turn's lookup chains found, the first time in a turn (the rule
         ``chain_ends``; see :mod:`forge_rt.guardrails._chains`)."""
-        return self._ends_left_out(runnable, self._chains.check, whole=False)
+        return self._ends_left_out(
+            runnable, lambda args, steps: self._chains.check(args, steps=steps), whole=False
+        )
 
     def _left_out(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
         """The correction for a reply that is only a terminal call whose text names nothing
         only one of the turn's ends found, the first time in a turn (the rule ``every_end``;
         see :meth:`LookupChains.left_out`): the next answer is held to all the ends at once."""
-        return self._ends_left_out(runnable, self._chains.left_out, whole=True)
+        answered_once = self._grounding.refused
+        return self._ends_left_out(
+            runnable,
+            lambda args, steps: self._chains.left_out(
+                args, steps=steps, answered_once=answered_once
+            ),
+            whole=True,
+        )
 
     def _ends_left_out(
         self,
         runnable: Sequence[ToolCall],
-        left_out: Callable[..., ChainEnds | None],
+        left_out: Callable[[Mapping[str, object], frozenset[str]], ChainEnds | None],
         *,
         whole: bool,
     ) -> list[Nudge]:
@@ -1079,7 +1089,7 @@ class Guardrails:
         if call.tool not in self.terminal_tools or spec is None:
             return []
         steps = frozenset(self.required_steps) if self.options.steps else frozenset()
-        ends = left_out(call.args, steps=steps)
+        ends = left_out(call.args, steps)
         if ends is None:
             return []
         event = "guardrails.left_out_answer" if whole else "guardrails.superseded_answer"
@@ -1204,6 +1214,7 @@ class Guardrails:
         succeeded in the turn."""
         call = result.call
         key = call_key(call)
+        self._chains.consult(call.tool, call.args)
         self._coverage.add_call(call, ok=result.ok)
         self._quantities.add_call(self._specs.get(call.tool), call, ok=result.ok)
         if result.error is not None:

@@ -41,6 +41,7 @@ __all__ = [
     "AnswerGrounding",
     "content_tokens",
     "is_confirmation",
+    "same_word",
 ]
 
 # Words of an answer found in neither the request nor the results, from which an answer that
@@ -49,6 +50,7 @@ INVENTED_WORDS = 3
 # The most words an argument value has to count as the subject of a lookup ("Maren Holt").
 SUBJECT_WORDS = 4
 
+_MIN_STEM = 3  # a shorter word begins too many others to be the same word inflected
 _WORD = re.compile(r"[^\W\d_]{3,}|\d+(?:[.,]\d+)*", re.UNICODE)
 _STOP = frozenset(
     (  # noqa: SIM905 -- a word list reads best as words
@@ -74,6 +76,14 @@ def content_tokens(text: str) -> set[str]:
     """The words of three letters or more (less stop words) and the numbers of ``text``,
     lowercased: what two texts must share to be about the same thing."""
     return {t for t in (m.group().lower() for m in _WORD.finditer(text)) if t not in _STOP}
+
+
+def same_word(a: str, b: str) -> bool:
+    """Whether two content words are one word: equal, or the shorter (three characters or
+    more) begins the longer -- "van" and "vans", "book" and "booking": inflection at the end
+    of a word, in any language that inflects there."""
+    short, long = sorted((a, b), key=len)
+    return short == long or (len(short) >= _MIN_STEM and long.startswith(short))
 
 
 def is_confirmation(answer: str) -> bool:
@@ -131,6 +141,11 @@ class AnswerGrounding:
             return None  # "Done." after an action is an answer; only prose from nowhere is not
         self._refused = True
         return ungrounded_answer_nudge(" | ".join(successes))
+
+    @property
+    def refused(self) -> bool:
+        """Whether this turn's one refusal is spent."""
+        return self._refused
 
     @property
     def asked(self) -> frozenset[str]:

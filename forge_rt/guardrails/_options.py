@@ -32,9 +32,10 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     ``exclude_repeats`` (not yet judged on dev: the held-out runs re-issued a call right after
     its result in 30 of 54 constrained runs; ``-a full,with:exclude_repeats``),
     ``unrelated_tools`` (not yet judged on dev: ``-a full,with:unrelated_tools``),
-    ``every_end`` (paired on the generated suite's dev half: 2 runs right, none wrong, but it
-    asks a comparison's answer for every item, not the winner, counts a failed sibling as an
-    end, and refuses again an answer ``answer_grounding`` took at its word; docs/eval/rules.md),
+    ``every_end`` (paired on the generated suite's dev half: 2 runs right, none wrong; since
+    then its readings of lone ends, detours, consulted results, whole values and an answer
+    taken at its word are fixed, and it still asks a comparison's answer for every item, not
+    the winner: to be paired again; docs/eval/rules.md),
     and the three rules of a reply's shape, which the proxy turns on where they were judged on
     held-out data (``call_list``, ``prose_answers``, ``unfounded_calls``; docs/eval/rules.md).
 

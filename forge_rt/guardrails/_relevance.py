@@ -30,12 +30,11 @@ import json
 from collections.abc import Iterable
 
 from forge_rt.core import ToolCall, ToolSpec
-from forge_rt.guardrails._grounding import content_tokens
+from forge_rt.guardrails._grounding import content_tokens, same_word
 from forge_rt.guardrails._rescue_args import schema_of
 
 __all__ = ["related", "tool_words", "unrelated_call_text"]
 
-_MIN_PREFIX = 3  # a shorter word begins too many others ("to", "in" are stop words anyway)
 _SHOWN_CHARS = 160  # how much of a tool's description the note quotes
 
 
@@ -50,7 +49,7 @@ def tool_words(spec: ToolSpec) -> frozenset[str]:
 def related(request: Iterable[str], spec: ToolSpec) -> bool:
     """Whether any of the ``request``'s words matches a word of ``spec``'s own text."""
     words = tool_words(spec)
-    return any(_matches(asked, word) for asked in request for word in words)
+    return any(same_word(asked, word) for asked in request for word in words)
 
 
 def unrelated_call_text(call: ToolCall, spec: ToolSpec) -> str:
@@ -64,13 +63,6 @@ def unrelated_call_text(call: ToolCall, spec: ToolSpec) -> str:
         "does what the request asks, call it again. If no tool fits, answer the request in "
         "plain text instead."
     )
-
-
-def _matches(a: str, b: str) -> bool:
-    """Whether two words are the same word: equal, or the shorter (three characters or more)
-    begins the longer."""
-    short, long = sorted((a, b), key=len)
-    return short == long or (len(short) >= _MIN_PREFIX and long.startswith(short))
 
 
 def _schema_text(schema: object) -> list[str]:

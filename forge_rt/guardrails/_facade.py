@@ -315,6 +315,7 @@ class Guardrails:
         self._ignored: dict[str, tuple[str, ...]] = {}  # arguments dropped from the calls to run
         self._results_fired: list[str] = []  # results rules that added to this batch's messages
         self._pins: dict[str, dict[str, Any]] = {}  # tool -> values its next call must carry
+        self._unrelated_out: frozenset[str] = frozenset()  # tools sent back as unrelated
         self._markup_answered = False  # this turn's answer was tool-result markup
         self._refused = RefusedCalls(self._specs)  # calls that would be refused again
         # Set once a synthetic ``respond`` that does not end the workflow ran this turn: the
@@ -438,6 +439,7 @@ class Guardrails:
         self._quantities.reset(request or "")
         self._selection.reset(request or "")
         self._pins = {}
+        self._unrelated_out = frozenset()
         self._covering = False
         self._covered = ()
         self._finding = None
@@ -609,6 +611,7 @@ class Guardrails:
         )
         if self._told_this_turn and self._synthetic_respond:
             failing.add(RESPOND_TOOL_NAME)  # said once; the rest of the turn is the task
+        failing |= self._unrelated_out  # sent back as unrelated: not again before a batch runs
         if not self.options.steps:
             kept = _kept(list(self.tools), lambda name: name not in failing)
             if self._covering:
@@ -855,6 +858,8 @@ class Guardrails:
         found = self._unfounded.unrelated(calls, self._specs, self._grounding.asked)
         for call in found:
             log.info("guardrails.unrelated_tool", tool=call.tool)
+        # The next reply may not call them: the 0.5B, told so, re-sent the same call.
+        self._unrelated_out = frozenset(c.tool for c in found)
         return [call_nudge(c, unrelated_call_text(c, self._specs[c.tool])) for c in found]
 
     def _unseen(self, runnable: Sequence[ToolCall], reply: _Reply) -> _Held | None:
@@ -1179,6 +1184,7 @@ class Guardrails:
         """
         self._covering = False  # a batch ran: the terminal tools are offered again
         self._covered = ()
+        self._unrelated_out = frozenset()
         self._finding = None
         repeated = {r.call.call_id for r in results if self._observe_result(r)}
         # The lookups that just succeeded: the same call right after its result returns it

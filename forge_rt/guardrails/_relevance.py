@@ -19,9 +19,11 @@ Only the turn's first calls are read (before any result: a later call may follow
 found, which the request never named), only where a text answer was open, and only a reply
 whose *every* call is unrelated (one related call makes the reply an attempt at the task). Such
 a reply is sent back once a turn, the turn's one refusal of a call from nowhere shared with the
-value reading. The note names the tool, says what it does in its own words, and gives both ways
-on; the next reply is taken as it is (a request in another language than the tools'
-descriptions shares no word with any of them, and a model that insists is right there).
+value reading. The note names the tool and says what it does in its own words; the next reply
+may not call that tool (the constraint leaves it out until a batch runs: the 0.5B, told so in
+words alone, sent the same call again), and is otherwise taken as it is. The cost is a request
+no tool's words share a word with that a tool still fits (a request in another language than
+the descriptions): its first reply is then text or another tool.
 """
 
 from __future__ import annotations
@@ -59,9 +61,8 @@ def unrelated_call_text(call: ToolCall, spec: ToolSpec) -> str:
         described = described[: _SHOWN_CHARS - 3].rstrip() + "..."
     does = f" ({described})" if described else ""
     return (
-        f"Not run: nothing in the request matches what {call.tool} does{does}. If this tool "
-        "does what the request asks, call it again. If no tool fits, answer the request in "
-        "plain text instead."
+        f"Not run: nothing in the request matches what {call.tool} does{does}. Answer the "
+        "request in plain text, or call a tool that does what it asks."
     )
 
 

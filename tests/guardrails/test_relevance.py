@@ -70,8 +70,21 @@ def test_a_call_to_a_tool_the_request_shares_no_word_with_is_sent_back_once() ->
     assert "kiln_schedule" in note.content
     assert "Set the firing curve of a pottery kiln." in note.content  # the tool's own words
     assert "plain text" in note.content
-    # A model that insists is taken at its word.
+    # The next constraint leaves the tool out; the rule is spent for the turn.
+    assert "kiln_schedule" not in {t.name for t in guard.callable_now()}
     assert isinstance(guard.check([call], text_offered=True), Execute)
+
+
+def test_the_tool_left_out_comes_back_once_a_batch_runs() -> None:
+    guard = _guard(UNRELATED)
+    assert isinstance(
+        guard.check([_call("kiln_schedule", peak_celsius=9)], text_offered=True), ToolErrors
+    )
+    assert {t.name for t in guard.callable_now()} == {"find_van", "ledger_entry", "respond"}
+    action = guard.check([_call("ledger_entry", entry="Wendle")], text_offered=True)
+    assert isinstance(action, Execute)
+    guard.record([ToolResult(call=action.calls[0], output="entry Wendle: none")])
+    assert "kiln_schedule" in {t.name for t in guard.callable_now()}
 
 
 def test_the_values_of_the_request_do_not_make_the_tool_fit() -> None:

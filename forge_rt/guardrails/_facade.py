@@ -667,6 +667,8 @@ class Guardrails:
             action = self._check(response, constrained, text_offered, last_chance)
         except BudgetExhaustedError as exc:
             return Fatal(error=exc)
+        for call in _calls_of(action):
+            self._echoes.learn_own(call.args)  # before the texts that may quote them
         for text in _shown(action):
             self._echoes.add(text)
         return action
@@ -1481,6 +1483,17 @@ def _shown(action: Action) -> list[str]:
             return [n.content for n in (*action.errors, *action.held_back)]
         case Execute():
             return [r.nudge.content for r in action.refused]
+        case _:
+            return []
+
+
+def _calls_of(action: Action) -> list[ToolCall]:
+    """The calls of the reply ``action`` judged, run or sent back."""
+    match action:
+        case ToolErrors() | StepBlocked():
+            return list(action.calls)
+        case Execute():
+            return [*action.calls, *(r.call for r in action.refused)]
         case _:
             return []
 

@@ -144,6 +144,8 @@ _MIN_BLOCK = 6
 _MIN_COPY = 16
 # Share of the value that must come from a correction for it to be an echo.
 _ECHO_SHARE = 0.6
+# The model's own values kept per text shown: a reply's calls carry several values each.
+_OWN_PER_TEXT = 8
 # Share of both the value and the description that must match for a copied description.
 _DESCRIPTION_SHARE = 0.8
 _MIN_DESCRIPTION = 10
@@ -195,7 +197,17 @@ class EchoCorpus:
 
     def __init__(self, limit: int = 32, known: Callable[[str], bool] | None = None) -> None:
         self._texts: collections.deque[str] = collections.deque(maxlen=limit)
+        self._own: collections.deque[str] = collections.deque(maxlen=limit * _OWN_PER_TEXT)
         self._known = known
+
+    def learn_own(self, args: Mapping[str, Any]) -> None:
+        """The string values of a reply's call that copy no text shown so far: the model's own.
+        A correction that quotes one later (a note naming the values of the call it sends
+        back) does not make sending it again a copy of that correction."""
+        for _path, _key, value in _strings(args, "$", None):
+            folded = normalise(value)
+            if len(folded) >= _MIN_COPY and folded not in self._own and self.source(folded) is None:
+                self._own.append(folded)
 
     def add(self, text: str) -> None:
         """Remember one text the model was shown."""
@@ -206,6 +218,8 @@ class EchoCorpus:
     def source(self, folded: str) -> str | None:
         """The shown text that ``folded`` (a :func:`normalise`-d value) mostly copies, if any."""
         if len(folded) < _MIN_COPY or (self._known is not None and self._known(folded)):
+            return None
+        if folded in self._own:
             return None
         for text in reversed(self._texts):
             if len(text) < _ECHO_SHARE * len(folded):

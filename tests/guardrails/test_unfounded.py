@@ -229,3 +229,25 @@ def test_a_single_call_or_a_reply_all_from_nowhere_is_not_held() -> None:
     )
     assert isinstance(both, Execute)
     assert both.refused == []
+
+
+def test_the_same_call_sent_again_after_the_note_quoted_its_values_is_no_echo() -> None:
+    """The note names the call's values; the model's own values sent again are its own, not a
+    copy of the note (insisting is taken at its word, not refused as an echo)."""
+    guard = _guard("Who carved the doors of the old mill chapel?")
+    call = _call("leave_note", to="2031-07-04 09:15:00", text="Stone lintel, 1820")
+    first = guard.check([call], text_offered=True)
+    assert isinstance(first, ToolErrors)
+    assert '"2031-07-04 09:15:00"' in first.errors[0].content
+    again = guard.check([_call("leave_note", "c2", **call.args)], text_offered=True)
+    assert isinstance(again, Execute), again
+
+
+def test_a_value_first_seen_in_a_note_is_still_an_echo() -> None:
+    guard = _guard("Who carved the doors of the old mill chapel?")
+    first = guard.check([_call("share_quote", ticker="ZXQ-PRIME-4471")], text_offered=True)
+    assert isinstance(first, ToolErrors)
+    copied = _call(
+        "leave_note", "c2", to="Ines", text="ticker=ZXQ-PRIME-4471 appears in the request"
+    )
+    assert isinstance(guard.check([copied], text_offered=True), ToolErrors)

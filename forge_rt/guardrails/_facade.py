@@ -95,7 +95,7 @@ from forge_rt.guardrails._placeholders import (
 )
 from forge_rt.guardrails._quantities import RequestQuantities
 from forge_rt.guardrails._refused import RefusedCalls
-from forge_rt.guardrails._relevance import unrelated_call_text
+from forge_rt.guardrails._relevance import related, unrelated_call_text
 from forge_rt.guardrails._rescue_args import schema_of, valid_with
 from forge_rt.guardrails._respond import respond_spec
 from forge_rt.guardrails._rules import RULES, SCHEMA_RULE
@@ -539,10 +539,13 @@ class Guardrails:
         return tuple(calls.values())
 
     @property
-    def repeated_tools(self) -> frozenset[str]:
-        """Tools whose call, answered in the caller's history, the model insisted on past the
-        warning (the rule ``answered_calls``): the next constraint leaves them out."""
-        return self._answered.warned
+    def left_out_tools(self) -> frozenset[str]:
+        """Tools the next constraint of a caller that owns the loop (the proxy) leaves out:
+        those whose call, answered in the caller's history, the model insisted on past the
+        warning (the rule ``answered_calls``), and after the rule ``unrelated_tools`` sent a
+        reply back, every tool that shares no word with the request, until a batch runs (the
+        runtime's :meth:`callable_now` leaves those out too)."""
+        return self._answered.warned | self._unrelated_out
 
     @property
     def pinned_calls(self) -> tuple[ToolCall, ...]:
@@ -851,17 +854,29 @@ class Guardrails:
         return [call_nudge(each.call, unfounded_call_text(each)) for each in found]
 
     def _unrelated(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
-        """The corrections for a turn's first reply, where a text answer was open, whose every
-        call is to a tool that shares no word with the request, once a turn (the rule
-        ``unrelated_tools``; see :mod:`forge_rt.guardrails._relevance`)."""
-        if not reply.text_offered or self._grounding.any_result:
+        """The corrections for a turn's first reply, where an answer was open (text, or the
+        synthetic ``respond``), whose every call is to a tool that shares no word with the
+        request, once a turn (the rule ``unrelated_tools``; see
+        :mod:`forge_rt.guardrails._relevance`). Until a batch runs, the constraint leaves out
+        every tool that shares no word with the request: told so in words alone, the 0.5B sent
+        the same call again; with only that tool left out, it did too."""
+        open_answer = reply.text_offered or self._synthetic_respond
+        if not open_answer or self._grounding.any_result:
             return []
         calls = self._tool_calls(runnable)
-        found = self._unfounded.unrelated(calls, self._specs, self._grounding.asked)
-        for call in found:
-            log.info("guardrails.unrelated_tool", tool=call.tool)
-        # The next reply may not call them: the 0.5B, told so, re-sent the same call.
-        self._unrelated_out = frozenset(c.tool for c in found)
+        if any(c.tool in self.required_steps for c in calls):
+            return []  # the workflow's own steps are what its requests are about
+        asked = self._grounding.asked
+        found = self._unfounded.unrelated(calls, self._specs, asked)
+        if not found:
+            return []
+        log.info("guardrails.unrelated_tools", tools=[c.tool for c in found])
+        self._unrelated_out = frozenset(
+            t.name
+            for t in self.tools
+            if not (self._synthetic_respond and t.name == RESPOND_TOOL_NAME)
+            and not related(asked, t)
+        )
         return [call_nudge(c, unrelated_call_text(c, self._specs[c.tool])) for c in found]
 
     def _unseen(self, runnable: Sequence[ToolCall], reply: _Reply) -> _Held | None:

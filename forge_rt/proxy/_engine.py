@@ -393,7 +393,7 @@ class InferenceEngine:
         async def prepare() -> InferenceRequest:
             nonlocal base, avoided, excluded, answered, pinned
             gate.new_attempt()
-            repeated = guard.repeated_tools
+            repeated = guard.left_out_tools
             allowed = [t for t in guard.tools if t.name not in repeated]
             blocked = guard.excluded_calls
             answers = guard.answer_choices

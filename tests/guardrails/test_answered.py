@@ -82,7 +82,7 @@ def test_insisting_is_warned_then_ends_the_turn() -> None:
     warned = guard.check(reply("kiln_heat", kiln="K-3"))
     assert isinstance(warned, StepBlocked)
     assert warned.rule == "answered_calls"
-    assert guard.repeated_tools == frozenset({"kiln_heat"})
+    assert guard.left_out_tools == frozenset({"kiln_heat"})
     assert [c.tool for c in guard.excluded_calls] == ["kiln_heat"]
     ended = guard.check(reply("kiln_heat", kiln="K-3"))
     assert isinstance(ended, Fatal)

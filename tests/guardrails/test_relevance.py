@@ -75,16 +75,19 @@ def test_a_call_to_a_tool_the_request_shares_no_word_with_is_sent_back_once() ->
     assert isinstance(guard.check([call], text_offered=True), Execute)
 
 
-def test_the_tool_left_out_comes_back_once_a_batch_runs() -> None:
-    guard = _guard(UNRELATED)
+def test_every_unrelated_tool_is_left_out_until_a_batch_runs() -> None:
+    guard = _guard("Which van carries the river mill's flour?")
     assert isinstance(
         guard.check([_call("kiln_schedule", peak_celsius=9)], text_offered=True), ToolErrors
     )
-    assert {t.name for t in guard.callable_now()} == {"find_van", "ledger_entry", "respond"}
-    action = guard.check([_call("ledger_entry", entry="Wendle")], text_offered=True)
+    # find_van shares "van" with the request; the kiln and the ledger share nothing.
+    assert {t.name for t in guard.callable_now()} == {"find_van", "respond"}
+    assert guard.left_out_tools == frozenset({"kiln_schedule", "ledger_entry"})
+    action = guard.check([_call("find_van", plate="FL-1")], text_offered=True)
     assert isinstance(action, Execute)
-    guard.record([ToolResult(call=action.calls[0], output="entry Wendle: none")])
+    guard.record([ToolResult(call=action.calls[0], output="FL-1: the blue van")])
     assert "kiln_schedule" in {t.name for t in guard.callable_now()}
+    assert guard.left_out_tools == frozenset()
 
 
 def test_the_values_of_the_request_do_not_make_the_tool_fit() -> None:
@@ -153,8 +156,21 @@ def test_a_new_turn_may_send_one_back_again() -> None:
     assert isinstance(guard.check([call], text_offered=True), ToolErrors)
 
 
-def test_nothing_is_judged_where_text_was_not_an_option() -> None:
+def test_an_answer_with_the_synthetic_respond_is_open_as_text_is() -> None:
+    """A workflow's turn offers ``respond``: declining is open, so the rule judges there too."""
     guard = _guard(UNRELATED)
+    assert isinstance(guard.check([_call("kiln_schedule", peak_celsius=1200)]), ToolErrors)
+
+
+def test_nothing_is_judged_where_no_answer_was_open() -> None:
+    guard = Guardrails(TOOLS, respond_tool=False, options=ON)
+    guard.new_turn(UNRELATED)
+    assert isinstance(guard.check([_call("kiln_schedule", peak_celsius=1200)]), Execute)
+
+
+def test_a_workflow_s_own_step_is_what_its_request_is_about() -> None:
+    guard = Guardrails(TOOLS, required_steps=["kiln_schedule"], respond_tool=True, options=ON)
+    guard.new_turn(UNRELATED)
     assert isinstance(guard.check([_call("kiln_schedule", peak_celsius=1200)]), Execute)
 
 

@@ -72,7 +72,7 @@ from forge_rt.eval._report import (
 )
 from forge_rt.eval._rule_audit import rule_audit
 from forge_rt.eval._runner import EvalPlan, lines_for, pending_runs, run_eval, sim_client
-from forge_rt.eval._scenario import Scenario
+from forge_rt.eval._scenario import Scenario, select_from
 from forge_rt.eval._split import SPLITS, SplitName, split_of, take_split
 
 if TYPE_CHECKING:
@@ -432,12 +432,13 @@ def _check_suite_options(
 ) -> None:
     """Refuse an option of another suite than the one chosen."""
     belongs = {
-        "scenarios": ("own", scenarios),
         "cases": ("generated", cases),
         "categories": ("bfcl", categories),
         "per_category": ("bfcl", per),
         "route": ("bfcl", route),
     }
+    if scenarios and suite == "bfcl":
+        raise click.UsageError("--scenarios applies to --suite own or generated, not bfcl")
     for name, (owner, value) in belongs.items():
         if value and owner != suite:
             option = "--" + name.replace("_", "-")
@@ -527,7 +528,10 @@ def _in_split(chosen: list[Scenario], split: SplitName) -> list[Scenario]:
     "-s",
     multiple=True,
     metavar="NAMES",
-    help="Scenario names or tier tags, repeatable or comma-separated [default: all].",
+    help=(
+        "own and generated: scenario names or tags (a tier; a generated shape such as "
+        "decline), repeatable or comma-separated [default: all]."
+    ),
 )
 @click.option(
     "--runs",
@@ -669,6 +673,10 @@ def eval_command(
         from forge_rt.eval.generated import generate_suite
 
         chosen = generate_suite(seed=suite_seed or 0, count=cases or _GENERATED_CASES)
+        try:
+            chosen = select_from(chosen, _split(scenarios))
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--scenarios") from None
     else:
         chosen = _select_scenarios(scenarios)
     chosen = _in_split(chosen, cast("SplitName", split))

@@ -23,6 +23,7 @@ __all__ = [
     "Scenario",
     "ScenarioRun",
     "Verdict",
+    "select_from",
 ]
 
 
@@ -93,3 +94,23 @@ def scripted_oracle(plan: Sequence[Intent]) -> Callable[[RequestView], Intent]:
         return plan[min(done, len(plan) - 1)]
 
     return oracle
+
+
+def select_from(pool: Sequence[Scenario], names: Sequence[str]) -> list[Scenario]:
+    """The scenarios of ``pool`` named by ``names`` -- each a scenario's name or a tag, which
+    picks every scenario that has it -- in the pool's order (all of it when ``names`` is
+    empty); a name that is neither is a ``ValueError`` listing the tags."""
+    if not names:
+        return list(pool)
+    by_name = {s.name: s for s in pool}
+    wanted: set[str] = set()
+    for name in names:
+        if name in by_name:
+            wanted.add(name)
+            continue
+        tagged = {s.name for s in pool if name in s.tags}
+        if not tagged:
+            tags = sorted({t for s in pool for t in s.tags})
+            raise ValueError(f"no scenario is named or tagged {name!r}; tags: {tags}")
+        wanted |= tagged
+    return [s for s in pool if s.name in wanted]

@@ -65,6 +65,28 @@ def test_the_cli_runs_only_the_chosen_half_and_labels_records(tmp_path: Path) ->
     assert {(r.suite, r.split) for r in records} == {("generated", "dev")}
 
 
+def test_generated_cases_are_picked_by_name_or_shape_within_the_half(tmp_path: Path) -> None:
+    suite = [s for s in generate_suite(seed=0, count=30) if split_of(s.name) == "dev"]
+    named = suite[0].name
+    shape = next(s.tags[0] for s in suite if s.tags[0] != suite[0].tags[0])
+    out = tmp_path / "r.jsonl"
+    result = _invoke(
+        "--suite",
+        "generated",
+        "--cases",
+        "30",
+        "--split",
+        "dev",
+        "-s",
+        f"{named},{shape}",
+        "--out",
+        out,
+    )
+    assert result.exit_code == 0, result.output
+    expected = {s.name for s in suite if s.name == named or s.tags[0] == shape}
+    assert {r.scenario for r in read_records(out)} == expected
+
+
 def test_naming_only_scenarios_of_the_other_half_is_a_usage_error(tmp_path: Path) -> None:
     name = next(n for n in SCENARIOS if split_of(n) == "test")
     result = _invoke("-s", name, "--split", "dev", "--out", tmp_path / "r.jsonl")
@@ -76,7 +98,8 @@ def test_naming_only_scenarios_of_the_other_half_is_a_usage_error(tmp_path: Path
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--suite", "bfcl", "-s", "todo"], "--scenarios applies to --suite own"),
+        (["--suite", "bfcl", "-s", "todo"], "--scenarios applies to --suite own or generated"),
+        (["--suite", "generated", "--cases", "6", "-s", "nope"], "no scenario is named or tagged"),
         (["--cases", "5"], "--cases applies to --suite generated"),
         (
             ["--suite", "generated", "--categories", "simple"],

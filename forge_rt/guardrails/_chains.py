@@ -119,6 +119,12 @@ class LookupChains:
         self._request_words = set().union(*(content_tokens(r) for r in self._requests))
         self._request_values = set().union(*(value_tokens(r) for r in self._requests))
 
+    @property
+    def request_words(self) -> frozenset[str]:
+        """The words of the conversation's last :data:`REQUESTS_KEPT` requests: what the user
+        has been asking about ("and for Berlin?" follows "the weather in Paris?")."""
+        return frozenset(self._request_words)
+
     def consult(self, tool: str, args: Mapping[str, object]) -> None:
         """A later call of this turn, ``tool(**args)``, was made (it ran or failed): a result
         that holds a value of the request it took was consulted on the way, and is no end for

@@ -95,7 +95,7 @@ from forge_rt.guardrails._placeholders import (
 )
 from forge_rt.guardrails._quantities import RequestQuantities
 from forge_rt.guardrails._refused import RefusedCalls
-from forge_rt.guardrails._relevance import related, unrelated_call_text
+from forge_rt.guardrails._relevance import judged, related, unrelated_call_text
 from forge_rt.guardrails._rescue_args import schema_of, valid_with
 from forge_rt.guardrails._respond import respond_spec
 from forge_rt.guardrails._rules import RULES, SCHEMA_RULE
@@ -866,7 +866,7 @@ class Guardrails:
         calls = self._tool_calls(runnable)
         if any(c.tool in self.required_steps for c in calls):
             return []  # the workflow's own steps are what its requests are about
-        asked = self._grounding.asked
+        asked = self._chains.request_words  # a follow-up's topic is the conversation's
         found = self._unfounded.unrelated(calls, self._specs, asked)
         if not found:
             return []
@@ -875,6 +875,7 @@ class Guardrails:
             t.name
             for t in self.tools
             if not (self._synthetic_respond and t.name == RESPOND_TOOL_NAME)
+            and judged(t)
             and not related(asked, t)
         )
         return [call_nudge(c, unrelated_call_text(c, self._specs[c.tool])) for c in found]

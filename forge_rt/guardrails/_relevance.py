@@ -7,7 +7,8 @@ own words, so the values are founded (``company_name="FIFA"``) and the value rea
 :mod:`forge_rt.guardrails._unfounded` passes it. What it does not fit is the *tool*: a tool
 that does what the user asks is described by the words the user uses. The signal read here is
 structural: the words of the tool's name, description, parameter names and parameter
-descriptions, against the words of the turn's request. A tool that shares none of them is not
+descriptions, against the words of the conversation's recent requests (a follow-up, "and for
+Berlin?", is about what the turn before asked). A tool that shares none of them is not
 what the request asked for.
 
 Words are :func:`~forge_rt.guardrails._grounding.content_tokens` (three letters or more, less
@@ -15,7 +16,13 @@ stop words, and numbers); two match when they are equal or the shorter (three ch
 more) begins the longer -- "van" and "vans", "book" and "booking" -- so inflection does not
 hide a shared word in any language that inflects at the end.
 
-Only the turn's first calls are read (before any result: a later call may follow what a result
+A call made only of numbers the model was given is not judged either: "what is 17 + 25?" shares
+no word with ``add`` ("Add two numbers"), and both its numbers are the request's (an operation
+is often a symbol; a request's *words* copied into a tool, ``company_name="FIFA"``, are the
+shape this rule is for). Only a tool
+whose description has three content words or more is judged (a bare
+``get_conditions(city)`` says too little about itself to be found unrelated to "which is
+warmer?"). Only the turn's first calls are read (before any result: a later call may follow what a result
 found, which the request never named), only where a text answer was open, and only a reply
 whose *every* call is unrelated (one related call makes the reply an attempt at the task). Such
 a reply is sent back once a turn, the turn's one refusal of a call from nowhere shared with the
@@ -35,9 +42,10 @@ from forge_rt.core import ToolCall, ToolSpec
 from forge_rt.guardrails._grounding import content_tokens, same_word
 from forge_rt.guardrails._rescue_args import schema_of
 
-__all__ = ["related", "tool_words", "unrelated_call_text"]
+__all__ = ["judged", "related", "tool_words", "unrelated_call_text"]
 
 _SHOWN_CHARS = 160  # how much of a tool's description the note quotes
+_DESCRIBED_WORDS = 3  # a description shorter than this says too little to judge a tool by
 
 
 def tool_words(spec: ToolSpec) -> frozenset[str]:
@@ -46,6 +54,14 @@ def tool_words(spec: ToolSpec) -> frozenset[str]:
     text = [spec.name.replace("_", " ").replace(".", " "), spec.description or ""]
     text.extend(_schema_text(schema_of(spec)))
     return frozenset(content_tokens(" ".join(text)))
+
+
+def judged(spec: ToolSpec) -> bool:
+    """Whether ``spec`` says enough about what it does to be judged unrelated: a description
+    of three content words or more. A bare ``get_conditions(city)`` shares no word with "which
+    is warmer?" and is the tool for it; a tool that describes itself is described by the
+    words a request for it uses."""
+    return len(content_tokens(spec.description or "")) >= _DESCRIBED_WORDS
 
 
 def related(request: Iterable[str], spec: ToolSpec) -> bool:

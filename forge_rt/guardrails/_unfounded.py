@@ -30,7 +30,7 @@ import msgspec
 
 from forge_rt.core import ToolCall, ToolSpec
 from forge_rt.guardrails._guesses import ArgumentGrounding
-from forge_rt.guardrails._relevance import related
+from forge_rt.guardrails._relevance import judged, related
 from forge_rt.guardrails._rescue_args import schema_of
 
 __all__ = [
@@ -97,8 +97,11 @@ class UnfoundedCalls:
             return []
         for call in calls:
             spec = specs.get(call.tool)
-            if spec is None or related(request, spec):
+            if spec is None or not judged(spec) or related(request, spec):
                 return []
+            values = self._judged(call, specs)
+            if values and all(isinstance(v, int | float) and seen for _, v, seen in values):
+                return []  # only numbers the model was given: "17 + 25" is add(17, 25)
         self._spent = True
         return list(calls)
 

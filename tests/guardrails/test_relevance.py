@@ -183,3 +183,45 @@ def test_off_by_default_and_an_answer_is_never_judged() -> None:
     guard = _guard(UNRELATED)
     answer = _call("respond", message="The Wendle brook, by the old maps.")
     assert isinstance(guard.check([answer], text_offered=True), Execute)
+
+
+def test_a_tool_that_says_too_little_about_itself_is_not_judged() -> None:
+    """A bare ``get_readings(site)`` shares no word with "is it frosty at the pier?" and is
+    the tool for it: without a description there is nothing to judge it by."""
+    bare = ToolSpec(
+        name="get_readings",
+        parameters={"type": "object", "properties": {"site": {"type": "string"}}},
+    )
+    guard = Guardrails([bare], respond_tool=True, options=ON)
+    guard.new_turn("Is it frosty at the pier?")
+    assert isinstance(guard.check([_call("get_readings", site="pier")], text_offered=True), Execute)
+
+
+def test_a_follow_up_is_about_what_the_turns_before_asked() -> None:
+    guard = _guard("Set the kiln to 1200 for the glaze firing.")
+    action = guard.check([_call("kiln_schedule", peak_celsius=1200)], text_offered=True)
+    assert isinstance(action, Execute)
+    guard.record([ToolResult(call=action.calls[0], output="set")])
+    guard.new_turn("And 1100 for Tuesday's?")
+    assert isinstance(
+        guard.check([_call("kiln_schedule", "c2", peak_celsius=1100)], text_offered=True), Execute
+    )
+
+
+def test_a_call_made_only_of_given_values_is_not_judged() -> None:
+    """ "What is 17 + 25?" shares no word with a tool that adds two numbers; its numbers do."""
+    adder = ToolSpec(
+        name="sum_pair",
+        description="Sum two numbers and return the total.",
+        parameters={
+            "type": "object",
+            "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+        },
+    )
+    guard = Guardrails([adder], respond_tool=True, options=ON)
+    guard.new_turn("What is 17 + 25?")
+    assert isinstance(guard.check([_call("sum_pair", a=17, b=25)], text_offered=True), Execute)
+    guard.new_turn("What is 17 + 25?")
+    assert isinstance(
+        guard.check([_call("sum_pair", "c2", a=17, b=9)], text_offered=True), ToolErrors
+    )

@@ -102,7 +102,8 @@ async def test_a_tool_call_written_as_text_is_held_and_sent_structured() -> None
     client = GatedClient([reply], gated=False)
     with trio.fail_after(20):
         async with client_proxy(client) as url, httpx.AsyncClient(base_url=url) as http:
-            body = {"model": "m", "messages": USER, "tools": [WEATHER_TOOL], "stream": True}
+            asked = [{"role": "user", "content": "What is the weather in Paris?"}]
+            body = {"model": "m", "messages": asked, "tools": [WEATHER_TOOL], "stream": True}
             async with http.stream("POST", "/v1/chat/completions", json=body) as response:
                 frames = [line async for line in response.aiter_lines() if line]
     assert not any('"content"' in f for f in frames)

@@ -122,7 +122,7 @@ class LookupChains:
     @property
     def request_words(self) -> frozenset[str]:
         """The words of the conversation's last :data:`REQUESTS_KEPT` requests: what the user
-        has been asking about ("and for Berlin?" follows "the weather in Paris?")."""
+        has been asking about ("and for the other one?" follows the question before it)."""
         return frozenset(self._request_words)
 
     def consult(self, tool: str, args: Mapping[str, object]) -> None:

@@ -854,14 +854,15 @@ class Guardrails:
         return [call_nudge(each.call, unfounded_call_text(each)) for each in found]
 
     def _unrelated(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
-        """The corrections for a turn's first reply, where an answer was open (text, or the
-        synthetic ``respond``), whose every call is to a tool that shares no word with the
-        request, once a turn (the rule ``unrelated_tools``; see
-        :mod:`forge_rt.guardrails._relevance`). Until a batch runs, the constraint leaves out
-        every tool that shares no word with the request: told so in words alone, the 0.5B sent
-        the same call again; with only that tool left out, it did too."""
-        open_answer = reply.text_offered or self._synthetic_respond
-        if not open_answer or self._grounding.any_result:
+        """The corrections for a turn's first reply, where a text answer was open, whose every
+        call is to a tool that shares no word with the request, once a turn (the rule
+        ``unrelated_tools``; see :mod:`forge_rt.guardrails._relevance`). Until a batch runs,
+        the constraint leaves out every tool that shares no word with the request: told so in
+        words alone, the 0.5B sent the same call again; with only that tool left out, it did
+        too. Where only the synthetic ``respond`` was open (a workflow's turn), it does not
+        judge: paired on the generated suite's dev half there, it turned two recoveries wrong
+        and no decline right."""
+        if not reply.text_offered or self._grounding.any_result:
             return []
         calls = self._tool_calls(runnable)
         if any(c.tool in self.required_steps for c in calls):

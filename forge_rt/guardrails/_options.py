@@ -31,7 +31,6 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     60/90, and barred values came back perturbed rather than corrected; docs/eval/hints),
     ``exclude_repeats`` (not yet judged on dev: the held-out runs re-issued a call right after
     its result in 30 of 54 constrained runs; ``-a full,with:exclude_repeats``),
-    ``unrelated_tools`` (not yet judged on dev: ``-a full,with:unrelated_tools``),
     ``every_end`` (paired on the generated suite's dev half: 2 runs right, none wrong; since
     then its readings of lone ends, detours, consulted results, whole values and an answer
     taken at its word are fixed, and it still asks a comparison's answer for every item, not
@@ -53,7 +52,7 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     # calls
     steps: bool = True
     answered_calls: bool = True
-    unrelated_tools: bool = False
+    unrelated_tools: bool = True
     unfounded_calls: bool = False
     unseen_values: bool = False
     guessed_values: bool = True

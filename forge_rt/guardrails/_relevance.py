@@ -8,7 +8,7 @@ own words, so the values are founded (``company_name="FIFA"``) and the value rea
 that does what the user asks is described by the words the user uses. The signal read here is
 structural: the words of the tool's name, description, parameter names and parameter
 descriptions, against the words of the conversation's recent requests (a follow-up, "and for
-Berlin?", is about what the turn before asked). A tool that shares none of them is not
+the other one?", is about what the turn before asked). A tool that shares none of them is not
 what the request asked for.
 
 Words are :func:`~forge_rt.guardrails._grounding.content_tokens` (three letters or more, less
@@ -23,7 +23,9 @@ shape this rule is for). Only a tool
 whose description has three content words or more is judged (a bare
 ``get_conditions(city)`` says too little about itself to be found unrelated to "which is
 warmer?"). Only the turn's first calls are read (before any result: a later call may follow what a result
-found, which the request never named), only where a text answer was open, and only a reply
+found, which the request never named), only where a text answer was open (paired where only a
+workflow's synthetic ``respond`` was, it turned two of the generated suite's recoveries wrong
+and no decline right), and only a reply
 whose *every* call is unrelated (one related call makes the reply an attempt at the task). Such
 a reply is sent back once a turn, the turn's one refusal of a call from nowhere shared with the
 value reading. The note names the tool and says what it does in its own words; the next reply

@@ -156,10 +156,10 @@ def test_a_new_turn_may_send_one_back_again() -> None:
     assert isinstance(guard.check([call], text_offered=True), ToolErrors)
 
 
-def test_an_answer_with_the_synthetic_respond_is_open_as_text_is() -> None:
-    """A workflow's turn offers ``respond``: declining is open, so the rule judges there too."""
+def test_where_only_the_synthetic_respond_was_open_nothing_is_judged() -> None:
+    """A workflow's turn under a constraint offers ``respond``, not text: not judged there."""
     guard = _guard(UNRELATED)
-    assert isinstance(guard.check([_call("kiln_schedule", peak_celsius=1200)]), ToolErrors)
+    assert isinstance(guard.check([_call("kiln_schedule", peak_celsius=1200)]), Execute)
 
 
 def test_nothing_is_judged_where_no_answer_was_open() -> None:
@@ -174,9 +174,10 @@ def test_a_workflow_s_own_step_is_what_its_request_is_about() -> None:
     assert isinstance(guard.check([_call("kiln_schedule", peak_celsius=1200)]), Execute)
 
 
-def test_off_by_default_and_an_answer_is_never_judged() -> None:
-    guard = _guard(UNRELATED, GuardrailOptions(prose_answers=True))
-    assert not GuardrailOptions().unrelated_tools
+def test_on_by_default_switched_by_its_name_and_an_answer_is_never_judged() -> None:
+    assert GuardrailOptions().unrelated_tools
+    assert not GuardrailOptions.off().unrelated_tools
+    guard = _guard(UNRELATED, GuardrailOptions(prose_answers=True).without("unrelated_tools"))
     assert isinstance(
         guard.check([_call("kiln_schedule", peak_celsius=1200)], text_offered=True), Execute
     )

@@ -45,7 +45,9 @@ NOTE = ToolSpec(
     },
 )
 TOOLS = [QUOTE, TIMER, NOTE]
-ON = GuardrailOptions(unfounded_calls=True, prose_answers=True)
+# The value reading alone: unrelated_tools reads the tool's own words, and these tools share
+# none with most requests here (their pairing is tests/guardrails/test_relevance.py).
+ON = GuardrailOptions(unfounded_calls=True, prose_answers=True, unrelated_tools=False)
 
 
 def _guard(request: str, options: GuardrailOptions = ON) -> Guardrails:
@@ -146,7 +148,9 @@ def test_nothing_is_judged_where_text_was_not_an_option() -> None:
 
 
 def test_nothing_is_judged_with_the_option_off() -> None:
-    guard = _guard("Who carved the doors?", GuardrailOptions(prose_answers=True))
+    guard = _guard(
+        "Who carved the doors?", GuardrailOptions(prose_answers=True, unrelated_tools=False)
+    )
     action = guard.check([_call("share_quote", ticker="ZXQ")], text_offered=True)
     assert isinstance(action, Execute)
 

@@ -148,11 +148,6 @@ class AnswerGrounding:
         return self._refused
 
     @property
-    def asked(self) -> frozenset[str]:
-        """The words of this turn's request."""
-        return frozenset(self._asked)
-
-    @property
     def any_result(self) -> bool:
         """Whether a tool result of this turn came in (with words or not, failed or not)."""
         return self._any_result

@@ -14,9 +14,17 @@ from here on a crash loses nothing of it), ``message`` (each message of the turn
 committed), ``approval`` (a call waits for a yes or no: answer with ``approve``; a restarted
 daemon asks again), ``resumed`` (a turn a killed daemon left open is being finished), ``reply`` (the
 turn's answer), ``history``, ``error``. ``--traces DIR`` writes each session's run trace
-(``forge-rt trace show DIR/alice.jsonl``, ``forge-rt replay``). ``--store`` is an SQLite file (the default, ``chat.db``)
-or a ``postgresql://`` URL; the backend is any OpenAI-compatible server (``forge-rt sim`` for a
-try without a model, ``forge-rt model serve``-style llama.cpp servers, vLLM, Ollama).
+(``forge-rt trace show DIR/alice.jsonl``, ``forge-rt replay``). ``--store`` is an SQLite file (the
+default, ``chat.db``) or a ``postgresql://`` URL; the backend is any OpenAI-compatible server
+(``forge-rt sim`` for a try without a model, ``forge-rt model serve``-style llama.cpp servers,
+vLLM, Ollama).
+
+Several daemons may share one store (on PostgreSQL, on several machines): each session is run by
+the daemon holding its lease. ``--owner NAME`` names this daemon in the store (a restarted daemon
+with the same name takes its sessions back at once); ``--lease S`` is how long its claim lasts
+unrenewed. Every ``S / 2`` seconds a daemon looks for turns whose daemon died (its lease
+expired) and finishes them (``resumed``); a session another live daemon runs is an ``error``
+(``SessionLeasedError``).
 """
 
 from __future__ import annotations
@@ -32,9 +40,9 @@ import trio
 
 from forge_rt.clients import make_client
 from forge_rt.core import Message, Role, ToolDef, ToolSpec, Workflow
-from forge_rt.errors import ForgeError
+from forge_rt.errors import ForgeError, SessionLeasedError
 from forge_rt.guardrails import Allow, Approve, Deny, Policy
-from forge_rt.runtime import ApprovalRequest, Session, WorkflowHandle
+from forge_rt.runtime import ApprovalRequest, Session, SessionLease, WorkflowHandle
 
 REMINDER = {
     "type": "object",
@@ -141,6 +149,9 @@ class UserApprovals:
         if call_id not in self._waiting:
             emit("error", error="NotWaiting", message=f"no call {call_id!r} waits for approval")
             return
+        if not yes and not reason:
+            emit("error", error="NoReason", message="a no needs a reason: the model is told it")
+            return
         answered, answer = self._waiting[call_id]
         answer.append(Allow() if yes else Deny(reason))
         answered.set()
@@ -152,22 +163,39 @@ class Daemon:
         self._workflow = workflow
         self._handles: dict[str, WorkflowHandle] = {}
         self._busy: dict[str, trio.Lock] = {}
+        self._starting = trio.Lock()  # one start at a time: a session is never started twice
 
     async def handle(self, name: str) -> WorkflowHandle:
-        if name not in self._handles:
-            self._handles[name] = await self._session.start(self._workflow, name=name)
-            self._busy[name] = trio.Lock()
+        async with self._starting:
+            if name not in self._handles:
+                self._handles[name] = await self._session.start(self._workflow, name=name)
+                self._busy[name] = trio.Lock()
         return self._handles[name]
 
-    async def resume_unfinished(self, nursery: trio.Nursery) -> None:
-        """Finish the turns a killed daemon left open, each in its own task."""
-        for info in await self._session.sessions():
-            if info.workflow == self._workflow.name and info.status == "in_turn":
+    async def take_over(self, nursery: trio.Nursery) -> None:
+        """Finish the turns a killed daemon left open -- this one in an earlier life, or another
+        whose lease expired -- each in its own task."""
+        for info in await self._session.orphaned():
+            if info.workflow != self._workflow.name or info.name in self._handles:
+                continue
+            try:
                 handle = await self.handle(info.name)
-                nursery.start_soon(self._turn, handle, None)
+            except SessionLeasedError:
+                continue  # another daemon took it over first
+            nursery.start_soon(self._turn, handle, None)
+
+    async def keep_taking_over(self, nursery: trio.Nursery, every_s: float) -> None:
+        while True:
+            await trio.sleep(every_s)
+            await self.take_over(nursery)
 
     async def say(self, name: str, text: str) -> None:
-        await self._turn(await self.handle(name), text)
+        try:
+            handle = await self.handle(name)
+        except SessionLeasedError as exc:
+            emit("error", session=name, error=type(exc).__name__, message=str(exc))
+            return
+        await self._turn(handle, text)
 
     async def _turn(self, handle: WorkflowHandle, text: str | None) -> None:
         name = handle.name
@@ -195,13 +223,18 @@ class Daemon:
         emit("history", session=name, messages=[_shown(m) for m in await handle.history()])
 
 
-async def serve(backend: str, store: str, traces: str | None) -> None:
+async def serve(backend: str, store: str, traces: str | None, lease: SessionLease) -> None:
     client = make_client("openai", backend)
     approvals = UserApprovals()
     async with (
         client,
         Session.open(
-            client, store=store, trace=traces, policy=POLICY, on_approval=approvals.ask
+            client,
+            store=store,
+            lease=lease,
+            trace=traces,
+            policy=POLICY,
+            on_approval=approvals.ask,
         ) as session,
     ):
         daemon = Daemon(session, Assistant().workflow())
@@ -210,7 +243,8 @@ async def serve(backend: str, store: str, traces: str | None) -> None:
             sessions=[{"name": s.name, "status": s.status} for s in await session.sessions()],
         )
         async with trio.open_nursery() as nursery:
-            await daemon.resume_unfinished(nursery)
+            await daemon.take_over(nursery)
+            nursery.start_soon(daemon.keep_taking_over, nursery, lease.ttl_s / 2)
             async for line in trio.wrap_file(sys.stdin):
                 if not line.strip():
                     continue
@@ -233,13 +267,16 @@ def main() -> None:
     parser.add_argument("--backend", required=True, help="an OpenAI-compatible server's base URL")
     parser.add_argument("--store", default="chat.db", help="SQLite file or postgresql:// URL")
     parser.add_argument("--traces", default=None, help="a folder for one JSONL trace per session")
+    parser.add_argument("--owner", default=None, help="this daemon's name in a shared store")
+    parser.add_argument("--lease", type=float, default=30.0, help="seconds a claim lasts unrenewed")
     args = parser.parse_args()
+    lease = SessionLease(ttl_s=args.lease, **({"owner": args.owner} if args.owner else {}))
     # An application configures logging: warnings only, to stderr (stdout carries the events).
     structlog.configure(
         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
     )
-    trio.run(serve, args.backend, args.store, args.traces)
+    trio.run(serve, args.backend, args.store, args.traces, lease)
 
 
 if __name__ == "__main__":

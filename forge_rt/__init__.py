@@ -39,6 +39,7 @@ from forge_rt.guardrails import Policy as Policy
 from forge_rt.runtime import ApprovalRequest as ApprovalRequest
 from forge_rt.runtime import PreemptPolicy as PreemptPolicy
 from forge_rt.runtime import Session as Session
+from forge_rt.runtime import SessionLease as SessionLease
 from forge_rt.runtime import SlotPool as SlotPool
 from forge_rt.runtime import SlotWorker as SlotWorker
 from forge_rt.runtime import WorkflowResult as WorkflowResult
@@ -71,6 +72,7 @@ __all__ = [
     "Prerequisite",
     "Role",
     "Session",
+    "SessionLease",
     "SlidingWindowCompact",
     "SlotPool",
     "SlotWorker",

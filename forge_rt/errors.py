@@ -47,7 +47,8 @@ budgets given; a :class:`BackendFailureError` is the backend's doing, not the mo
     ├── InferenceDeadlineError         an inference call missed its deadline (queued or running)
     ├── StoreError                     the session store could not be opened, read or written
     │   ├── StoreSchemaError           the store's schema is not one this forge_rt can use
-    │   └── SessionConflictError       another writer changed the session since it was loaded
+    │   ├── SessionConflictError       another writer changed the session since it was loaded
+    │   └── SessionLeasedError         another live process runs the session (holds its lease)
     ├── ToolResolutionError            raised BY a tool: "you called me wrong"; fed back
     ├── ToolInterruptedError           a non-idempotent call was cut off by a cancellation; fed back
     ├── RestoredToolError              a tool's failure as a session store kept it; fed back
@@ -93,6 +94,7 @@ __all__ = [
     "PromptTemplateError",
     "RestoredToolError",
     "SessionConflictError",
+    "SessionLeasedError",
     "SessionWorkflowMismatchError",
     "SlotEvictedError",
     "SlotQueueFullError",
@@ -777,6 +779,20 @@ class SessionConflictError(StoreError):
         self.session = session
         self.expected = expected
         self.found = found
+
+
+class SessionLeasedError(StoreError):
+    """Another process sharing the store runs ``session``: it holds the session's lease, for
+    ``expires_in`` seconds more unless it renews it (see ``forge_rt.runtime.SessionLease``).
+    Start the session in that process, or here once it closes the session or dies."""
+
+    def __init__(
+        self, message: str, *, store: str, session: str, owner: str, expires_in: float
+    ) -> None:
+        super().__init__(message, store=store)
+        self.session = session
+        self.owner = owner
+        self.expires_in = expires_in
 
 
 class PolicyError(ConfigurationError):

@@ -36,14 +36,19 @@ class Daemon:
     def __init__(self, process: trio.Process) -> None:
         self.process = process
         self._buffer = b""
+        self._unread: list[dict[str, Any]] = []  # read while waiting for another session's
 
     async def send(self, **command: Any) -> None:
         assert self.process.stdin is not None
         await self.process.stdin.send_all(json.dumps(command).encode() + b"\n")
 
-    async def event(self, wanted: str) -> dict[str, Any]:
-        """The next event named ``wanted`` (earlier ones are read and dropped)."""
+    async def event(self, wanted: str, session: str | None = None) -> dict[str, Any]:
+        """The next event named ``wanted`` (earlier ones are dropped); with ``session``, the
+        next of that session's (other sessions' events are kept for their own waits)."""
         assert self.process.stdout is not None
+        for i, kept in enumerate(self._unread):
+            if kept["session"] == session and kept["event"] == wanted:
+                return self._unread.pop(i)
         with trio.fail_after(LIMIT_S):
             while True:
                 while b"\n" not in self._buffer:
@@ -52,16 +57,22 @@ class Daemon:
                     self._buffer += chunk
                 line, self._buffer = self._buffer.split(b"\n", 1)
                 event: dict[str, Any] = json.loads(line)
-                assert event["event"] != "error", event
-                if event["event"] == wanted:
+                assert event["event"] != "error" or wanted == "error", event
+                if session is not None and event.get("session") not in (session, None):
+                    self._unread.append(event)
+                elif event["event"] == wanted:
                     return event
 
 
 @asynccontextmanager
-async def daemon(backend: str, store: str, traces: Path) -> AsyncIterator[Daemon]:
+async def daemon(
+    backend: str, store: str, traces: Path | None, *, owner: str = "replica-1", lease_s: float = 30
+) -> AsyncIterator[Daemon]:
+    """The daemon on ``store`` as ``owner``: a restarted daemon is the same replica again."""
     async with trio.open_nursery() as nursery:
         command = [sys.executable, str(DAEMON), "--backend", backend, "--store", store]
-        command += ["--traces", str(traces)]
+        command += ["--owner", owner, "--lease", str(lease_s)]
+        command += [] if traces is None else ["--traces", str(traces)]
         process = await nursery.start(
             partial(
                 trio.run_process,
@@ -167,3 +178,56 @@ async def test_an_approval_asked_before_a_kill_is_asked_again_after_the_restart(
     assert any("declined" in r.lower() and "not now" in r for r in results), results
     calls = [c["tool"] for m in history for c in m["tool_calls"]]
     assert calls.count("set_heating") == 1, history
+
+
+async def test_two_daemons_on_one_postgres_one_killed_mid_turn_the_other_finishes_it(
+    postgres_url: str,
+) -> None:
+    """Two replicas share one PostgreSQL store, each running its own users' sessions. While
+    the first runs a turn, the second is refused that session (the first holds its lease); the
+    first is killed mid-turn; once its lease lapses the second takes the turn over and finishes
+    it, the reminder set once, while it carries on with its own user's turn."""
+    config = SimConfig(prefill_tps=4000, decode_tps=100, seed=7)
+    async with SimBackend.serve(config) as sim:
+        tag = f"{trio.current_time():.0f}-{id(config)}"
+        alice, carol = f"alice-{tag}", f"carol-{tag}"
+        lease_s = 2.0  # the second daemon looks for orphaned turns every second
+        async with (
+            daemon(sim.url, postgres_url, None, owner=f"one-{tag}", lease_s=lease_s) as one,
+            daemon(sim.url, postgres_url, None, owner=f"two-{tag}", lease_s=lease_s) as two,
+        ):
+            await one.event("ready")
+            await two.event("ready")
+            await one.send(op="say", session=alice, text="Remind me to water the plants.")
+            await one.event("accepted", alice)
+            call = await one.event("message", alice)
+            assert [c["tool"] for c in call["tool_calls"]] == ["set_reminder"]
+
+            await two.send(op="say", session=alice, text="Are you there?")
+            refused = await two.event("error", alice)
+            assert refused["error"] == "SessionLeasedError"
+            assert f"one-{tag}" in refused["message"]
+
+            one.process.send_signal(signal.SIGKILL)
+            assert await one.process.wait() == -signal.SIGKILL
+            await two.send(op="say", session=carol, text="Remind me to call the plumber.")
+
+            await two.event("resumed", alice)
+            asked = await two.event("approval", alice)  # the turn goes on to the heating switch
+            assert asked["tool"] == "set_heating"
+            await two.send(op="approve", session=alice, call_id=asked["call_id"], yes=True)
+            await two.event("reply", alice)
+            own = await two.event("approval", carol)  # its own user's turn went on meanwhile
+            await two.send(op="approve", session=carol, call_id=own["call_id"], yes=True)
+            await two.event("reply", carol)
+            await two.send(op="history", session=alice)
+            history = (await two.event("history", alice))["messages"]
+            await two.send(op="quit")
+            assert await two.process.wait() == 0
+
+    users = [m["content"] for m in history if m["role"] == "user"]
+    assert users == ["Remind me to water the plants."]  # the refused message was not accepted
+    calls = [c["tool"] for m in history for c in m["tool_calls"]]
+    assert calls.count("set_reminder") == 1, history  # set by the first daemon, not again
+    assert calls.count("set_heating") == 1, history
+    assert len([m for m in history if m["role"] == "tool"]) == len(calls)

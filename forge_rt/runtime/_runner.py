@@ -34,6 +34,7 @@ from forge_rt.runtime._approvals import ApprovalCallback, ApprovalGate, Approval
 from forge_rt.runtime._budget import BudgetMonitor, BudgetSource
 from forge_rt.runtime._durable import SessionLog, decode_state, restored_history
 from forge_rt.runtime._fleet import Fleet
+from forge_rt.runtime._leases import LeaseKeeper, SessionLease
 from forge_rt.runtime._scheduling import DEFAULT_MAX_WAIT_S, PreemptPolicy
 from forge_rt.runtime._slot import InferenceSlot, SlotWorker
 from forge_rt.runtime._slot_limits import DEFAULT_RETRY, BackendRetry, StallLimits
@@ -233,16 +234,17 @@ class Session:
         slot: InferenceSlot,
         budget: BudgetMonitor | None,
         defaults: _Defaults,
-        store: SessionStore | None = None,
         trace: TraceSink | None = None,
+        leases: LeaseKeeper | None = None,
     ) -> None:
         self.system = system
         self.client = client
         self.slot = slot
         self.budget = budget
-        self.store = store
+        self.store = None if leases is None else leases.store
         self._defaults = defaults
         self.trace = trace
+        self._leases = leases
 
     @classmethod
     @asynccontextmanager
@@ -267,6 +269,7 @@ class Session:
         sampling: Sampling | None = None,
         guardrails: GuardrailOptions | None = None,
         store: SessionStore | str | os.PathLike[str] | None = None,
+        lease: SessionLease | None = None,
         trace: TraceSink | str | os.PathLike[str] | None = None,
         policy: Policy | None = None,
         on_approval: ApprovalCallback | None = None,
@@ -287,7 +290,11 @@ class Session:
         Then each workflow started with a ``name`` is that stored session: every accepted
         message, tool result and control-state change is committed before it is used, and
         after a restart ``start(workflow, name=...)`` carries on from the store
-        (``sessions()`` lists what it holds).
+        (``sessions()`` lists what it holds). Several processes may share one store: each
+        session is run by one at a time, the one holding its lease (``lease``: this process's
+        name and how long a claim lasts unrenewed, :class:`SessionLease`; a session
+        another live process runs is a ``SessionLeasedError`` at ``start``), and
+        ``orphaned()`` lists the turns of processes that died, for this one to finish.
 
         ``max_wait_s``: the starvation bound -- a call that has waited this long runs next,
         ahead of more urgent calls that have not (see ``SlotWorker.start``); ``max_queue``: a
@@ -303,7 +310,6 @@ class Session:
         backend that trickles just fast enough to pass them. ``trace``: a folder (one JSONL
         file per workflow, see ``forge_rt.trace``), a ``.jsonl`` file, or a ``TraceSink`` of
         the caller's; every turn's requests, replies, verdicts, tools and slot events go there.
-        backend that trickles just fast enough to pass them.
         ``policy``: the tool policy every workflow runs under unless ``start()`` gives its own
         (denied tools withheld, calls to approve paused; see ``guardrails/_policy.py``);
         ``on_approval``: who answers those pauses (without it, ``WorkflowHandle.approve``).
@@ -317,9 +323,18 @@ class Session:
                 f"Session.open: lanes must be >= 1 and urgent_lanes fewer than all the lanes; "
                 f"got lanes={lanes}, urgent_lanes={urgent_lanes}"
             )
+        if lease is not None and store is None:
+            raise ConfigurationError("Session.open: a lease needs a store= to hold it in")
         async with AsyncExitStack() as stack:
             if isinstance(store, str | os.PathLike):
                 store = await stack.enter_async_context(store_for(store))
+            leases = (
+                None
+                if store is None
+                else await stack.enter_async_context(
+                    LeaseKeeper(store, lease or SessionLease()).holding()
+                )
+            )
             sink = await stack.enter_async_context(opened_trace(trace))
             system = await stack.enter_async_context(ActorSystem.open(shutdown="cancel"))
             slot_options: dict[str, Any] = {
@@ -355,7 +370,7 @@ class Session:
                 policy=policy,
                 on_approval=on_approval,
             )
-            yield cls(system, slot.client, slot, budget, defaults, store, trace=sink)
+            yield cls(system, slot.client, slot, budget, defaults, trace=sink, leases=leases)
 
     @classmethod
     def on_slot(cls, slot: SlotWorker) -> Session:
@@ -430,16 +445,31 @@ class Session:
         a turn was running when its process stopped). Only with ``Session.open(store=...)``."""
         return await self._required_store().sessions()
 
+    async def orphaned(self) -> list[SessionInfo]:
+        """The stored sessions left mid-turn that no live process runs -- their process died
+        and its lease expired, or it was this process in an earlier life (the same
+        ``SessionLease.owner``) -- most recently changed first: ``start`` each and ``resume``
+        its turn. Another process may take one first (``start`` then raises
+        ``SessionLeasedError``)."""
+        leases = self._required_leases()
+        return [info for info in await leases.store.sessions() if leases.orphaned(info)]
+
     async def forget(self, name: str) -> bool:
-        """Delete the stored session ``name`` (stop its workflow first); False if none."""
-        return await self._required_store().delete(name)
+        """Delete the stored session ``name`` and its lease (stop its workflow first); False
+        if none."""
+        leases = self._required_leases()
+        leases.held.discard(name)
+        return await leases.store.delete(name)
 
     def _required_store(self) -> SessionStore:
-        if self.store is None:
+        return self._required_leases().store
+
+    def _required_leases(self) -> LeaseKeeper:
+        if self._leases is None:
             raise ConfigurationError(
                 "this Session keeps no sessions: open it with Session.open(client, store=PATH)"
             )
-        return self.store
+        return self._leases
 
     async def _start_stored(
         self,
@@ -450,7 +480,28 @@ class Session:
         resume_from: WorkflowCancelledError | None,
         spawn: dict[str, Any],
     ) -> WorkflowHandle:
-        """``start`` with a store: the stored session ``name`` if there is one, else a new one."""
+        """``start`` with a store: the stored session ``name`` if there is one, else a new one,
+        run here only while this process holds its lease."""
+        leases = self._required_leases()
+        await leases.claim(name)
+        try:
+            return await self._start_held(
+                workflow, name=name, priority=priority, resume_from=resume_from, spawn=spawn
+            )
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await leases.release(name)
+            raise
+
+    async def _start_held(
+        self,
+        workflow: Workflow,
+        *,
+        name: str,
+        priority: int,
+        resume_from: WorkflowCancelledError | None,
+        spawn: dict[str, Any],
+    ) -> WorkflowHandle:
         store = self._required_store()
         stored = await store.load(name)
         seed: dict[str, Any]

@@ -8,6 +8,7 @@ schema, versioned and migrated on open. :func:`open_store` picks one from a path
 from forge_rt.store._open import open_store as open_store
 from forge_rt.store._open import store_for as store_for
 from forge_rt.store._postgres import PostgresStore as PostgresStore
+from forge_rt.store._records import Lease as Lease
 from forge_rt.store._records import SessionInfo as SessionInfo
 from forge_rt.store._records import SessionStore as SessionStore
 from forge_rt.store._records import StoredSession as StoredSession
@@ -16,6 +17,7 @@ from forge_rt.store._sqlite import SqliteStore as SqliteStore
 
 __all__ = [
     "SCHEMA_VERSION",
+    "Lease",
     "PostgresStore",
     "SessionInfo",
     "SessionStore",

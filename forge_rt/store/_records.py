@@ -15,7 +15,7 @@ import msgspec
 
 from forge_rt.core import Message
 
-__all__ = ["SessionInfo", "SessionStore", "StoredSession"]
+__all__ = ["Lease", "SessionInfo", "SessionStore", "StoredSession"]
 
 
 class SessionInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -23,6 +23,8 @@ class SessionInfo(msgspec.Struct, frozen=True, kw_only=True):
 
     ``status`` is the runtime's word for the session's state at its last commit (``"idle"``
     between turns, ``"in_turn"`` while a turn runs -- after a crash, a turn to resume).
+    ``owner`` and ``lease_expires_at`` are the session's lease as last claimed or renewed (None
+    if none was): which process runs it, and until when (see :class:`Lease`).
     """
 
     name: str
@@ -32,6 +34,25 @@ class SessionInfo(msgspec.Struct, frozen=True, kw_only=True):
     version: int
     created_at: float  # seconds since the epoch
     updated_at: float
+    owner: str | None = None
+    lease_expires_at: float | None = None
+
+    def held_by(self, now: float) -> str | None:
+        """The owner whose lease on the session is live at ``now``, or None: free to take."""
+        if self.lease_expires_at is None or self.lease_expires_at <= now:
+            return None
+        return self.owner
+
+
+class Lease(msgspec.Struct, frozen=True, kw_only=True):
+    """Which process runs a session, until when: several processes sharing one store (chat
+    daemons on one PostgreSQL) each run a session only while they hold its lease, and renew it
+    while they run; a process that dies stops renewing, and once ``expires_at`` passes another
+    may take the session over. Times are seconds since the epoch, on the claimers' clocks."""
+
+    session: str
+    owner: str
+    expires_at: float
 
 
 class StoredSession(msgspec.Struct, frozen=True, kw_only=True):
@@ -82,7 +103,22 @@ class SessionStore(Protocol):
         ...
 
     async def delete(self, name: str) -> bool:
-        """Forget the session ``name``; False if there was none."""
+        """Forget the session ``name`` and its lease; False if there was no session."""
+        ...
+
+    async def claim(self, name: str, owner: str, *, now: float, until: float) -> Lease:
+        """Give ``owner`` the lease of session ``name`` until ``until`` if no other owner holds
+        it live at ``now`` (free, expired, or ``owner``'s already), in one transaction; the lease
+        as it stands after -- another owner's where that one holds it."""
+        ...
+
+    async def renew(self, names: Sequence[str], owner: str, *, until: float) -> set[str]:
+        """Extend ``owner``'s leases of ``names`` to ``until``; the names it still holds (one
+        another owner took after it expired is not among them)."""
+        ...
+
+    async def release(self, names: Sequence[str], owner: str) -> None:
+        """Give up ``owner``'s leases of ``names`` (another owner's are left as they are)."""
         ...
 
     async def aclose(self) -> None:

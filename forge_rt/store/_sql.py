@@ -24,7 +24,7 @@ import trio
 from actors import quiet_logger
 from forge_rt.core import Message
 from forge_rt.errors import SessionConflictError, StoreError, StoreSchemaError
-from forge_rt.store._records import SessionInfo, StoredSession
+from forge_rt.store._records import Lease, SessionInfo, StoredSession
 
 __all__ = ["SCHEMA_VERSION", "SqlStore"]
 
@@ -55,6 +55,13 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
             PRIMARY KEY (session, seq)
         )""",
     ),
+    (
+        """CREATE TABLE forge_rt_leases (
+            session TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            expires_at {real} NOT NULL
+        )""",
+    ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 """The schema version this forge_rt writes (and migrates older stores to)."""
@@ -62,11 +69,14 @@ SCHEMA_VERSION = len(_MIGRATIONS)
 _encode_message = msgspec.json.Encoder().encode
 _decode_message = msgspec.json.Decoder(Message).decode
 
-_INFO_COLUMNS = "name, workflow, status, message_count, version, created_at, updated_at"
+_INFO_COLUMNS = (
+    "name, workflow, status, message_count, version, created_at, updated_at, owner, expires_at"
+)
+_INFO_FROM = "forge_rt_sessions LEFT JOIN forge_rt_leases ON forge_rt_leases.session = name"
 
 
 def _info(row: Sequence[Any]) -> SessionInfo:
-    name, workflow, status, count, version, created, updated = row
+    name, workflow, status, count, version, created, updated, owner, expires = row
     return SessionInfo(
         name=name,
         workflow=workflow,
@@ -75,6 +85,8 @@ def _info(row: Sequence[Any]) -> SessionInfo:
         version=version,
         created_at=created,
         updated_at=updated,
+        owner=owner,
+        lease_expires_at=expires,
     )
 
 
@@ -223,9 +235,7 @@ class SqlStore(abc.ABC):
     async def sessions(self) -> list[SessionInfo]:
         def work(conn: Any) -> list[SessionInfo]:
             cur = conn.cursor()
-            cur.execute(
-                f"SELECT {_INFO_COLUMNS} FROM forge_rt_sessions ORDER BY updated_at DESC, name"
-            )
+            cur.execute(f"SELECT {_INFO_COLUMNS} FROM {_INFO_FROM} ORDER BY updated_at DESC, name")
             return [_info(row) for row in cur.fetchall()]
 
         return await self._run("list its sessions", work)
@@ -236,7 +246,7 @@ class SqlStore(abc.ABC):
         def work(conn: Any) -> StoredSession | None:
             with self._transaction(conn) as cur:  # one snapshot of the row and its log
                 cur.execute(
-                    f"SELECT {_INFO_COLUMNS}, state FROM forge_rt_sessions WHERE name = {p}",
+                    f"SELECT {_INFO_COLUMNS}, state FROM {_INFO_FROM} WHERE name = {p}",
                     (name,),
                 )
                 row = cur.fetchone()
@@ -324,8 +334,67 @@ class SqlStore(abc.ABC):
         def work(conn: Any) -> bool:
             with self._transaction(conn) as cur:
                 cur.execute(f"DELETE FROM forge_rt_messages WHERE session = {p}", (name,))
+                cur.execute(f"DELETE FROM forge_rt_leases WHERE session = {p}", (name,))
                 cur.execute(f"DELETE FROM forge_rt_sessions WHERE name = {p}", (name,))
                 deleted: bool = cur.rowcount > 0
             return deleted
 
         return await self._run(f"delete session {name!r}", work)
+
+    async def claim(self, name: str, owner: str, *, now: float, until: float) -> Lease:
+        p = self._param
+
+        def work(conn: Any) -> Lease:
+            with self._transaction(conn) as cur:
+                cur.execute(
+                    "INSERT INTO forge_rt_leases (session, owner, expires_at) "
+                    f"VALUES ({p}, {p}, {p}) ON CONFLICT (session) DO UPDATE "
+                    "SET owner = excluded.owner, expires_at = excluded.expires_at "
+                    "WHERE forge_rt_leases.owner = excluded.owner "
+                    f"OR forge_rt_leases.expires_at <= {p}",
+                    (name, owner, until, now),
+                )
+                cur.execute(
+                    f"SELECT owner, expires_at FROM forge_rt_leases WHERE session = {p}", (name,)
+                )
+                holder, expires = cur.fetchone()
+            return Lease(session=name, owner=holder, expires_at=expires)
+
+        return await self._run(f"claim session {name!r}", work)
+
+    async def renew(self, names: Sequence[str], owner: str, *, until: float) -> set[str]:
+        if not names:
+            return set()
+        p = self._param
+        listed = ", ".join([p] * len(names))
+
+        def work(conn: Any) -> set[str]:
+            with self._transaction(conn) as cur:
+                cur.execute(
+                    f"UPDATE forge_rt_leases SET expires_at = {p} "
+                    f"WHERE owner = {p} AND session IN ({listed})",
+                    (until, owner, *names),
+                )
+                cur.execute(
+                    "SELECT session FROM forge_rt_leases "
+                    f"WHERE owner = {p} AND session IN ({listed})",
+                    (owner, *names),
+                )
+                return {row[0] for row in cur.fetchall()}
+
+        return await self._run(f"renew {len(names)} session leases", work)
+
+    async def release(self, names: Sequence[str], owner: str) -> None:
+        if not names:
+            return
+        p = self._param
+        listed = ", ".join([p] * len(names))
+
+        def work(conn: Any) -> None:
+            with self._transaction(conn) as cur:
+                cur.execute(
+                    f"DELETE FROM forge_rt_leases WHERE owner = {p} AND session IN ({listed})",
+                    (owner, *names),
+                )
+
+        await self._run(f"release {len(names)} session leases", work)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import trio
 import trio.lowlevel
@@ -28,7 +29,7 @@ from forge_rt.core import (
 )
 from forge_rt.errors import ConfigurationError, SessionWorkflowMismatchError
 from forge_rt.runtime import Session
-from forge_rt.store import SessionInfo, SqliteStore, StoredSession
+from forge_rt.store import Lease, SessionInfo, SqliteStore, StoredSession
 from forge_rt.testing import ScriptedClient
 from forge_rt.trace import replay
 
@@ -109,6 +110,15 @@ class DyingStore:
 
     async def delete(self, name: str) -> bool:
         return await self.store.delete(name)
+
+    async def claim(self, name: str, owner: str, *, now: float, until: float) -> Lease:
+        return await self.store.claim(name, owner, now=now, until=until)
+
+    async def renew(self, names: Sequence[str], owner: str, *, until: float) -> set[str]:
+        return await self.store.renew(names, owner, until=until)
+
+    async def release(self, names: Sequence[str], owner: str) -> None:
+        await self.store.release(names, owner)
 
     async def aclose(self) -> None:
         await self.store.aclose()
@@ -208,8 +218,11 @@ async def test_a_finished_session_comes_back_with_its_history_and_steps(tmp_path
     async with Session.open(ScriptedClient(model), store=path) as session:
         [info] = await session.sessions()
         assert (info.name, info.workflow, info.status) == ("alice", "shop", "idle")
+        assert info.owner is None  # the first session gave its lease up when it closed
         handle = await session.start(shop.workflow(), name="alice")
-        assert handle.stored == info
+        assert handle.stored is not None
+        assert handle.stored.owner is not None  # loaded once this session held it
+        assert msgspec.structs.replace(handle.stored, owner=None, lease_expires_at=None) == info
         assert not handle.interrupted
         assert await handle.history() == first.messages
         second = await handle.send("What did I buy?")

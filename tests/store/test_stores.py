@@ -137,6 +137,70 @@ async def test_sessions_are_listed_newest_first_and_can_be_forgotten(store: Sess
     assert {s.name for s in await store.sessions()} == {"a", "c"}
 
 
+async def test_a_lease_is_one_owners_until_it_expires(store: SessionStore) -> None:
+    taken = await store.claim("alice", "north", now=100.0, until=130.0)
+    assert (taken.owner, taken.expires_at) == ("north", 130.0)
+    # Another owner is shown the live holder and gets nothing; the holder may claim again.
+    assert (await store.claim("alice", "south", now=110.0, until=140.0)).owner == "north"
+    assert (await store.claim("alice", "north", now=120.0, until=150.0)).expires_at == 150.0
+    assert await store.renew(["alice", "bob"], "north", until=160.0) == {"alice"}
+    assert (await store.claim("alice", "south", now=159.0, until=190.0)).owner == "north"
+    # Not renewed past its expiry: the next claimer takes it, and the old owner's renewal fails.
+    after = await store.claim("alice", "south", now=160.0, until=190.0)
+    assert (after.owner, after.expires_at) == ("south", 190.0)
+    assert await store.renew(["alice"], "north", until=200.0) == set()
+    await store.release(["alice"], "north")  # not north's: nothing changes
+    assert (await store.claim("alice", "north", now=170.0, until=200.0)).owner == "south"
+    await store.release(["alice"], "south")
+    assert (await store.claim("alice", "north", now=171.0, until=201.0)).owner == "north"
+    await store.release(["alice"], "north")
+
+
+async def test_the_listing_shows_each_sessions_lease(store: SessionStore) -> None:
+    for name in ("held", "free"):
+        await store.commit(
+            name, workflow="w", messages=[], state=b"", status="in_turn", expect_version=0
+        )
+    await store.claim("held", "east", now=10.0, until=40.0)
+    listed = {info.name: info for info in await store.sessions()}
+    assert (listed["held"].owner, listed["held"].lease_expires_at) == ("east", 40.0)
+    assert (listed["held"].held_by(39.0), listed["held"].held_by(40.0)) == ("east", None)
+    assert listed["free"].owner is None
+    assert listed["free"].held_by(0.0) is None
+    loaded = await store.load("held")
+    assert loaded is not None
+    assert loaded.info == listed["held"]
+    # Forgetting a session forgets its lease: a new session of that name starts free.
+    assert await store.delete("held") is True
+    assert (await store.claim("held", "west", now=11.0, until=41.0)).owner == "west"
+    await store.release(["held"], "west")
+
+
+async def test_a_store_of_the_first_schema_gains_leases_and_keeps_its_sessions(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:  # a store as forge_rt wrote it before leases
+        conn.executescript(
+            """
+            CREATE TABLE forge_rt_schema (version INTEGER NOT NULL);
+            INSERT INTO forge_rt_schema (version) VALUES (1);
+            CREATE TABLE forge_rt_sessions (name TEXT PRIMARY KEY, workflow TEXT NOT NULL,
+                status TEXT NOT NULL, version INTEGER NOT NULL, message_count INTEGER NOT NULL,
+                state BLOB NOT NULL, created_at REAL NOT NULL, updated_at REAL NOT NULL);
+            CREATE TABLE forge_rt_messages (session TEXT NOT NULL, seq INTEGER NOT NULL,
+                body BLOB NOT NULL, PRIMARY KEY (session, seq));
+            INSERT INTO forge_rt_sessions VALUES ('kept', 'w', 'idle', 3, 0, x'', 1.0, 2.0);
+            """
+        )
+    async with SqliteStore(path) as store:
+        [info] = await store.sessions()
+        assert (info.name, info.version, info.owner) == ("kept", 3, None)
+        assert (await store.claim("kept", "me", now=5.0, until=9.0)).owner == "me"
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version FROM forge_rt_schema").fetchall() == [(SCHEMA_VERSION,)]
+
+
 async def test_a_closed_store_says_so(store_location: str) -> None:
     opened = store_for(store_location)
     async with opened:

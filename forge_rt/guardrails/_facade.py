@@ -471,15 +471,25 @@ class Guardrails:
         self.new_turn(messages[start].content)
         self.learn_facts(messages)  # the turn's results too: the ids a call may use
         calls = {c.call_id: c for m in messages[start:] for c in m.tool_calls or ()}
+        answered: set[str] = set()
         for message in messages[start + 1 :]:
             call = calls.get(message.tool_call_id or "")
             if message.type is not MessageType.TOOL_RESULT or call is None:
                 continue
+            answered.add(call.call_id)
             self._chains.consult(call.tool, call.args)
             self._coverage.add_call(call, ok=True)
             self._quantities.add_call(self._specs.get(call.tool), call, ok=True)
             if call.tool not in self.terminal_tools:
                 self._learn_result(call, message.content)
+        # The history's last batch, answered: what a runtime's record() calls the batch that
+        # just ran (the rule exclude_repeats leaves it out of the next constraint).
+        batches = [m.tool_calls for m in messages[start:] if m.tool_calls]
+        self._just_ran = tuple(
+            c
+            for c in (batches[-1] if batches else ())
+            if c.call_id in answered and c.tool not in self.terminal_tools
+        )
 
     def learn_facts(self, messages: Iterable[Message]) -> None:
         """Take what ``messages`` gave the model as fact -- the system prompt, the user's
@@ -523,8 +533,9 @@ class Guardrails:
         answer again after each correction; under the constraint its next answer has to be
         something else (and, as with every exclusion of a string, one of safe characters: no
         quote, backslash or line break). With ``exclude_repeats`` (off by default), the
-        calls of the last batch that succeeded, other than terminal ones: the same call right
-        after its result returns the same result."""
+        calls of the last batch that succeeded (in a caller's history: that it answered),
+        other than terminal ones: the same call right after its result returns the same
+        result."""
         calls = {call_key(c): c for c in self.loop_blocked}
         calls.update((call_key(c), c) for c in self._refused.calls)  # empty unless exclude_refused
         calls.update((call_key(c), c) for c in self._covered)

@@ -15,7 +15,11 @@ lane and has not heard back about (its calls in flight there, queued or running)
   workflow then stays there (its prompt is there now).
 
 A backend that fails a call -- refused, reset, an error status, a stall -- leaves the rotation
-for ``rejoin_after_s``, and the call is placed again on another lane: restarted there, after a
+for ``rejoin_after_s``, and the call is placed again on another lane. A reply cut part-way
+goes on there from the text it had streamed, where that lane's backend takes an assistant
+prefill (raw generation makes the prompt portable: all lanes serve the same model) and the
+partial text is a beginning its constraint can continue: the caller sees one reply, nothing
+taken back (counted: :attr:`Fleet.continued`). Otherwise it restarts there, after a
 ``ResetChunk`` tells the caller to drop what it streamed (counted: :attr:`Fleet.restarted`). The
 calls queued on that lane fail over the same way as their turn comes (a lane of a fleet rides
 out no outage by default: the others serve meanwhile). After ``rejoin_after_s`` the lane is in
@@ -46,9 +50,20 @@ import structlog
 import trio
 
 from actors import ActorSystem
-from forge_rt.core import InferenceRequest, LLMClient, LLMResponse, ResetChunk, StreamChunk
+from forge_rt.core import (
+    InferenceRequest,
+    LLMClient,
+    LLMResponse,
+    ReasoningDeltaChunk,
+    ResetChunk,
+    StreamChunk,
+    TextDeltaChunk,
+    ToolCallDeltaChunk,
+)
 from forge_rt.errors import BackendFailureError, ContextOverflowError
+from forge_rt.guardrails import continuation_constraint
 from forge_rt.runtime._slot import ChunkSink, SlotWorker
+from forge_rt.runtime._slot_executor import continued_request, with_prefill
 from forge_rt.runtime._slot_limits import BackendRetry
 from forge_rt.runtime._slot_stats import PriorityWaits, SlotStats
 
@@ -109,6 +124,8 @@ class Fleet:
         self._pins: OrderedDict[str, int] = OrderedDict()
         self.restarted = 0
         """Calls a failing backend cut or failed, restarted on another."""
+        self.continued = 0
+        """Calls a failing backend cut mid-reply, continued on another from their partial text."""
         self.failovers = [0] * len(lanes)
         """Per lane: the times it failed a call and left the rotation."""
 
@@ -224,10 +241,21 @@ class Fleet:
             if lane is None:  # every lane is out of the rotation: try the one due back first
                 eligible = self._eligible(priority, frozenset(failed))
                 lane = min(eligible, key=lambda i: self._out_until[i])
+            attempt, carried = request, ""
+            if failed:  # placed again after a failure: go on from the partial reply, or restart
+                going_on, why = self._continuation(request, lane, streamed)
+                if going_on is None:
+                    self.restarted += 1
+                    await streamed.reset(
+                        f"backend failed; restarted on {self.lanes[lane].name}: {why}"
+                    )
+                else:
+                    self.continued += 1
+                    attempt, carried = going_on, streamed.text
             left = None if deadline is None else max(0.0, give_up_at - trio.current_time())
             try:
-                return await self._on_lane(
-                    lane, request, priority=priority, deadline=left, on_chunk=streamed, **options
+                response = await self._on_lane(
+                    lane, attempt, priority=priority, deadline=left, on_chunk=streamed, **options
                 )
             except ContextOverflowError:
                 raise  # the same prompt is as long on every backend
@@ -236,8 +264,28 @@ class Fleet:
                 self._leave(lane, exc)
                 if self.place(priority=priority, avoid=frozenset(failed)) is None:
                     raise
-            self.restarted += 1
-            await streamed.reset(f"backend {self.lanes[lane].name} failed; restarted elsewhere")
+                continue
+            return with_prefill(response, carried)
+
+    def _continuation(
+        self, request: InferenceRequest, lane: int, streamed: _Streamed
+    ) -> tuple[InferenceRequest | None, str]:
+        """``request`` going on, on ``lane``, from the reply ``streamed`` holds so far; or None
+        and why it restarts instead."""
+        if not streamed.text:
+            return None, "nothing of the reply had arrived"
+        if not streamed.continuable:
+            return None, "the backend had begun native tool-call deltas, which cannot be continued"
+        if not self.lanes[lane].client.capabilities.assistant_prefill:
+            return None, "the backend cannot continue a partial reply"
+        rest = None
+        if request.constraint is not None:
+            # The backend applies a constraint to the new text alone: hold it to the rest.
+            continuation = continuation_constraint(request.constraint, streamed.text)
+            if continuation.constraint is None:
+                return None, continuation.reason
+            rest = continuation.constraint
+        return continued_request(request, streamed.text, rest, streamed.tokens), ""
 
     async def _on_lane(
         self, lane: int, request: InferenceRequest, *, priority: int, **options: Any
@@ -339,15 +387,33 @@ _SUMMED = (
 
 
 class _Streamed:
-    """The caller's chunk sink, remembering whether anything reached it: a call restarted on
-    another lane first tells the caller to drop what it saw."""
+    """The caller's chunk sink, keeping what of the reply reached it since the last
+    ``ResetChunk``: a call placed again on another lane goes on from that text, or first tells
+    the caller to drop it."""
 
     def __init__(self, sink: ChunkSink | None) -> None:
         self._sink = sink
         self._any = False
+        self._text: list[str] = []
+        self.tokens = 0
+        self.continuable = True
+
+    @property
+    def text(self) -> str:
+        return "".join(self._text)
 
     async def __call__(self, chunk: StreamChunk) -> None:
         self._any = True
+        if isinstance(chunk, ResetChunk):  # a lane restarted the call itself
+            self._forget()
+        elif isinstance(chunk, TextDeltaChunk):
+            self._text.append(chunk.text)
+            self.tokens += 1
+        elif isinstance(chunk, ToolCallDeltaChunk):
+            self.continuable = False
+            self.tokens += 1
+        elif isinstance(chunk, ReasoningDeltaChunk):
+            self.tokens += 1
         if self._sink is not None:
             await self._sink(chunk)
 
@@ -355,3 +421,9 @@ class _Streamed:
         if self._any and self._sink is not None:
             await self._sink(ResetChunk(reason))
         self._any = False
+        self._forget()
+
+    def _forget(self) -> None:
+        self._text.clear()
+        self.tokens = 0
+        self.continuable = True

@@ -22,6 +22,7 @@ from forge_rt.core import (
     InferenceRequest,
     LLMClient,
     LLMResponse,
+    OutputConstraint,
     PromptProgressChunk,
     ReasoningDeltaChunk,
     ResetChunk,
@@ -250,7 +251,7 @@ class _SlotExecutor(Actor):
         except Exception as exc:  # noqa: BLE001 -- not swallowed: delivered to the caller, who owns it
             return _Failed(exc)
         if final is not None:
-            return _Completed(_with_prefill(final, job.prefill))
+            return _Completed(with_prefill(final, job.prefill))
         if job.abandoned:
             return _Abandoned()
         if job.preempt_requested:
@@ -273,25 +274,34 @@ def _stalled_message(slot: str, phase: str, waited: float, tokens: int) -> str:
 
 
 def _continued(request: InferenceRequest, job: InferenceJob) -> InferenceRequest:
-    """``request`` resumed after the text its earlier attempts generated (``job.prefill``).
+    return continued_request(request, job.prefill, job.continuation, job.decoded)
 
-    The reply budget shrinks by the tokens already written, and a constrained call is held to
-    the rest of its constraint (``job.continuation``), not to a whole reply again.
+
+def continued_request(
+    request: InferenceRequest,
+    prefill: str,
+    continuation: OutputConstraint | None,
+    decoded: int,
+) -> InferenceRequest:
+    """``request`` resumed after the text its earlier attempts generated (``prefill``).
+
+    The reply budget shrinks by the ``decoded`` tokens already written, and a constrained call
+    is held to the rest of its constraint (``continuation``), not to a whole reply again.
     """
     changes: dict[str, Any] = {
-        "assistant_prefill": (request.assistant_prefill or "") + job.prefill,
+        "assistant_prefill": (request.assistant_prefill or "") + prefill,
     }
-    if job.continuation is not None:
-        changes["constraint"] = job.continuation
+    if continuation is not None:
+        changes["constraint"] = continuation
     limit = request.sampling.max_tokens
-    if limit is not None and job.decoded:
+    if limit is not None and decoded:
         changes["sampling"] = msgspec.structs.replace(
-            request.sampling, max_tokens=max(1, limit - job.decoded)
+            request.sampling, max_tokens=max(1, limit - decoded)
         )
     return msgspec.structs.replace(request, **changes)
 
 
-def _with_prefill(response: LLMResponse, prefill: str) -> LLMResponse:
+def with_prefill(response: LLMResponse, prefill: str) -> LLMResponse:
     """A continued reply, made whole again: the text generated before preemption comes first."""
     if not prefill:
         return response

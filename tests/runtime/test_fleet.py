@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import msgspec
 import pytest
 import trio
 import trio.testing
@@ -182,8 +183,16 @@ class _Dying:
     """A scripted backend that can go down: refused before a reply, or cut after
     ``cut_after`` streamed tokens."""
 
-    def __init__(self, text: str = "the answer is forty two", *, cut_after: int | None = None):
-        self.inner = ScriptedClient(lambda request: text, prefill_s=1.0, token_s=0.5)
+    def __init__(
+        self,
+        text: str = "the answer is forty two",
+        *,
+        cut_after: int | None = None,
+        prefill_support: bool = True,
+    ):
+        self.inner = ScriptedClient(
+            lambda request: text, prefill_s=1.0, token_s=0.5, prefill_support=prefill_support
+        )
         self.down = False
         self.cut_after = cut_after
         self.model = self.inner.model
@@ -233,10 +242,33 @@ async def test_a_refusing_backend_leaves_the_rotation_and_its_call_runs_elsewher
     assert fleet.in_rotation() == (True, True)  # tried again; a failure sends it out again
 
 
-async def test_a_call_cut_mid_reply_is_restarted_elsewhere_and_the_caller_told(
+async def test_a_call_cut_mid_reply_goes_on_elsewhere_from_its_partial_text(
     system: ActorSystem, autojump_clock: object
 ) -> None:
     backends = [_Dying(cut_after=2), _Dying()]
+    backends[0].down = True
+    fleet = await Fleet.start(system, backends)
+    seen: list[object] = []
+
+    async def sink(chunk: object) -> None:
+        seen.append(chunk)
+
+    request = msgspec.structs.replace(_request("hello"), sampling=Sampling(max_tokens=50))
+    response = await fleet.infer(request, on_chunk=sink)
+    assert response.raw_text == "the answer is forty two"
+    assert not any(isinstance(c, ResetChunk) for c in seen)  # nothing taken back
+    streamed = "".join(c.text for c in seen if isinstance(c, TextDeltaChunk))
+    assert streamed == "the answer is forty two"  # each word once: two there, the rest here
+    (continuation,) = backends[1].inner.calls
+    assert continuation.request.assistant_prefill == "the answer "
+    assert continuation.request.sampling.max_tokens == 48  # two tokens already written
+    assert (fleet.continued, fleet.restarted) == (1, 0)
+
+
+async def test_a_cut_call_restarts_elsewhere_where_the_backend_cannot_go_on(
+    system: ActorSystem, autojump_clock: object
+) -> None:
+    backends = [_Dying(cut_after=2), _Dying(prefill_support=False)]
     backends[0].down = True
     fleet = await Fleet.start(system, backends)
     seen: list[object] = []
@@ -248,8 +280,10 @@ async def test_a_call_cut_mid_reply_is_restarted_elsewhere_and_the_caller_told(
     assert response.raw_text == "the answer is forty two"
     resets = [i for i, c in enumerate(seen) if isinstance(c, ResetChunk)]
     assert resets == [2]  # two tokens from the dying backend, then the word to drop them
+    assert "cannot continue a partial reply" in seen[2].reason  # type: ignore[attr-defined]
     after = "".join(c.text for c in seen[3:] if isinstance(c, TextDeltaChunk))
     assert after == "the answer is forty two"
+    assert (fleet.continued, fleet.restarted) == (0, 1)
 
 
 async def test_the_last_backends_failure_goes_to_the_caller(

@@ -304,7 +304,8 @@ class Session:
         long a running call may produce nothing before it fails with ``InferenceStalledError``
         and the slot moves on (``StallLimits``; on by default). ``retry``: how long a backend
         that is briefly away (refused or reset before the reply, a 503) is ridden out before a
-        queued call fails (``BackendRetry``; 30 s by default, ``None`` to fail at once).
+        queued call fails (``BackendRetry``; 30 s by default, ``None`` to fail at once; a
+        fleet of several backends moves the call to another at once instead).
         ``inference_deadline``: the default bound on each inference of a turn, queue wait
         included (600 s; ``None`` for none): the last word after the stall limits, for a
         backend that trickles just fast enough to pass them. ``trace``: a folder (one JSONL
@@ -349,6 +350,10 @@ class Session:
             backends = list(clients) if client is None else [client]
             slot: InferenceSlot
             if len(backends) > 1 or lanes > 1:
+                if len(backends) > 1:
+                    # Another backend serves meanwhile: a call a backend fails moves at once,
+                    # not after riding out the outage behind every call queued there.
+                    slot_options["retry"] = None
                 slot = await Fleet.start(
                     system,
                     [b for b in backends for _ in range(lanes)],

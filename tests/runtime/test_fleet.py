@@ -286,6 +286,27 @@ async def test_a_cut_call_restarts_elsewhere_where_the_backend_cannot_go_on(
     assert (fleet.continued, fleet.restarted) == (0, 1)
 
 
+async def test_a_session_fleet_moves_a_call_off_a_dead_backend_at_once(
+    autojump_clock: object,
+) -> None:
+    """The session's backend retry rides out a lone backend's outage; in a fleet of several,
+    the other backends serve meanwhile, so the call moves at once instead of waiting out the
+    retry window (30 s) behind every call queued on the dead one."""
+    backends = [_Dying(), _Dying()]
+    async with Session.open(clients=backends) as session:
+        fleet = session.slot
+        assert isinstance(fleet, Fleet)
+        await fleet.infer(_request("hello"), affinity_key="w")  # answered: the backend is known
+        lane = fleet.lane_of("w")
+        assert lane is not None
+        backends[lane].down = True
+        start = trio.current_time()
+        response = await fleet.infer(_request("hello"), affinity_key="w")
+        assert response.raw_text == "the answer is forty two"
+        assert trio.current_time() - start < 10.0  # one call's time on the other backend
+        assert fleet.failovers[lane] == 1
+
+
 async def test_the_last_backends_failure_goes_to_the_caller(
     system: ActorSystem, autojump_clock: object
 ) -> None:

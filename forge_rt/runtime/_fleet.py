@@ -272,10 +272,10 @@ class Fleet:
     ) -> tuple[InferenceRequest | None, str]:
         """``request`` going on, on ``lane``, from the reply ``streamed`` holds so far; or None
         and why it restarts instead."""
-        if not streamed.text:
-            return None, "nothing of the reply had arrived"
         if not streamed.continuable:
             return None, "the backend had begun native tool-call deltas, which cannot be continued"
+        if not streamed.text:
+            return None, "nothing of the reply had arrived"
         if not self.lanes[lane].client.capabilities.assistant_prefill:
             return None, "the backend cannot continue a partial reply"
         rest = None

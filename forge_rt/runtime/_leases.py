@@ -98,6 +98,18 @@ class LeaseKeeper:
             )
         self.held.add(name)
 
+    @asynccontextmanager
+    async def claimed(self, name: str) -> AsyncIterator[None]:
+        """Hold session ``name`` (see :meth:`claim`) for what runs inside; given up again if
+        that fails, so a start that did not happen holds nothing."""
+        await self.claim(name)
+        try:
+            yield
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await self.release(name)
+            raise
+
     async def release(self, name: str) -> None:
         """Give session ``name`` up (another process may start it at once)."""
         self.held.discard(name)

@@ -488,67 +488,49 @@ class Session:
         """``start`` with a store: the stored session ``name`` if there is one, else a new one,
         run here only while this process holds its lease."""
         leases = self._required_leases()
-        await leases.claim(name)
-        try:
-            return await self._start_held(
-                workflow, name=name, priority=priority, resume_from=resume_from, spawn=spawn
-            )
-        except BaseException:
-            with trio.CancelScope(shield=True):
-                await leases.release(name)
-            raise
-
-    async def _start_held(
-        self,
-        workflow: Workflow,
-        *,
-        name: str,
-        priority: int,
-        resume_from: WorkflowCancelledError | None,
-        spawn: dict[str, Any],
-    ) -> WorkflowHandle:
-        store = self._required_store()
-        stored = await store.load(name)
-        seed: dict[str, Any]
-        log = SessionLog(store, name, workflow.name)
-        if stored is not None:
-            if stored.info.workflow != workflow.name:
-                raise SessionWorkflowMismatchError(
-                    f"session {name!r} in {store.description} is a {stored.info.workflow!r} "
-                    f"session; start it with that workflow, not {workflow.name!r}",
+        async with leases.claimed(name):
+            store = leases.store
+            stored = await store.load(name)
+            seed: dict[str, Any]
+            log = SessionLog(store, name, workflow.name)
+            if stored is not None:
+                if stored.info.workflow != workflow.name:
+                    raise SessionWorkflowMismatchError(
+                        f"session {name!r} in {store.description} is a {stored.info.workflow!r} "
+                        f"session; start it with that workflow, not {workflow.name!r}",
+                        session=name,
+                        stored=stored.info.workflow,
+                        requested=workflow.name,
+                    )
+                if resume_from is not None:
+                    raise ConfigurationError(
+                        f"session {name!r} is already stored; resume_from seeds only a new session"
+                    )
+                state = decode_state(stored, store)
+                log.version = stored.info.version
+                seed = {
+                    "seed_messages": restored_history(stored.messages, state),
+                    "restored": state,
+                }
+                _log.info(
+                    "session.restored",
                     session=name,
-                    stored=stored.info.workflow,
-                    requested=workflow.name,
+                    messages=stored.info.messages,
+                    status=stored.info.status,
+                    iteration=state.iteration,
                 )
-            if resume_from is not None:
-                raise ConfigurationError(
-                    f"session {name!r} is already stored; resume_from seeds only a new session"
-                )
-            state = decode_state(stored, store)
-            log.version = stored.info.version
-            seed = {
-                "seed_messages": restored_history(stored.messages, state),
-                "restored": state,
-            }
-            _log.info(
-                "session.restored",
-                session=name,
-                messages=stored.info.messages,
-                status=stored.info.status,
-                iteration=state.iteration,
+            else:
+                seed = _resume_seed(resume_from)
+            ref = await self._spawn(workflow, name, seed={**seed, "log": log}, **spawn)
+            return WorkflowHandle(
+                ref,
+                name,
+                workflow,
+                priority,
+                inference_deadline=self._defaults.inference_deadline,
+                stored=stored.info if stored is not None else None,
+                approvals=spawn["approvals"],
             )
-        else:
-            seed = _resume_seed(resume_from)
-        ref = await self._spawn(workflow, name, seed={**seed, "log": log}, **spawn)
-        return WorkflowHandle(
-            ref,
-            name,
-            workflow,
-            priority,
-            inference_deadline=self._defaults.inference_deadline,
-            stored=stored.info if stored is not None else None,
-            approvals=spawn["approvals"],
-        )
 
     async def _spawn(
         self,

@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from forge_rt.core import InferenceRequest, MessageType, ToolCall, ToolDef, ToolSpec, Workflow
-from forge_rt.errors import ConfigurationError, SessionLeasedError
+from forge_rt.errors import ConfigurationError, SessionLeasedError, SessionWorkflowMismatchError
 from forge_rt.runtime import Session, SessionLease
 from forge_rt.store import SqliteStore
 from forge_rt.testing import ScriptedClient
@@ -167,6 +167,21 @@ async def test_a_live_process_keeps_its_lease_by_renewing_it(tmp_path: Path) -> 
             taken = await sqlite.claim("ines", "south", now=clock.now, until=clock.now + 60.0)
             assert taken.owner == "north"
             assert taken.expires_at > clock.now
+
+
+async def test_a_start_that_fails_holds_no_lease(tmp_path: Path) -> None:
+    path, clock = tmp_path / "s.db", WallClock()
+    async with SqliteStore(path) as store:
+        await store.commit(
+            "ines", workflow="garden", messages=[], state=b"", status="idle", expect_version=0
+        )
+    client = ScriptedClient(reader)
+    async with Session.open(client, store=path, lease=lease("north", clock)) as north:
+        with pytest.raises(SessionWorkflowMismatchError):
+            await north.start(Library().workflow(), name="ines")  # a library, not a garden
+        async with SqliteStore(path) as store:
+            taken = await store.claim("ines", "south", now=clock.now, until=clock.now + 60.0)
+        assert taken.owner == "south"
 
 
 def test_a_lease_needs_a_store_and_a_positive_ttl() -> None:

@@ -13,10 +13,6 @@ its latest result -- and judges a reply's calls against them:
   the earlier result and a note that the call was made and what moves the task on;
 - insisted on, a :class:`LoopGuard` of two warns, then ends the turn with
   :class:`~forge_rt.errors.ToolLoopError`; the warned tools leave the next constraint;
-- once the model has sent one answered call again, every answered call is kept out of the
-  next constraints of the turn (:attr:`AnsweredCalls.blocked`): a small model that is sent
-  back from one repeats another (the folder it is in, the list it just read), until the budget
-  below ends the turn with no answer at all; kept out, the model makes a new call or answers;
 - every reply answered so counts against the turn's retry budget, which a valid reply does not
   reset (repeats of two answered calls in turn would otherwise never end).
 """
@@ -56,17 +52,17 @@ def _validated(call: ToolCall, specs: Mapping[str, ToolSpec]) -> ToolCall:
 
 def answered_calls(
     messages: Sequence[Message], specs: Mapping[str, ToolSpec]
-) -> dict[CallKey, tuple[ToolCall, str]]:
+) -> dict[CallKey, str]:
     """The calls of ``messages`` that a tool result answers, by :func:`call_key`, each with its
     latest result."""
     calls: dict[str, ToolCall] = {}
-    answered: dict[CallKey, tuple[ToolCall, str]] = {}
+    answered: dict[CallKey, str] = {}
     for message in messages:
         if message.role is Role.ASSISTANT and message.tool_calls:
             calls.update((c.call_id, c) for c in message.tool_calls)
         elif message.role is Role.TOOL and message.tool_call_id in calls:
-            call = _validated(calls[message.tool_call_id], specs)
-            answered[call_key(call)] = (call, message.content)
+            call = calls[message.tool_call_id]
+            answered[call_key(_validated(call, specs))] = message.content
     return answered
 
 
@@ -75,9 +71,8 @@ class AnsweredCalls:
     docstring). ``max_retries`` bounds the replies answered from the history in one turn."""
 
     def __init__(self, max_retries: int) -> None:
-        self._answered: dict[CallKey, tuple[ToolCall, str]] = {}  # from the caller's history
-        self._written: dict[CallKey, tuple[ToolCall, str]] = {}  # this turn's writes that ran
-        self._repeated = False  # the model sent an answered call again this turn
+        self._answered: dict[CallKey, str] = {}  # from the caller's history
+        self._written: dict[CallKey, str] = {}  # this turn's writes that succeeded
         self._loop = LoopGuard(ANSWERED_REPEATS)
         self._budget = ErrorTracker(max_retries=max_retries, max_tool_errors=0)
         self._max_retries = max_retries
@@ -94,23 +89,19 @@ class AnsweredCalls:
         """A new user turn: its writes, rows and budget start over (asked again in a new turn,
         the same write is the user's wish, not a repeat)."""
         self._written = {}
-        self._repeated = False
         self._loop = LoopGuard(ANSWERED_REPEATS)
         self._budget = ErrorTracker(max_retries=self._max_retries, max_tool_errors=0)
         self.warned = frozenset()
 
     def wrote(self, call: ToolCall, output: str) -> None:
         """``call``, of a tool that is not idempotent, succeeded with ``output`` this turn."""
-        self._written[call_key(call)] = (call, output)
+        self._written[call_key(call)] = output
 
     @property
     def blocked(self) -> tuple[ToolCall, ...]:
-        """The calls a constraint is to exclude: the repeats the warning blocked (one more ends
-        the turn), and once the model sent an answered call again, every answered call."""
-        if not self._repeated:
-            return self._loop.blocked
-        answered = {**self._answered, **self._written}
-        return (*self._loop.blocked, *(call for call, _ in answered.values()))
+        """The repeats the warning blocked: one more ends the turn, so a constraint excludes
+        them."""
+        return self._loop.blocked
 
     def again(self, calls: Sequence[ToolCall]) -> list[ToolCall]:
         """The calls of ``calls`` the history answered, or that wrote this turn already."""
@@ -118,8 +109,8 @@ class AnsweredCalls:
 
     def _result(self, call: ToolCall) -> str | None:
         key = call_key(call)
-        found = self._written.get(key) or self._answered.get(key)
-        return None if found is None else found[1]
+        written = self._written.get(key)
+        return written if written is not None else self._answered.get(key)
 
     def judge(
         self,
@@ -132,7 +123,6 @@ class AnsweredCalls:
         """The verdict on a reply made only of ``repeated`` answered calls: answered from the
         history, or the loop guard's warning. Raises ToolLoopError on a third insistence and
         ToolCallError once the turn's budget is spent."""
-        self._repeated = True
         self._budget.record_retry(raw, "calls already answered in the history")
         warned = self._loop.observe(repeated, text=text, next_step=next_step)
         if warned is not None:

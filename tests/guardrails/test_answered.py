@@ -177,29 +177,3 @@ def test_exclude_repeats_reads_the_last_batch_a_history_answered() -> None:
     )
     assert guard.excluded_calls == (heat,)
     assert _guard().excluded_calls == ()  # off by default
-
-
-def test_after_one_repeat_every_answered_call_leaves_the_constraint() -> None:
-    """Sent back from one answered call, a small model sends another (the list it read, the
-    folder it is in) until the turn's budget ends it with no answer: after the first repeat,
-    every call the history answered is kept out, and the model calls anew or answers."""
-    guard = Guardrails([KILN, GLAZE])
-    heat = ToolCall(tool="kiln_heat", args={"kiln": "K-3"}, call_id="h1")
-    stock = ToolCall(tool="glaze_stock", args={"colour": "cobalt"}, call_id="g1")
-    guard.observe_history(
-        [
-            Message.user("How hot are kilns K-3 and K-4, and is there cobalt glaze?"),
-            Message.assistant_calls([heat, stock]),
-            Message.tool_result(heat, HEAT),
-            Message.tool_result(stock, "cobalt: 4 jars"),
-        ]
-    )
-    assert guard.excluded_calls == ()  # nothing repeated yet: the calls stay on offer
-    assert isinstance(guard.check(reply("kiln_heat", kiln="K-3")), StepBlocked)
-    assert {(c.tool, tuple(c.args.values())) for c in guard.excluded_calls} == {
-        ("kiln_heat", ("K-3",)),
-        ("glaze_stock", ("cobalt",)),
-    }
-    assert isinstance(guard.check(reply("kiln_heat", kiln="K-4")), Execute)  # a new call runs
-    guard.new_turn("And now?")
-    assert guard.excluded_calls == ()

@@ -29,8 +29,8 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     the runs that ended in ToolLoopError and made each run to max_iterations; see
     docs/loop-exclusion.md), ``exclude_refused`` (the 0.5B's suite scored the same with it,
     60/90, and barred values came back perturbed rather than corrected; docs/eval/hints),
-    ``exclude_repeats`` (not yet judged on dev: the held-out runs re-issued a call right after
-    its result in 30 of 54 constrained runs; ``-a full,with:exclude_repeats``),
+    ``exclude_repeats`` (paired on BFCL multi-turn dev through the proxy: no case right, two
+    more turns ended with no answer; not yet paired on the generated suite's runtime path),
     ``every_end`` (paired on the generated suite's dev half: 2 runs right, none wrong; since
     then its readings of lone ends, detours, consulted results, whole values and an answer
     taken at its word are fixed, and it still asks a comparison's answer for every item, not

@@ -31,10 +31,6 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     60/90, and barred values came back perturbed rather than corrected; docs/eval/hints),
     ``exclude_repeats`` (paired on BFCL multi-turn dev through the proxy: no case right, two
     more turns ended with no answer; not yet paired on the generated suite's runtime path),
-    ``every_end`` (paired on the generated suite's dev half: 2 runs right, none wrong; since
-    then its readings of lone ends, detours, consulted results, whole values and an answer
-    taken at its word are fixed, and it still asks a comparison's answer for every item, not
-    the winner: to be paired again; docs/eval/rules.md),
     and the three rules of a reply's shape, which the proxy turns on where they were judged on
     held-out data (``call_list``, ``prose_answers``, ``unfounded_calls``; docs/eval/rules.md).
 
@@ -64,7 +60,7 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     lost_numbers: bool = True
     answer_grounding: bool = True
     chain_ends: bool = True
-    every_end: bool = False
+    every_end: bool = True
     # next request
     answer_from_results: bool = True
     exclude_looping: bool = False

@@ -71,6 +71,17 @@ def test_an_answer_after_every_listed_item_is_looked_up_passes() -> None:
     guard.new_turn("Which is warmer right now, Turku or Lima?")
     _run(guard, "get_conditions", "Weather in Turku: 3C, snow", city="Turku")
     _run(guard, "get_conditions", "Weather in Lima: 27C, sunny", city="lima")  # any case
+    assert isinstance(_answer(guard, "Lima, at 27C; Turku 3C."), Execute)
+
+
+def test_a_comparison_answered_with_the_winner_alone_costs_one_round() -> None:
+    """No structure tells "Lima, at 27C." for "which is warmer?" from a report of one of two
+    items: every_end sends it back once for Turku's result, and takes it at its word after."""
+    guard = _guard(WEATHER)
+    guard.new_turn("Which is warmer right now, Turku or Lima?")
+    _run(guard, "get_conditions", "Weather in Turku: 3C, snow", city="Turku")
+    _run(guard, "get_conditions", "Weather in Lima: 27C, sunny", city="lima")
+    assert isinstance(_answer(guard, "Lima, at 27C."), ToolErrors)
     assert isinstance(_answer(guard, "Lima, at 27C."), Execute)
 
 

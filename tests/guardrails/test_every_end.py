@@ -207,9 +207,9 @@ def test_the_facade_sends_it_back_and_holds_the_next_answer_to_all_the_ends() ->
     )
 
 
-def test_off_by_default_until_judged_on_dev() -> None:
-    assert not GuardrailOptions().every_end
-    guard = _guard()
+def test_on_by_default_and_off_by_its_switch() -> None:
+    assert GuardrailOptions().every_end
+    guard = _guard(every_end=False)
     assert isinstance(_answer(guard, message="The Tin Ladle weighs 0.40 kilograms."), Execute)
 
 

@@ -61,9 +61,8 @@ from forge_rt.core import (
     ToolCallDeltaChunk,
 )
 from forge_rt.errors import BackendFailureError, ContextOverflowError
-from forge_rt.guardrails import continuation_constraint
 from forge_rt.runtime._slot import ChunkSink, SlotWorker
-from forge_rt.runtime._slot_executor import continued_request, with_prefill
+from forge_rt.runtime._slot_executor import continuation_of, continued_request, with_prefill
 from forge_rt.runtime._slot_limits import BackendRetry
 from forge_rt.runtime._slot_stats import PriorityWaits, SlotStats
 
@@ -272,19 +271,16 @@ class Fleet:
     ) -> tuple[InferenceRequest | None, str]:
         """``request`` going on, on ``lane``, from the reply ``streamed`` holds so far; or None
         and why it restarts instead."""
-        if not streamed.continuable:
-            return None, "the backend had begun native tool-call deltas, which cannot be continued"
-        if not streamed.text:
+        if streamed.continuable and not streamed.text:
             return None, "nothing of the reply had arrived"
-        if not self.lanes[lane].client.capabilities.assistant_prefill:
-            return None, "the backend cannot continue a partial reply"
-        rest = None
-        if request.constraint is not None:
-            # The backend applies a constraint to the new text alone: hold it to the rest.
-            continuation = continuation_constraint(request.constraint, streamed.text)
-            if continuation.constraint is None:
-                return None, continuation.reason
-            rest = continuation.constraint
+        rest, reason = continuation_of(
+            request.constraint,
+            streamed.text,
+            prefill=self.lanes[lane].client.capabilities.assistant_prefill,
+            continuable=streamed.continuable,
+        )
+        if reason is not None:
+            return None, reason
         return continued_request(request, streamed.text, rest, streamed.tokens), ""
 
     async def _on_lane(

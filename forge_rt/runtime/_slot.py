@@ -46,7 +46,6 @@ from forge_rt.errors import (
     SlotQueueFullError,
     StreamError,
 )
-from forge_rt.guardrails import continuation_constraint
 from forge_rt.runtime._cache_lines import CacheLine, pick_line
 from forge_rt.runtime._scheduling import (
     DEFAULT_MAX_WAIT_S,
@@ -57,7 +56,7 @@ from forge_rt.runtime._scheduling import (
     pick_next,
     pick_victim,
 )
-from forge_rt.runtime._slot_executor import _Reached, _SlotExecutor
+from forge_rt.runtime._slot_executor import _Reached, _SlotExecutor, continuation_of
 from forge_rt.runtime._slot_limits import DEFAULT_RETRY, BackendRetry, StallLimits
 from forge_rt.runtime._slot_messages import (
     Recheck,
@@ -328,20 +327,15 @@ class SlotWorkerActor(Actor):
         """None when ``job`` can go on from where it was cut, else why it restarts."""
         if job.whole:
             return "the call was fetched whole"
-        if not self._prefill:
-            return "the backend cannot continue a partial reply"
-        if not cut.continuable:
-            return "the backend had begun native tool-call deltas, which cannot be continued"
-        constraint = job.request.constraint
-        if constraint is None:
-            return None
-        # The backend applies a constraint to the new text alone: hold the continuation to
-        # the rest of it, or it would have to write a whole reply after half of one.
-        continuation = continuation_constraint(constraint, job.prefill + cut.partial_text)
-        if continuation.constraint is None:
-            return continuation.reason
-        job.continuation = continuation.constraint
-        return None
+        rest, reason = continuation_of(
+            job.request.constraint,
+            job.prefill + cut.partial_text,
+            prefill=self._prefill,
+            continuable=cut.continuable,
+        )
+        if reason is None:
+            job.continuation = rest
+        return reason
 
     def _assign_line(self, job: InferenceJob, now: float) -> None:
         urgent = job.priority <= self._urgent

@@ -31,6 +31,7 @@ from forge_rt.core import (
     ToolCallDeltaChunk,
 )
 from forge_rt.errors import BackendError, FaultKind, InferenceStalledError, StreamError
+from forge_rt.guardrails import continuation_constraint
 from forge_rt.runtime._report_pace import ReportPace
 from forge_rt.runtime._scheduling import InferenceJob
 from forge_rt.runtime._slot_limits import BackendRetry, StallLimits
@@ -172,7 +173,7 @@ class _SlotExecutor(Actor):
         if slot_id is not None and request.slot_id != slot_id:
             request = msgspec.structs.replace(request, slot_id=slot_id)
         if job.prefill:
-            request = _continued(request, job)
+            request = continued_request(request, job.prefill, job.continuation, job.decoded)
         scope = job.attempt_scope
         assert scope is not None, "the scheduler sets the attempt scope before dispatch"
         partial: list[str] = []
@@ -273,8 +274,26 @@ def _stalled_message(slot: str, phase: str, waited: float, tokens: int) -> str:
     )
 
 
-def _continued(request: InferenceRequest, job: InferenceJob) -> InferenceRequest:
-    return continued_request(request, job.prefill, job.continuation, job.decoded)
+def continuation_of(
+    constraint: OutputConstraint | None, prefix: str, *, prefill: bool, continuable: bool
+) -> tuple[OutputConstraint | None, str | None]:
+    """Whether a reply cut after ``prefix`` can go on where it was cut: the rest of
+    ``constraint`` it is then held to (None for a call without one) and None; else None and
+    why it restarts. ``prefill``: the backend takes an assistant prefill; ``continuable``: no
+    native tool-call deltas had begun. The slot (a preempted or cut call) and the fleet (a
+    call cut by a failing backend, going on on another) decide the same way."""
+    if not prefill:
+        return None, "the backend cannot continue a partial reply"
+    if not continuable:
+        return None, "the backend had begun native tool-call deltas, which cannot be continued"
+    if constraint is None:
+        return None, None
+    # The backend applies a constraint to the new text alone: hold the continuation to the
+    # rest of it, or it would have to write a whole reply after half of one.
+    continuation = continuation_constraint(constraint, prefix)
+    if continuation.constraint is None:
+        return None, continuation.reason
+    return continuation.constraint, None
 
 
 def continued_request(

@@ -176,9 +176,14 @@ def backend_option(
     default: str | None, *, help_default: str | None = None, several: bool = False
 ) -> Callable[[F], F]:
     """``--backend sim|local|URL``: where the model is; ``several``: repeatable, for a fleet
-    of servers of one model."""
+    of servers (``MODEL=URL``: a server of that model)."""
     shown = help_default if help_default is not None else default
-    fleet = " Repeat it for several servers of the same model, run as one fleet." if several else ""
+    fleet = (
+        " Repeat it for several servers, run as one fleet; write MODEL=URL for a server of "
+        "MODEL, and each request goes to the servers of the model it names."
+        if several
+        else ""
+    )
     return click.option(
         "--backend",
         default=(default,) if several else default,

@@ -20,6 +20,7 @@ budgets given; a :class:`BackendFailureError` is the backend's doing, not the mo
     │   ├── ContextBudgetError         a context budget could not be discovered or is unusable
     │   ├── UnsupportedModelError      opt-in sampling defaults for a model we have none for
     │   ├── ConstraintUnsupportedError constrain="always" on a backend with no schema or grammar
+    │   ├── ModelNotServedError        a model no backend of the fleet serves
     │   ├── UnsupportedRequestError    a request asks for what the backend's API cannot express
     │   ├── GrammarError               a GBNF grammar text forge_rt cannot read
     │   ├── SessionWorkflowMismatchError  a stored session belongs to another workflow
@@ -87,6 +88,7 @@ __all__ = [
     "InferenceStalledError",
     "MaxIterationsError",
     "ModelIntegrityError",
+    "ModelNotServedError",
     "ModelPackageError",
     "ModelPartsMissingError",
     "PolicyError",
@@ -684,6 +686,20 @@ class UnsupportedModelError(ConfigurationError):
         super().__init__(message)
         self.model = model
         self.known = tuple(known)
+
+
+class ModelNotServedError(ConfigurationError):
+    """A call asked for a model that no backend of a fleet serving several models serves.
+
+    Raised before anything is queued (``Fleet.infer``, ``Session.start``); the proxy answers it
+    with a 404 ``model_not_found``. ``model`` is the name asked for, ``served`` the models the
+    fleet's backends name: ask for one of them.
+    """
+
+    def __init__(self, message: str, *, model: str, served: Sequence[str]) -> None:
+        super().__init__(message)
+        self.model = model
+        self.served = tuple(served)
 
 
 class ConstraintUnsupportedError(ConfigurationError):

@@ -100,6 +100,9 @@ class InferenceRequest(msgspec.Struct, frozen=True, kw_only=True):
 
     ``assistant_prefill`` continues a partial assistant reply (used to resume a preempted call on
     backends that support prefill). ``slot_id`` pins a llama-server slot for cache reuse.
+    ``model`` is the model the caller asks for, where the slot serves several (a
+    :class:`~forge_rt.runtime.Fleet` routes by it; ``None``: its default); a client speaks to
+    its backend in its own model's name, whatever this says.
     """
 
     messages: tuple[Message, ...]
@@ -111,6 +114,7 @@ class InferenceRequest(msgspec.Struct, frozen=True, kw_only=True):
     slot_id: int | None = None
     assistant_prefill: str | None = None
     priority: int | None = None
+    model: str | None = None
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):

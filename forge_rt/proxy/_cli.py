@@ -100,10 +100,11 @@ def build_config(
     ``model_path``, a managed llama-server or vLLM asked for ``model`` -- and an ``http(s)://``
     URL a server you run, spoken to as ``backend_kind``. ``n_ctx`` is each slot's context
     (the backend gets ``n_ctx * parallel`` in all). Several ``backend`` URLs (the option
-    repeated) are servers of the same model, each spoken to as ``backend_kind``, run as one
-    fleet.
+    repeated) are servers run as one fleet, each spoken to as ``backend_kind``; a URL written
+    ``MODEL=URL`` serves ``MODEL`` (the others ``model``), and where they name several models
+    each request goes to the servers of the model it asks for.
     """
-    backend, *more_backends = _urls(backend)
+    (first_model, backend), *more_backends = [_named_url(each) for each in _urls(backend)]
     if backend == "sim":
         raise ValueError(
             "the proxy fronts --backend local or a URL; for a simulated backend run "
@@ -124,7 +125,7 @@ def build_config(
         kind=backend_kind if url is not None else None,
         url=url,
         api_key=SecretStr(backend_api_key) if backend_api_key else None,
-        model=None if embedded else model,
+        model=None if embedded else first_model or model,
         gguf=gguf,
         model_path=model_path,
         embedded_model=model if embedded else None,
@@ -138,10 +139,10 @@ def build_config(
             kind=backend_kind,
             url=each,
             api_key=SecretStr(backend_api_key) if backend_api_key else None,
-            model=model,
+            model=named or model,
             timeout_s=backend_timeout,
         )
-        for each in more_backends
+        for named, each in more_backends
     )
     return ProxyConfig(
         host=host,
@@ -352,7 +353,7 @@ def proxy_command(ctx: click.Context, /, **options: object) -> None:
     """
     console = Console(soft_wrap=True, highlight=False, stderr=True)
     try:
-        _check_backend_options(ctx, _urls(options["backend"])[0])
+        _check_backend_options(ctx, _named_url(_urls(options["backend"])[0])[1])
         config = build_config(**options)  # type: ignore[arg-type]
     except (ValueError, ValidationError, PolicyError) as exc:
         raise click.UsageError(str(exc)) from exc
@@ -370,6 +371,15 @@ def _urls(backend: object) -> list[str]:
     if not values:
         raise ValueError("--backend needs a value: local or a server's URL")
     return values
+
+
+def _named_url(value: str) -> tuple[str | None, str]:
+    """A ``--backend`` value as (model, backend): ``MODEL=URL`` names the model a server
+    serves; anything else is the backend alone."""
+    name, sep, url = value.partition("=")
+    if sep and name and url.startswith(("http://", "https://")):
+        return name, url
+    return None, value
 
 
 def _check_backend_options(ctx: click.Context, backend: str) -> None:

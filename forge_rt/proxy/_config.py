@@ -188,11 +188,12 @@ class BackendConfig(BaseModel):
 class ProxyConfig(BaseModel):
     """Everything that decides how a proxy behaves.
 
-    Backends: ``backend``, and ``more_backends`` -- further servers of the same model, run as
-    one fleet (each request placed on one: a client's requests stay where its history is
-    cached, a new client goes to the least loaded server, an urgent request where it starts
-    soonest, and a server that fails leaves the rotation; see :class:`~forge_rt.runtime.Fleet`).
-    All of them external (``url``).
+    Backends: ``backend``, and ``more_backends`` -- further servers, run as one fleet (each
+    request placed on one: a client's requests stay where its history is cached, a new client
+    goes to the least loaded server, an urgent request where it starts soonest, and a server
+    that fails leaves the rotation; see :class:`~forge_rt.runtime.Fleet`). All of them external
+    (``url``). Where their ``model`` names differ, a request goes to the servers of the model
+    it names (one no server serves: 404 ``model_not_found``) and ``/v1/models`` lists them.
 
     Network: ``host`` (loopback by default: exposing the proxy is a deliberate act), ``port``
     (0 picks a free one), ``cors_origins`` (CORS is off unless origins are given; any other

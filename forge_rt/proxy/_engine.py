@@ -29,7 +29,6 @@ import trio
 from actors import quiet_logger
 from forge_rt.core import (
     RESPOND_TOOL_NAME,
-    ClientCapabilities,
     ConstrainMode,
     FinalChunk,
     InferenceRequest,
@@ -136,7 +135,6 @@ class InferenceEngine:
         slot: InferenceSlot,
         metrics: ProxyMetrics,
         *,
-        capabilities: ClientCapabilities,
         rescue: bool,
         max_retries: int,
         respond_tool: bool,
@@ -153,7 +151,6 @@ class InferenceEngine:
         self._slot = slot
         self._policy = policy  # by tool name: denied tools are withheld (proxy/_policy.py)
         self._metrics = metrics
-        self._capabilities = capabilities
         # Per request, with no steps and no loop guard of its own: the client owns the loop.
         self._options = (
             GuardrailOptions(
@@ -252,7 +249,7 @@ class InferenceEngine:
         try:
             return choose_constraint(
                 self._constrain,
-                self._capabilities,
+                self._slot.client_for(request.model).capabilities,
                 tools,
                 shape=options.call_shape(parallel=parallel),
             ).constraint
@@ -387,7 +384,7 @@ class InferenceEngine:
             base.constraint,
             guard.tools,
             shape=guard.options.call_shape(parallel=parallel),
-            grammar=self._capabilities.grammar,
+            grammar=self._slot.client_for(request.model).capabilities.grammar,
         )
 
         async def prepare() -> InferenceRequest:

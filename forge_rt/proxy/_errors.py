@@ -21,6 +21,7 @@ from forge_rt.errors import (
     FaultKind,
     ForgeError,
     InferenceDeadlineError,
+    ModelNotServedError,
     SlotQueueFullError,
     StreamError,
     ToolCallError,
@@ -209,6 +210,14 @@ def from_forge_error(error: ForgeError) -> ProxyHTTPError:
             code="guardrail_budget_exhausted",
             details={"error": type(error).__name__},
             retry=False,
+        )
+    if isinstance(error, ModelNotServedError):
+        return ProxyHTTPError(
+            ErrorKind.NOT_FOUND,
+            f"{error} (the models this proxy serves are listed at /v1/models)",
+            code="model_not_found",
+            param="model",
+            details={"served": list(error.served)},
         )
     if isinstance(error, UnsupportedRequestError):
         # The client asked for what the backend's API cannot express: the client's to change.

@@ -82,7 +82,6 @@ class ProxyRuntime:
         self.engine = InferenceEngine(
             slot,
             metrics,
-            capabilities=backend.client.capabilities,
             rescue=config.rescue,
             max_retries=config.max_retries,
             respond_tool=config.respond_tool,
@@ -103,7 +102,10 @@ class ProxyRuntime:
         self.client_tokens[client] = tokens
 
     async def models(self) -> list[str]:
-        """The model ids the backend serves (asked each time: that is what "honest" means)."""
+        """The model ids the backend serves (asked each time: that is what "honest" means);
+        a fleet of backends serving different models, the models they name."""
+        if isinstance(self.slot, Fleet) and len(self.slot.models) > 1:
+            return list(self.slot.models)
         client = self.client
         if isinstance(client, OpenAICompatClient):
             return await client.models()

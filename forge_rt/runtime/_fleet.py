@@ -33,9 +33,18 @@ the last lane for urgent calls only -- headroom below the server's own limit (vL
 ``max_num_seqs``), because once that is full vLLM cannot displace a running request for an
 urgent one, and cutting one here costs its work.
 
+Backends may serve different models: each lane serves its client's ``model``. Where the lanes
+name two models or more, a call goes only to lanes of the model its request names
+(``InferenceRequest.model``; none: the first lane's), everything above holds among those lanes
+(a workflow's pin, the least loaded, the urgent call's preemption, failover and continuation
+from partial text), and a model no lane serves is a :class:`~forge_rt.errors.ModelNotServedError`
+before anything is queued. Where they name one model, or none, every lane serves every call
+whatever it names (a client's model name is then a label, as one server takes it).
+:meth:`Fleet.client_for` is the client that answers what a model's backend can do
+(capabilities, context length); ``client`` is the first lane's.
+
 The inference servers are the distributed engine; the fleet schedules across them and never
-re-implements them. All lanes serve the same model: ``client`` (read for capabilities and the
-context length) is the first lane's.
+re-implements them.
 """
 
 from __future__ import annotations
@@ -60,7 +69,7 @@ from forge_rt.core import (
     TextDeltaChunk,
     ToolCallDeltaChunk,
 )
-from forge_rt.errors import BackendFailureError, ContextOverflowError
+from forge_rt.errors import BackendFailureError, ContextOverflowError, ModelNotServedError
 from forge_rt.runtime._slot import ChunkSink, SlotWorker
 from forge_rt.runtime._slot_executor import continuation_of, continued_request, with_prefill
 from forge_rt.runtime._slot_limits import BackendRetry
@@ -113,6 +122,9 @@ class Fleet:
             )
         self._reserved = frozenset(range(len(lanes) - reserved, len(lanes)))
         self.lanes = tuple(lanes)
+        self._by_model = _lanes_by_model(lanes)
+        self.models = tuple(dict.fromkeys(m for lane in lanes if (m := lane.client.model)))
+        """The models the lanes' clients name, first-named first (empty where none does)."""
         self.name = "fleet"
         self.client: LLMClient = lanes[0].client
         self.system: ActorSystem = lanes[0].system
@@ -168,12 +180,15 @@ class Fleet:
         priority: int = 0,
         affinity_key: str | None = None,
         avoid: frozenset[int] = frozenset(),
+        model: str | None = None,
     ) -> int | None:
-        """The lane a call at ``priority`` of the workflow ``affinity_key`` goes to now (see the
-        module docstring; never one of ``avoid`` or out of the rotation); the workflow is
-        pinned there. ``None``: no lane is left."""
+        """The lane a call at ``priority`` of the workflow ``affinity_key``, asking for
+        ``model``, goes to now (see the module docstring; never one of ``avoid`` or out of the
+        rotation); the workflow is pinned there. ``None``: no lane is left."""
         now = trio.current_time()
-        open_lanes = [i for i in self._eligible(priority, avoid) if self._out_until[i] <= now]
+        open_lanes = [
+            i for i in self._eligible(priority, avoid, model) if self._out_until[i] <= now
+        ]
         if not open_lanes:
             return None
         pinned = self._pins.get(affinity_key) if affinity_key is not None else None
@@ -193,15 +208,37 @@ class Fleet:
                 self._pins.popitem(last=False)
         return lane
 
-    def _eligible(self, priority: int, avoid: frozenset[int]) -> list[int]:
-        """The lanes a call at ``priority`` may use, in or out of the rotation: not ``avoid``,
-        and not a reserved lane unless the call is urgent."""
+    def _eligible(self, priority: int, avoid: frozenset[int], model: str | None) -> list[int]:
+        """The lanes a call at ``priority`` asking for ``model`` may use, in or out of the
+        rotation: lanes of that model, not ``avoid``, and not a reserved lane unless the call
+        is urgent."""
         urgent = priority <= self._urgent
         return [
             i
-            for i in range(len(self.lanes))
+            for i in self._serving(model)
             if i not in avoid and (urgent or i not in self._reserved)
         ]
+
+    def client_for(self, model: str | None) -> LLMClient:
+        """The client of the first lane serving ``model`` -- what answers that model's
+        capabilities and context length (``ModelNotServedError`` where no lane does)."""
+        return self.lanes[self._serving(model)[0]].client
+
+    def _serving(self, model: str | None) -> tuple[int, ...]:
+        """The lanes a call asking for ``model`` may go to (see the module docstring)."""
+        if len(self._by_model) == 1:
+            return tuple(range(len(self.lanes)))
+        if model is None:
+            return next(iter(self._by_model.values()))
+        lanes = self._by_model.get(model)
+        if lanes is None:
+            raise ModelNotServedError(
+                f"no backend of this fleet serves model {model!r}; it serves "
+                f"{', '.join(repr(m) for m in self.models)}",
+                model=model,
+                served=self.models,
+            )
+        return lanes
 
     def lane_of(self, affinity_key: str) -> int | None:
         """The lane ``affinity_key``'s workflow is pinned to, if any."""
@@ -229,6 +266,8 @@ class Fleet:
         fails it (see the module docstring); options as ``SlotWorker.infer``, ``deadline``
         the whole call's, wherever it runs."""
         give_up_at = math.inf if deadline is None else trio.current_time() + deadline
+        model = request.model
+        self._serving(model)  # a model no lane serves fails before anything is queued
         streamed = _Streamed(on_chunk)
         failed: set[int] = set()
         while True:
@@ -236,9 +275,10 @@ class Fleet:
                 priority=priority,
                 affinity_key=options.get("affinity_key"),
                 avoid=frozenset(failed),
+                model=model,
             )
             if lane is None:  # every lane is out of the rotation: try the one due back first
-                eligible = self._eligible(priority, frozenset(failed))
+                eligible = self._eligible(priority, frozenset(failed), model)
                 lane = min(eligible, key=lambda i: self._out_until[i])
             attempt, carried = request, ""
             if failed:  # placed again after a failure: go on from the partial reply, or restart
@@ -261,7 +301,7 @@ class Fleet:
             except BackendFailureError as exc:
                 failed.add(lane)
                 self._leave(lane, exc)
-                if self.place(priority=priority, avoid=frozenset(failed)) is None:
+                if self.place(priority=priority, avoid=frozenset(failed), model=model) is None:
                     raise
                 continue
             return with_prefill(response, carried)
@@ -360,6 +400,22 @@ class Fleet:
 
     def _total(self, lane: int) -> int:
         return sum(self._in_flight[lane].values())
+
+
+def _lanes_by_model(lanes: Sequence[SlotWorker]) -> dict[str | None, tuple[int, ...]]:
+    """The lanes of each model their clients name, in lane order; one entry (``None``) where
+    they name one model or none: every lane then serves every call."""
+    names = [lane.client.model for lane in lanes]
+    named = list(dict.fromkeys(name for name in names if name))
+    if len(named) < 2:
+        return {None: tuple(range(len(lanes)))}
+    unnamed = [lane.name for lane, name in zip(lanes, names, strict=True) if not name]
+    if unnamed:
+        raise ValueError(
+            f"the backends serve different models ({', '.join(named)}), so each must name its "
+            f"model; {', '.join(unnamed)} names none"
+        )
+    return {model: tuple(i for i, name in enumerate(names) if name == model) for model in named}
 
 
 _SUMMED = (

@@ -276,10 +276,12 @@ class Session:
     ) -> AsyncIterator[Session]:
         """Start the actors; on exit every workflow, the slot and the monitor are cancelled.
 
-        ``client``: the backend; or ``clients``: several backends serving the same model, as one
-        :class:`Fleet` (each its own SlotWorker with the slot options below; a workflow's calls
-        stay on the backend holding its prompt, a new workflow goes to the least loaded one,
-        an urgent call where it starts soonest). Exactly one of the two. ``lanes``: run up to
+        ``client``: the backend; or ``clients``: several backends, as one :class:`Fleet` (each
+        its own SlotWorker with the slot options below; a workflow's calls stay on the backend
+        holding its prompt, a new workflow goes to the least loaded one, an urgent call where
+        it starts soonest). Exactly one of the two. Backends may serve different models (each
+        client names its ``model``): a workflow's calls then go to backends of the model its
+        ``start`` asks for. ``lanes``: run up to
         that many calls at once on each backend (a server that batches: vLLM, llama-server
         ``--parallel``), as a fleet of that many lanes over it; ``urgent_lanes`` of them take
         urgent calls only (priority 0 or more urgent): headroom below the server's own limit
@@ -403,6 +405,7 @@ class Session:
         resume_from: WorkflowCancelledError | None = None,
         policy: Policy | None = None,
         on_approval: ApprovalCallback | None = None,
+        model: str | None = None,
     ) -> WorkflowHandle:
         """Spawn a workflow actor; each ``send`` on the handle is one user turn.
 
@@ -414,6 +417,9 @@ class Session:
         of another workflow is a ``SessionWorkflowMismatchError``.
         ``policy`` / ``on_approval`` replace the session's (see ``open``); a policy that
         denies a tool the workflow cannot do without raises ``PolicyError`` here.
+        ``model``: the model its calls ask for, where the session's backends serve several
+        (``ModelNotServedError`` here if none serves it; ``None``: the first backend's). Not
+        stored: a stored session started again runs on the model its ``start`` names.
         """
         if name is None:
             stored_name = f"{workflow.name}-{uuid.uuid4().hex[:12]}"
@@ -430,6 +436,7 @@ class Session:
             "sampling": sampling,
             "guardrails": guardrails,
             "approvals": approvals,
+            "model": model,
         }
         if self.store is not None:
             return await self._start_stored(
@@ -542,10 +549,11 @@ class Session:
         sampling: Sampling | None,
         guardrails: GuardrailOptions | None,
         approvals: ApprovalGate,
+        model: str | None,
         seed: dict[str, Any],
     ) -> ActorRef[Any]:
         options = guardrails or self._defaults.guardrails
-        decision = _decide_constraint(workflow, self.client, options)
+        decision = _decide_constraint(workflow, self.slot.client_for(model), options)
         return await self.system.spawn(
             lambda: WorkflowActor(
                 workflow,
@@ -560,6 +568,7 @@ class Session:
                 budget=self.budget.ref if self.budget is not None else None,
                 trace=self.trace,
                 approvals=approvals,
+                model=model,
                 **seed,
             ),
             name=actor_name,
@@ -581,6 +590,7 @@ class Session:
         on_chunk: ChunkSink | None = None,
         on_message: MessageSink | None = None,
         prompt_variables: Mapping[str, str] | None = None,
+        model: str | None = None,
     ) -> WorkflowResult:
         """Run one turn of ``workflow`` in a fresh actor, then stop it (options as ``start``
         and ``WorkflowHandle.send``)."""
@@ -592,6 +602,7 @@ class Session:
             context=context,
             sampling=sampling,
             guardrails=guardrails,
+            model=model,
         )
         try:
             return await handle.send(

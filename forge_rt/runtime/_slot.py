@@ -461,6 +461,11 @@ class InferenceSlot(Protocol):
 
     async def recheck(self) -> None: ...
 
+    def client_for(self, model: str | None) -> LLMClient:
+        """The client answering what the backend of ``model`` can do (its capabilities and
+        context length); ``ModelNotServedError`` where a fleet of several models has none."""
+        ...
+
 
 class SlotWorker:
     """A caller's handle on one inference slot. Start one with ``await SlotWorker.start(...)``.
@@ -617,3 +622,7 @@ class SlotWorker:
     async def recheck(self) -> None:
         """Tell the scheduler to try dispatching again (after a budget change)."""
         await self._ref.send(Recheck())
+
+    def client_for(self, model: str | None) -> LLMClient:
+        """This slot's client, whatever ``model`` names: one backend serves what it serves."""
+        return self.client

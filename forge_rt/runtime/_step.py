@@ -47,6 +47,7 @@ import trio
 
 from actors import quiet_logger
 from forge_rt.core import (
+    ClientCapabilities,
     FinalChunk,
     GrammarConstraint,
     InferenceRequest,
@@ -342,28 +343,29 @@ class GuardedStep:
         """
         if request.constraint is not None or not self.guardrails.options.rescue:
             return request
-        constraint = self._escalation_constraint(_loop_blocked(rejected))
+        capabilities = self._slot.client_for(request.model).capabilities
+        constraint = self._escalation_constraint(_loop_blocked(rejected), capabilities)
         if constraint is None:
             return request
         self.stats.escalations += 1
         _log.info("step.escalated", reason=rejected.reason.value)
         return msgspec.structs.replace(request, constraint=constraint)
 
-    def _escalation_constraint(self, avoid: frozenset[str]) -> OutputConstraint | None:
+    def _escalation_constraint(
+        self, avoid: frozenset[str], capabilities: ClientCapabilities
+    ) -> OutputConstraint | None:
         if self._escalation is None:
             tools = self.guardrails.tools
             constraint: OutputConstraint | None = None
             shape = self.guardrails.options.call_shape(parallel=self._parallel)
             try:
-                constraint = choose_constraint(
-                    "auto", self._slot.client.capabilities, tools, shape=shape
-                ).constraint
+                constraint = choose_constraint("auto", capabilities, tools, shape=shape).constraint
             except ToolSchemaError as exc:
                 # Often why the run decodes freely: a schema with no flat constraint (a
                 # recursive model). Its retries stay free, as they were before escalation.
                 _log.info("step.escalation_unavailable", reason=str(exc))
             self._escalation = NarrowedConstraint(
-                constraint, tools, shape=shape, grammar=self._slot.client.capabilities.grammar
+                constraint, tools, shape=shape, grammar=capabilities.grammar
             )
         guardrails = self.guardrails
         return self._escalation.to(

@@ -168,8 +168,10 @@ class WorkflowActor(Actor):
         restored: ControlState | None = None,
         trace: TraceSink | None = None,
         approvals: ApprovalGate | None = None,
+        model: str | None = None,
     ) -> None:
         self._workflow = workflow
+        self._model = model  # asked of every call: a fleet of several models routes by it
         self._approvals = approvals  # the policy's approvals and withheld tools (_approvals.py)
         self._slot = slot
         self._name = name
@@ -189,7 +191,7 @@ class WorkflowActor(Actor):
             constraint,
             self._guardrails.tools,
             shape=guardrail_options.call_shape(),
-            grammar=slot.client.capabilities.grammar,
+            grammar=slot.client_for(model).capabilities.grammar,
         )
         self._avoid: frozenset[str] = frozenset()  # tools a loop nudge just blocked
         self._window: int | None = None  # the backend's context length, once asked
@@ -329,6 +331,7 @@ class WorkflowActor(Actor):
                 messages=(system,),
                 tools=self._guardrails.tools,
                 sampling=msgspec.structs.replace(self._sampling, max_tokens=1),
+                model=self._model,
             )
             response = await self._slot.infer(
                 request, priority=msg.priority, affinity_key=self._name, whole=True
@@ -444,6 +447,7 @@ class WorkflowActor(Actor):
             sampling=self._sampling,
             constraint=self._constraint_now(),
             priority=options.priority,
+            model=self._model,
         )
 
     async def _compact(self, stats: RunStats) -> None:
@@ -499,7 +503,7 @@ class WorkflowActor(Actor):
     async def _backend_window(self) -> int | None:
         """The backend's context for one call (asked once), or None where it does not say."""
         if not self._window_known:
-            self._window = await self._slot.client.context_length()
+            self._window = await self._slot.client_for(self._model).context_length()
             self._window_known = True
         return self._window
 

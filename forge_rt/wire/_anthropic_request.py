@@ -309,6 +309,7 @@ def _request(
             tools=tools.specs,
             tool_choice=_tool_choice(wire.tool_choice),
             sampling=sampling,
+            model=wire.model,
         ),
     )
 

@@ -241,6 +241,7 @@ def openai_request_from_wire(body: bytes, memo: ToolMemo | None = None) -> WireR
             sampling=_sampling(wire),
             tool_choice=_tool_choice(wire.tool_choice),
             constraint=_constraint(wire),
+            model=wire.model,
         ),
     )
 

@@ -85,3 +85,60 @@ def test_several_backends_are_each_a_url() -> None:
         ) as ctx,
     ):
         build_config(**ctx.params)
+
+
+async def _chat(url: str, model: str) -> httpx.Response:
+    async with httpx.AsyncClient(timeout=30) as http:
+        return await http.post(
+            f"{url}{PATH}",
+            headers={"authorization": f"Bearer {KEYS['ana']}"},
+            json={"model": model, "messages": [{"role": "user", "content": "hello"}]},
+        )
+
+
+async def test_servers_of_different_models_each_answer_the_requests_for_theirs() -> None:
+    keys = tuple(KeyProfile(key=SecretStr(k), name=n) for n, k in KEYS.items())
+    with trio.fail_after(60):
+        async with (
+            SimBackend.serve(SimConfig(model="tiny-model")) as tiny,
+            SimBackend.serve(SimConfig(model="big-model")) as big,
+        ):
+            config = proxy_config(
+                backend=BackendConfig(url=tiny.url, kind="openai", model="tiny-model"),
+                more_backends=(BackendConfig(url=big.url, kind="openai", model="big-model"),),
+                api_keys=keys,
+            )
+            async with serve_proxy(config) as url:
+                for model in ("big-model", "big-model", "tiny-model"):
+                    response = await _chat(url, model)
+                    assert response.status_code == 200
+                    assert response.json()["model"] == model
+                assert (tiny.stats.requests[PATH], big.stats.requests[PATH]) == (1, 2)
+                missing = await _chat(url, "middle-model")
+                async with httpx.AsyncClient(timeout=30) as http:
+                    listed = await http.get(
+                        f"{url}/v1/models", headers={"authorization": f"Bearer {KEYS['ana']}"}
+                    )
+            assert missing.status_code == 404
+            error = missing.json()["error"]
+            assert (error["code"], error["param"]) == ("model_not_found", "model")
+            assert "'tiny-model', 'big-model'" in error["message"]
+            assert [m["id"] for m in listed.json()["data"]] == ["tiny-model", "big-model"]
+            assert (tiny.stats.requests[PATH], big.stats.requests[PATH]) == (1, 2)
+
+
+def test_a_backend_url_may_name_the_model_it_serves() -> None:
+    args = [
+        "--backend",
+        "tiny-model=http://127.0.0.1:9001",
+        "--backend",
+        "http://127.0.0.1:9002",
+        "--model",
+        "big-model",
+    ]
+    with proxy_command.make_context("proxy", args) as ctx:
+        config = build_config(**ctx.params)
+    assert [(b.model, b.url) for b in config.backends] == [
+        ("tiny-model", "http://127.0.0.1:9001"),
+        ("big-model", "http://127.0.0.1:9002"),
+    ]

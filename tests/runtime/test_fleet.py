@@ -26,7 +26,7 @@ from forge_rt.core import (
     ToolSpec,
     Workflow,
 )
-from forge_rt.errors import BackendError, ConfigurationError, FaultKind
+from forge_rt.errors import BackendError, ConfigurationError, FaultKind, ModelNotServedError
 from forge_rt.runtime import Fleet, Session
 from forge_rt.testing import ScriptedClient
 
@@ -435,3 +435,93 @@ async def test_urgent_lanes_must_leave_one_for_the_rest() -> None:
     with pytest.raises(ConfigurationError, match="urgent_lanes"):
         async with Session.open(_backends(1)[0], lanes=2, urgent_lanes=2):
             pass
+
+
+def _serving(model: str, reply: str) -> ScriptedClient:
+    return ScriptedClient(lambda request: reply, model=model, prefill_s=CALL_S)
+
+
+async def test_backends_of_different_models_each_take_the_calls_of_their_own(
+    system: ActorSystem, autojump_clock: object
+) -> None:
+    small, large, large_too = (
+        _serving("small-model", "from small"),
+        _serving("large-model", "from large"),
+        _serving("large-model", "from large too"),
+    )
+    fleet = await Fleet.start(system, [small, large, large_too])
+    assert fleet.models == ("small-model", "large-model")
+    asking = msgspec.structs.replace(_request("hi"), model="large-model")
+    async with trio.open_nursery() as nursery:
+        for key in ("a", "b", "c", "d"):  # the small backend idles: none of these is its model
+            nursery.start_soon(lambda k=key: fleet.infer(asking, affinity_key=k))
+    assert [len(b.calls) for b in (small, large, large_too)] == [0, 2, 2]
+    unnamed = await fleet.infer(_request("hi"))  # no model named: the first backend's
+    assert unnamed.raw_text == "from small"
+    assert fleet.client_for("large-model") is large
+    assert fleet.client_for(None) is small
+
+
+async def test_a_model_no_backend_serves_is_refused_before_anything_is_queued(
+    system: ActorSystem, autojump_clock: object
+) -> None:
+    backends = [_serving("small-model", "s"), _serving("large-model", "l")]
+    fleet = await Fleet.start(system, backends)
+    asking = msgspec.structs.replace(_request("hi"), model="medium-model")
+    with pytest.raises(ModelNotServedError) as caught:
+        await fleet.infer(asking)
+    assert (caught.value.model, caught.value.served) == (
+        "medium-model",
+        ("small-model", "large-model"),
+    )
+    assert [len(b.calls) for b in backends] == [0, 0]
+
+
+async def test_a_fleet_of_one_model_serves_whatever_name_a_call_gives(
+    system: ActorSystem, autojump_clock: object
+) -> None:
+    backends = [_serving("only-model", "one"), _serving("only-model", "two")]
+    fleet = await Fleet.start(system, backends)
+    asking = msgspec.structs.replace(_request("hi"), model="a-label-of-the-client")
+    assert (await fleet.infer(asking)).raw_text == "one"
+    assert fleet.models == ("only-model",)
+
+
+async def test_a_failing_backend_hands_its_call_to_one_of_the_same_model(
+    system: ActorSystem, autojump_clock: object
+) -> None:
+    other = _serving("other-model", "never asked")
+    dying, spare = _Dying(cut_after=2), _Dying()
+    dying.model = spare.model = "kept-model"
+    dying.down = True
+    fleet = await Fleet.start(system, [dying, other, spare])
+    request = _request("hello")
+    request = msgspec.structs.replace(request, model="kept-model", sampling=Sampling(max_tokens=50))
+    response = await fleet.infer(request)
+    assert response.raw_text == "the answer is forty two"
+    assert (len(other.calls), len(spare.inner.calls), fleet.continued) == (0, 1, 1)
+
+
+async def test_backends_of_several_models_must_each_name_theirs(system: ActorSystem) -> None:
+    unnamed = _Dying()
+    unnamed.model = None
+    with pytest.raises(ValueError, match="lane2 names none"):
+        await Fleet.start(system, [_serving("one", "x"), _serving("two", "y"), unnamed])
+
+
+async def test_a_session_starts_each_workflow_on_the_model_it_asks_for(
+    autojump_clock: object,
+) -> None:
+    answer = '{"name": "respond", "arguments": {"message": "hello back"}}'
+    small, large = _serving("small-model", answer), _serving("large-model", answer)
+    workflow = Workflow(
+        name="chat", tools=[], system_prompt_template="Be brief.", constrain="never"
+    )
+    async with Session.open(clients=[small, large]) as session:
+        handle = await session.start(workflow, model="large-model")
+        result = await handle.send("hello")
+        with pytest.raises(ModelNotServedError):
+            await session.start(workflow, model="medium-model")
+    assert result.output == "hello back"
+    assert [call.request.model for call in large.calls] == ["large-model"]
+    assert not small.calls

@@ -56,6 +56,7 @@ class BfclOptions:
         seed: int,
         command: str,
         route: str = "proxy",
+        case_ids: Sequence[str] = (),
     ) -> None:
         self.backend = backend
         self.backend_kind = backend_kind
@@ -71,6 +72,8 @@ class BfclOptions:
         self.seed = seed
         self.command = command
         self.route = route
+        self.case_ids = list(case_ids)
+        """Only these of the cases drawn (none: all of them)."""
 
 
 def _model_label(options: BfclOptions) -> tuple[str, str]:
@@ -98,6 +101,22 @@ def _model_label(options: BfclOptions) -> tuple[str, str]:
     if options.model is None:
         raise click.UsageError("--model is required with a URL backend: it names the served model")
     return options.backend.rstrip("/"), options.model
+
+
+def _only(cases: list[Any], ids: Sequence[str]) -> list[Any]:
+    """The cases named by ``ids``, in drawing order; an id not among those drawn is a usage
+    error that says which were drawn."""
+    drawn = {case.id for case in cases}
+    missing = [i for i in ids if i not in drawn]
+    if missing:
+        shown = ", ".join(sorted(drawn)[:6])
+        raise click.BadParameter(
+            f"{', '.join(missing)} not among the {len(drawn)} cases drawn (the split, "
+            f"--categories and --per-category choose them; e.g. {shown})",
+            param_hint="--scenarios",
+        )
+    wanted = set(ids)
+    return [case for case in cases if case.id in wanted]
 
 
 def _settings(options: BfclOptions, label: str, model: str) -> dict[str, Any]:
@@ -169,6 +188,8 @@ def run_bfcl_command(options: BfclOptions) -> list[RunRecord]:
         raise click.ClickException(str(exc)) from None
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--categories") from None
+    if options.case_ids:
+        cases = _only(cases, options.case_ids)
     label, model = _model_label(options)
     probe = BackendConfig(
         url="http://127.0.0.1:1",

@@ -437,8 +437,6 @@ def _check_suite_options(
         "per_category": ("bfcl", per),
         "route": ("bfcl", route),
     }
-    if scenarios and suite == "bfcl":
-        raise click.UsageError("--scenarios applies to --suite own or generated, not bfcl")
     for name, (owner, value) in belongs.items():
         if value and owner != suite:
             option = "--" + name.replace("_", "-")
@@ -530,7 +528,8 @@ def _in_split(chosen: list[Scenario], split: SplitName) -> list[Scenario]:
     metavar="NAMES",
     help=(
         "own and generated: scenario names or tags (a tier; a generated shape such as "
-        "decline), repeatable or comma-separated [default: all]."
+        "decline); bfcl: case ids among the cases drawn (e.g. to pair an arm only where a "
+        "rule fired); repeatable or comma-separated [default: all]."
     ),
 )
 @click.option(
@@ -667,6 +666,7 @@ def eval_command(
             per_category=per_category,
             seed=suite_seed or 0,
             route=route or "proxy",
+            case_ids=_split(scenarios),
         )
         return
     if suite == "generated":

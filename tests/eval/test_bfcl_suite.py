@@ -384,6 +384,26 @@ def test_the_cli_runs_bfcl_against_a_url_backend_and_reports_by_category(tmp_pat
     assert invocation.settings["suite"] == "bfcl 2026.3.23"
 
 
+def test_the_cli_runs_only_the_cases_it_names_among_those_drawn(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+    from structlog.testing import capture_logs
+
+    from forge_rt.eval._cli import eval_command
+
+    cases = sample_cases(["simple", "irrelevance"], 2, split="dev", seed=5)
+    named = cases[-1]
+    out = tmp_path / "bfcl.jsonl"
+    args = [
+        "--suite", "bfcl", "--split", "dev", "--categories", "simple,irrelevance",
+        "--per-category", "2", "--suite-seed", "5", "--model", "sim", "-s", named.id,
+        "--backend-kind", "llamaserver", "--out", str(out),
+    ]  # fmt: skip
+    with _sim_in_thread(SimConfig(script=_scripts(cases))) as url, capture_logs():
+        result = CliRunner().invoke(eval_command, ["--backend", url, *args])
+    assert result.exit_code == 0, result.output
+    assert [r.scenario for r in read_records(out)] == [named.id]
+
+
 async def test_the_runtime_route_runs_cases_as_workflows_with_the_same_verdicts(
     tmp_path: Path,
 ) -> None:

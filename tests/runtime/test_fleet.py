@@ -441,6 +441,10 @@ def _serving(model: str, reply: str) -> ScriptedClient:
     return ScriptedClient(lambda request: reply, model=model, prefill_s=CALL_S)
 
 
+def _asking(model: str) -> InferenceRequest:
+    return msgspec.structs.replace(_request("hi"), model=model)
+
+
 async def test_backends_of_different_models_each_take_the_calls_of_their_own(
     system: ActorSystem, autojump_clock: object
 ) -> None:
@@ -451,7 +455,7 @@ async def test_backends_of_different_models_each_take_the_calls_of_their_own(
     )
     fleet = await Fleet.start(system, [small, large, large_too])
     assert fleet.models == ("small-model", "large-model")
-    asking = msgspec.structs.replace(_request("hi"), model="large-model")
+    asking = _asking("large-model")
     async with trio.open_nursery() as nursery:
         for key in ("a", "b", "c", "d"):  # the small backend idles: none of these is its model
             nursery.start_soon(lambda k=key: fleet.infer(asking, affinity_key=k))
@@ -467,9 +471,8 @@ async def test_a_model_no_backend_serves_is_refused_before_anything_is_queued(
 ) -> None:
     backends = [_serving("small-model", "s"), _serving("large-model", "l")]
     fleet = await Fleet.start(system, backends)
-    asking = msgspec.structs.replace(_request("hi"), model="medium-model")
     with pytest.raises(ModelNotServedError) as caught:
-        await fleet.infer(asking)
+        await fleet.infer(_asking("medium-model"))
     assert (caught.value.model, caught.value.served) == (
         "medium-model",
         ("small-model", "large-model"),
@@ -480,10 +483,8 @@ async def test_a_model_no_backend_serves_is_refused_before_anything_is_queued(
 async def test_a_fleet_of_one_model_serves_whatever_name_a_call_gives(
     system: ActorSystem, autojump_clock: object
 ) -> None:
-    backends = [_serving("only-model", "one"), _serving("only-model", "two")]
-    fleet = await Fleet.start(system, backends)
-    asking = msgspec.structs.replace(_request("hi"), model="a-label-of-the-client")
-    assert (await fleet.infer(asking)).raw_text == "one"
+    fleet = await Fleet.start(system, [_serving("only-model", "one"), _serving("only-model", "2")])
+    assert (await fleet.infer(_asking("a-label-of-the-client"))).raw_text == "one"
     assert fleet.models == ("only-model",)
 
 

@@ -222,3 +222,11 @@ def _lane_families(
         for lane in lanes:
             family.add_metric([lane.name], value(lane))
         yield family
+    info = GaugeMetricFamily(
+        "forge_proxy_lane_info",
+        "1 for each backend, labelled by the model it serves (empty where it names none).",
+        labels=["lane", "model"],
+    )
+    for lane in lanes:
+        info.add_metric([lane.name, lane.model or ""], 1)
+    yield info

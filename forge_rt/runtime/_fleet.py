@@ -90,10 +90,11 @@ afresh, and only its cached prompt is lost)."""
 
 class LaneReport(msgspec.Struct, frozen=True, kw_only=True):
     """One backend of a fleet, as ``/metrics`` and a dashboard show it: its SlotWorker's
-    ``stats``, the calls the fleet has in flight there, whether it is in the rotation, and how
-    often it failed a call and left it."""
+    ``stats``, the model its client names, the calls the fleet has in flight there, whether it
+    is in the rotation, and how often it failed a call and left it."""
 
     name: str
+    model: str | None
     stats: SlotStats
     in_flight: int
     in_rotation: bool
@@ -380,6 +381,7 @@ class Fleet:
         return [
             LaneReport(
                 name=lane.name,
+                model=lane.client.model,
                 stats=await lane.stats(),
                 in_flight=self._total(i),
                 in_rotation=rotation[i],

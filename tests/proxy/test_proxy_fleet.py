@@ -115,6 +115,7 @@ async def test_servers_of_different_models_each_answer_the_requests_for_theirs()
                     assert response.json()["model"] == model
                 assert (tiny.stats.requests[PATH], big.stats.requests[PATH]) == (1, 2)
                 missing = await _chat(url, "middle-model")
+                metrics = await _metrics(url)
                 async with httpx.AsyncClient(timeout=30) as http:
                     listed = await http.get(
                         f"{url}/v1/models", headers={"authorization": f"Bearer {KEYS['ana']}"}
@@ -124,6 +125,7 @@ async def test_servers_of_different_models_each_answer_the_requests_for_theirs()
             assert (error["code"], error["param"]) == ("model_not_found", "model")
             assert "'tiny-model', 'big-model'" in error["message"]
             assert [m["id"] for m in listed.json()["data"]] == ["tiny-model", "big-model"]
+            assert 'forge_proxy_lane_info{lane="lane1",model="big-model"} 1.0' in metrics
             assert (tiny.stats.requests[PATH], big.stats.requests[PATH]) == (1, 2)
 
 

@@ -71,6 +71,8 @@ def build_config(
     n_ctx: int,
     backend_command: str | None = None,
     parallel: int,
+    servers: int = 1,
+    server_gpus: str | None = None,
     backend_timeout: float = 300.0,
     api_keys: tuple[str, ...],
     key_file: Path | None,
@@ -149,6 +151,8 @@ def build_config(
         port=port,
         backend=backend_config,
         more_backends=more,
+        servers=servers,
+        server_gpus=tuple(g.strip() for g in server_gpus.split(",")) if server_gpus else (),
         api_keys=tuple(keys),
         cors_origins=cors_origins,
         allowed_hosts=allowed_hosts,
@@ -230,6 +234,21 @@ async def _serve(config: ProxyConfig, console: Console) -> None:
     show_default=True,
     help="Slots of a managed or embedded llama-server; above 1 the proxy uses them as KV cache "
     "lines (one generation at a time; a preempted request resumes on its own warm cache).",
+)
+@click.option(
+    "--servers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Start this many of the embedded or managed backend, run as one fleet (a client's "
+    "requests stay on the server holding its history; a server that fails is served around).",
+)
+@click.option(
+    "--server-gpus",
+    default=None,
+    metavar="IDS",
+    help="With --servers and --gguf/--model-path: the CUDA device of each server, "
+    "comma-separated (e.g. 0,1), given to it as CUDA_VISIBLE_DEVICES.",
 )
 @click.option(
     "--api-key",

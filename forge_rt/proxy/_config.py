@@ -192,7 +192,9 @@ class ProxyConfig(BaseModel):
     request placed on one: a client's requests stay where its history is cached, a new client
     goes to the least loaded server, an urgent request where it starts soonest, and a server
     that fails leaves the rotation; see :class:`~forge_rt.runtime.Fleet`). All of them external
-    (``url``). Where their ``model`` names differ, a request goes to the servers of the model
+    (``url``). Or ``servers``: that many of a managed or embedded ``backend``, started and
+    stopped by the proxy as one fleet (``server_gpus``: for managed ones, the CUDA device each
+    sees, one per server, as ``CUDA_VISIBLE_DEVICES``). Where their ``model`` names differ, a request goes to the servers of the model
     it names (one no server serves: 404 ``model_not_found``) and ``/v1/models`` lists them.
 
     Network: ``host`` (loopback by default: exposing the proxy is a deliberate act), ``port``
@@ -244,6 +246,8 @@ class ProxyConfig(BaseModel):
     port: int = Field(default=8081, ge=0, le=65535)
     backend: BackendConfig = BackendConfig()
     more_backends: tuple[BackendConfig, ...] = ()
+    servers: int = Field(default=1, gt=0)
+    server_gpus: tuple[str, ...] = ()
     api_keys: tuple[KeyProfile, ...] = ()
     cors_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
@@ -309,6 +313,21 @@ class ProxyConfig(BaseModel):
                 raise ValueError(
                     f"CORS origin {origin!r} must be '*' or start with http:// or https://"
                 )
+        if self.servers > 1 and self.backend.mode == "external":
+            raise ValueError(
+                "servers starts several managed or embedded backends; for servers you run, "
+                "give each URL (--backend URL --backend URL)"
+            )
+        if self.server_gpus and self.backend.mode != "managed":
+            raise ValueError(
+                f"server_gpus places managed servers (--gguf, --model-path) on GPUs; the "
+                f"{self.backend.mode} backend has none to place"
+            )
+        if self.server_gpus and len(self.server_gpus) != self.servers:
+            raise ValueError(
+                f"server_gpus names one device per server: {len(self.server_gpus)} for "
+                f"{self.servers} servers"
+            )
         if self.more_backends:
             for each in (self.backend, *self.more_backends):
                 if each.mode != "external":
@@ -320,5 +339,14 @@ class ProxyConfig(BaseModel):
 
     @property
     def backends(self) -> tuple[BackendConfig, ...]:
-        """Every backend the proxy fronts: ``backend``, then ``more_backends``."""
+        """Every backend the proxy fronts: ``backend``, then ``more_backends`` -- or the
+        ``servers`` copies of ``backend`` it starts."""
+        if self.servers > 1:
+            return (self.backend,) * self.servers
         return (self.backend, *self.more_backends)
+
+    def server_env(self, index: int) -> dict[str, str]:
+        """The environment added for the ``index``-th server the proxy starts (its GPU)."""
+        if not self.server_gpus:
+            return {}
+        return {"CUDA_VISIBLE_DEVICES": self.server_gpus[index]}

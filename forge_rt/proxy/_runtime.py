@@ -113,8 +113,11 @@ class ProxyRuntime:
 
 
 @asynccontextmanager
-async def open_backend(config: BackendConfig) -> AsyncIterator[Backend]:
-    """The backend of ``config``, started if forge_rt manages it, stopped on exit."""
+async def open_backend(
+    config: BackendConfig, *, env: dict[str, str] | None = None
+) -> AsyncIterator[Backend]:
+    """The backend of ``config``, started if forge_rt manages it (``env`` added to a managed
+    server's environment), stopped on exit."""
     async with AsyncExitStack() as stack:
         key = config.api_key.get_secret_value() if config.api_key is not None else None
         if config.url is not None:
@@ -137,6 +140,7 @@ async def open_backend(config: BackendConfig) -> AsyncIterator[Backend]:
                 ctx_size=config.n_ctx,
                 parallel=config.n_parallel,
                 executable=config.executable or "llama-server",
+                env=env,
             )
             managed = await stack.enter_async_context(
                 ManagedBackend.start(spec, restart=DEFAULT_RESTART)
@@ -157,6 +161,7 @@ async def open_backend(config: BackendConfig) -> AsyncIterator[Backend]:
                 config.model_path,
                 max_model_len=config.n_ctx,
                 executable=config.executable or "vllm",
+                env=env,
             )
             managed = await stack.enter_async_context(
                 ManagedBackend.start(spec, startup_timeout=600.0, restart=DEFAULT_RESTART)
@@ -234,7 +239,8 @@ async def open_runtime(
             backends = [Backend(client=client, kind="custom", url=None, mode="external")]
         else:
             backends = [
-                await stack.enter_async_context(open_backend(each)) for each in config.backends
+                await stack.enter_async_context(open_backend(each, env=config.server_env(i)))
+                for i, each in enumerate(config.backends)
             ]
         backend = backends[0]
         if config.constrain == "always":
@@ -254,8 +260,13 @@ async def open_runtime(
             "stall": StallLimits(first_token_s=config.stall_s, between_chunks_s=config.stall_s),
         }
         slot: InferenceSlot
-        if len(backends) > 1:  # all external: their KV slots are their operators' to assign
-            slot = await Fleet.start(system, [b.client for b in backends], **slot_options)
+        if len(backends) > 1:  # external ones' KV slots are their operators' to assign
+            slot = await Fleet.start(
+                system,
+                [b.client for b in backends],
+                cache_lines=cache_lines(backend, config.backend),
+                **slot_options,
+            )
         else:
             slot = await SlotWorker.start(
                 system,

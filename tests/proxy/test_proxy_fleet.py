@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import pytest
 import trio
@@ -9,7 +11,7 @@ from proxy_support import proxy_config
 from pydantic import SecretStr, ValidationError
 
 from forge_rt.backends.sim import SimBackend, SimConfig
-from forge_rt.proxy import BackendConfig, KeyProfile, serve_proxy
+from forge_rt.proxy import BackendConfig, KeyProfile, ProxyConfig, serve_proxy
 from forge_rt.proxy._cli import build_config, proxy_command
 
 KEYS = {name: f"secret-key-of-{name}" for name in ("ana", "bo", "cy", "di")}
@@ -144,3 +146,36 @@ def test_a_backend_url_may_name_the_model_it_serves() -> None:
         ("tiny-model", "http://127.0.0.1:9001"),
         ("big-model", "http://127.0.0.1:9002"),
     ]
+
+
+def _config_of(*args: str) -> ProxyConfig:
+    with proxy_command.make_context("proxy", list(args)) as ctx:
+        return build_config(**ctx.params)
+
+
+def test_the_proxy_starts_several_of_a_managed_backend_each_on_its_gpu(tmp_path: Path) -> None:
+    gguf = tmp_path / "weights.gguf"
+    gguf.write_bytes(b"GGUF")
+    config = _config_of("--gguf", str(gguf), "--servers", "2", "--server-gpus", "3, 5")
+    assert [b.gguf for b in config.backends] == [gguf, gguf]
+    assert [config.server_env(i) for i in range(2)] == [
+        {"CUDA_VISIBLE_DEVICES": "3"},
+        {"CUDA_VISIBLE_DEVICES": "5"},
+    ]
+    assert len(_config_of("--servers", "3").backends) == 3  # the embedded model, three times
+    assert _config_of("--servers", "3").server_env(0) == {}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--backend", "http://127.0.0.1:9001", "--servers", "2"], "give each URL"),
+        (["--servers", "2", "--server-gpus", "0,1"], "the embedded backend has none to place"),
+        (["--gguf", "{gguf}", "--servers", "2", "--server-gpus", "0"], "1 for 2 servers"),
+    ],
+)
+def test_servers_and_their_gpus_are_checked(tmp_path: Path, args: list[str], message: str) -> None:
+    gguf = tmp_path / "weights.gguf"
+    gguf.write_bytes(b"GGUF")
+    with pytest.raises(ValidationError, match=message):
+        _config_of(*[a.format(gguf=gguf) for a in args])

@@ -176,3 +176,40 @@ async def test_managed_backend_is_started_and_stopped_with_the_proxy() -> None:
                 await http.get("/health")
     assert models
     assert reply.choices[0].finish_reason in ("tool_calls", "stop")
+
+
+async def test_two_managed_servers_run_as_one_fleet() -> None:
+    """--servers 2 --gguf: two llama-servers the proxy starts, a client on each."""
+    from pydantic import SecretStr
+
+    from forge_rt.backends.local import DEFAULT_MODEL, SERVE_COMMAND, prepare_model_async
+    from forge_rt.proxy import KeyProfile
+
+    keys = {"first-user": "key-of-the-first", "second-user": "key-of-the-second"}
+    with trio.fail_after(900):
+        path = await prepare_model_async(DEFAULT_MODEL)
+        config = proxy_config(
+            backend=BackendConfig(gguf=path, executable=SERVE_COMMAND, n_ctx=2048),
+            servers=2,
+            server_gpus=("0", "1"),  # no GPU here: the variable is set and changes nothing
+            api_keys=tuple(KeyProfile(key=SecretStr(k), name=n) for n, k in keys.items()),
+        )
+        async with (
+            serve_proxy(config) as url,
+            httpx.AsyncClient(base_url=url, timeout=300) as http,
+        ):
+            for key in keys.values():
+                reply = await http.post(
+                    "/v1/chat/completions",
+                    headers={"authorization": f"Bearer {key}"},
+                    json={
+                        "model": "local",
+                        "max_tokens": 4,
+                        "messages": [{"role": "user", "content": "Say hi."}],
+                    },
+                )
+                assert reply.status_code == 200, reply.text
+            auth = {"authorization": f"Bearer {keys['first-user']}"}
+            metrics = (await http.get("/metrics", headers=auth)).text
+    for lane in ("lane0", "lane1"):  # an idle fleet puts its two clients on two servers
+        assert f'forge_proxy_lane_completed_total{{lane="{lane}"}} 1.0' in metrics

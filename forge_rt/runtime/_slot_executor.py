@@ -168,96 +168,153 @@ class _SlotExecutor(Actor):
         return cut
 
     async def _try_once(self, job: InferenceJob) -> _Outcome:
+        request = self._attempt_request(job)
+        scope = job.attempt_scope
+        assert scope is not None, "the scheduler sets the attempt scope before dispatch"
+        attempt = _Attempt(self._limits, self._pace, request)
+        try:
+            with scope:
+                if job.whole:
+                    return await self._whole(request)
+                await self._stream(job, request, attempt)
+                if attempt.watch.cancelled_caught:
+                    return _Failed(
+                        self._stalled(
+                            attempt.received,
+                            attempt.limit,
+                            job.decoded + attempt.tokens,
+                            prefill=attempt.prefill,
+                        )
+                    )
+        except trio.BrokenResourceError:
+            job.abandoned = True  # the caller closed its end: nobody wants the rest
+            return _Abandoned()
+        except BackendError as exc:
+            if exc.kind is FaultKind.RESET_MID_STREAM and attempt.began:
+                return _CutOff(
+                    exc, attempt.text, continuable=not attempt.tool_delta, tokens=attempt.tokens
+                )
+            return _Failed(exc)
+        except Exception as exc:  # noqa: BLE001 -- not swallowed: delivered to the caller, who owns it
+            return _Failed(exc)
+        if attempt.final is not None:
+            return _Completed(with_prefill(attempt.final, job.prefill))
+        if job.abandoned:
+            return _Abandoned()
+        if job.preempt_requested:
+            return _Preempted(
+                attempt.text, continuable=not attempt.tool_delta, tokens=attempt.tokens
+            )
+        return _Failed(StreamError("the backend stream ended without a final response"))
+
+    def _attempt_request(self, job: InferenceJob) -> InferenceRequest:
+        """``job``'s request as this attempt sends it: on its cache line, and going on from
+        what earlier attempts generated."""
         request = job.request
         slot_id = job.line if job.line is not None else self._slot_id
         if slot_id is not None and request.slot_id != slot_id:
             request = msgspec.structs.replace(request, slot_id=slot_id)
         if job.prefill:
             request = continued_request(request, job.prefill, job.continuation, job.decoded)
-        scope = job.attempt_scope
-        assert scope is not None, "the scheduler sets the attempt scope before dispatch"
-        partial: list[str] = []
-        tokens = 0
-        tool_delta = False
+        return request
+
+    async def _whole(self, request: InferenceRequest) -> _Completed | _Failed:
+        """A call fetched whole, under the whole-call limit."""
+        whole_limit = self._limits.whole_call_limit(request)
         final: LLMResponse | None = None
-        try:
-            with scope:
-                if job.whole:
-                    whole_limit = self._limits.whole_call_limit(request)
-                    with trio.move_on_after(whole_limit):
-                        final = await self._client.send(request)
-                    if final is None:
-                        return _Failed(self._stalled(0, whole_limit, 0, whole=True))
-                    return _Completed(final)
-                # One watch over opening the stream and every chunk: its deadline starts at the
-                # first-token limit (the response headers wait on prefill too) and moves with
-                # each chunk that arrives.
-                received = 0
-                prefill: PromptProgressChunk | None = None  # the backend's last report on it
-                reported_at: float | None = None  # when it came
-                pace = self._pace
-                limit = self._limits.first_token_limit(request)  # the wait being watched now
-                between = self._limits.between_chunks_s
-                watch = trio.CancelScope(deadline=trio.current_time() + limit)
-                with watch:
-                    async with self._client.stream(request) as chunks:
-                        async for chunk in chunks:
-                            self._reached.seen = True  # it answered: a later refusal is a restart
-                            now = trio.current_time()
-                            if pace is not None and received == 0 and reported_at is not None:
-                                pace.moved(now - reported_at)
-                            if isinstance(chunk, PromptProgressChunk):
-                                # Still reading the prompt: the wait restarts, for what is left
-                                # of it -- no longer than the slot's reports usually take. Only
-                                # the slot reads these; the caller never sees them.
-                                prefill, reported_at = chunk, now
-                                limit = self._limits.prefill_limit(chunk)
-                                learned = pace.next_limit() if pace is not None else None
-                                limit = limit if learned is None else min(limit, learned)
-                                watch.deadline = now + limit
-                                continue
-                            received += 1
-                            limit = math.inf if between is None else between
-                            watch.deadline = trio.current_time() + limit
-                            if isinstance(chunk, FinalChunk):
-                                final = chunk.response
-                                break
-                            if isinstance(chunk, TextDeltaChunk):
-                                partial.append(chunk.text)
-                            elif isinstance(chunk, ToolCallDeltaChunk):
-                                tool_delta = True
-                            elif isinstance(chunk, ResetChunk):
-                                partial.clear()
-                                tokens = 0
-                                tool_delta = False
-                            if isinstance(
-                                chunk, TextDeltaChunk | ReasoningDeltaChunk | ToolCallDeltaChunk
-                            ):
-                                tokens += 1
-                                if job.first_token_at is None:
-                                    job.first_token_at = trio.current_time()
-                            job.send.send_nowait(chunk)
-                if watch.cancelled_caught:
-                    return _Failed(
-                        self._stalled(received, limit, job.decoded + tokens, prefill=prefill)
-                    )
-        except trio.BrokenResourceError:
-            job.abandoned = True  # the caller closed its end: nobody wants the rest
-            return _Abandoned()
-        except BackendError as exc:
-            if exc.kind is FaultKind.RESET_MID_STREAM and (tokens or partial or tool_delta):
-                text = "".join(partial)
-                return _CutOff(exc, text, continuable=not tool_delta, tokens=tokens)
-            return _Failed(exc)
-        except Exception as exc:  # noqa: BLE001 -- not swallowed: delivered to the caller, who owns it
-            return _Failed(exc)
-        if final is not None:
-            return _Completed(with_prefill(final, job.prefill))
-        if job.abandoned:
-            return _Abandoned()
-        if job.preempt_requested:
-            return _Preempted("".join(partial), continuable=not tool_delta, tokens=tokens)
-        return _Failed(StreamError("the backend stream ended without a final response"))
+        with trio.move_on_after(whole_limit):
+            final = await self._client.send(request)
+        if final is None:
+            return _Failed(self._stalled(0, whole_limit, 0, whole=True))
+        return _Completed(final)
+
+    async def _stream(
+        self, job: InferenceJob, request: InferenceRequest, attempt: _Attempt
+    ) -> None:
+        """Stream ``request`` to ``job``'s caller under ``attempt``'s watch: one deadline over
+        opening the stream and every chunk, starting at the first-token limit (the response
+        headers wait on prefill too) and moving with each chunk that arrives."""
+        with attempt.watch:
+            async with self._client.stream(request) as chunks:
+                async for chunk in chunks:
+                    self._reached.seen = True  # it answered: a later refusal is a restart
+                    now = trio.current_time()
+                    attempt.moved(now)
+                    if isinstance(chunk, PromptProgressChunk):
+                        # Only the slot reads these; the caller never sees them.
+                        attempt.reported(chunk, now)
+                        continue
+                    if attempt.arrived(chunk, now):
+                        return
+                    if attempt.tokens and job.first_token_at is None:
+                        job.first_token_at = trio.current_time()
+                    job.send.send_nowait(chunk)
+
+
+class _Attempt:
+    """One streamed attempt: what reached the caller (text, tokens, native tool-call deltas,
+    the final response) and the stall watch over it, whose deadline each chunk moves."""
+
+    def __init__(
+        self, limits: StallLimits, pace: ReportPace | None, request: InferenceRequest
+    ) -> None:
+        self._limits = limits
+        self._pace = pace
+        self._partial: list[str] = []
+        self.tokens = 0
+        self.tool_delta = False
+        self.final: LLMResponse | None = None
+        self.received = 0  # chunks other than progress reports
+        self.prefill: PromptProgressChunk | None = None  # the backend's last report on it
+        self._reported_at: float | None = None  # when it came
+        self.limit = limits.first_token_limit(request)  # the wait being watched now
+        self.watch = trio.CancelScope(deadline=trio.current_time() + self.limit)
+
+    @property
+    def text(self) -> str:
+        return "".join(self._partial)
+
+    @property
+    def began(self) -> bool:
+        """Whether any of the reply reached the caller since the last reset."""
+        return bool(self.tokens or self._partial or self.tool_delta)
+
+    def moved(self, now: float) -> None:
+        """A chunk came: the first after a progress report tells the slot's pace how long
+        that wait was."""
+        if self._pace is not None and self.received == 0 and self._reported_at is not None:
+            self._pace.moved(now - self._reported_at)
+
+    def reported(self, chunk: PromptProgressChunk, now: float) -> None:
+        """Still reading the prompt: the wait restarts, for what is left of it -- no longer
+        than the slot's reports usually take."""
+        self.prefill, self._reported_at = chunk, now
+        limit = self._limits.prefill_limit(chunk)
+        learned = self._pace.next_limit() if self._pace is not None else None
+        self.limit = limit if learned is None else min(limit, learned)
+        self.watch.deadline = now + self.limit
+
+    def arrived(self, chunk: object, now: float) -> bool:
+        """A chunk of the reply: counted, the watch moved to the gap allowed between chunks.
+        True for the final one (kept as :attr:`final`), which the caller is not sent."""
+        self.received += 1
+        between = self._limits.between_chunks_s
+        self.limit = math.inf if between is None else between
+        self.watch.deadline = now + self.limit
+        if isinstance(chunk, FinalChunk):
+            self.final = chunk.response
+            return True
+        if isinstance(chunk, TextDeltaChunk):
+            self._partial.append(chunk.text)
+        elif isinstance(chunk, ToolCallDeltaChunk):
+            self.tool_delta = True
+        elif isinstance(chunk, ResetChunk):
+            self._partial.clear()
+            self.tokens = 0
+            self.tool_delta = False
+        if isinstance(chunk, TextDeltaChunk | ReasoningDeltaChunk | ToolCallDeltaChunk):
+            self.tokens += 1
+        return False
 
 
 def _stalled_message(slot: str, phase: str, waited: float, tokens: int) -> str:

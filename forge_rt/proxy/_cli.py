@@ -106,46 +106,20 @@ def build_config(
     ``MODEL=URL`` serves ``MODEL`` (the others ``model``), and where they name several models
     each request goes to the servers of the model it asks for.
     """
-    (first_model, backend), *more_backends = [_named_url(each) for each in _urls(backend)]
-    if backend == "sim":
-        raise ValueError(
-            "the proxy fronts --backend local or a URL; for a simulated backend run "
-            "`forge-rt sim` and give its URL as --backend"
-        )
-    url = None if backend == "local" else backend
-    if url is not None and not url.startswith(("http://", "https://")):
-        raise ValueError(f"--backend {backend!r} is neither local, sim nor an http(s):// URL")
-    embedded = url is None and gguf is None and model_path is None
-    keys: list[KeyProfile] = []
-    priority = _priority(default_priority)
-    for i, key in enumerate(api_keys):
-        name = "default" if len(api_keys) == 1 else f"key{i + 1}"
-        keys.append(KeyProfile(key=SecretStr(key), name=name, priority=priority))
-    if key_file is not None:
-        keys.extend(load_key_file(key_file))
-    backend_config = BackendConfig(
-        kind=backend_kind if url is not None else None,
-        url=url,
+    backend_config, more = _backends(
+        backend,
+        kind=backend_kind,
         api_key=SecretStr(backend_api_key) if backend_api_key else None,
-        model=None if embedded else first_model or model,
+        model=model,
         gguf=gguf,
         model_path=model_path,
-        embedded_model=model if embedded else None,
         executable=tuple(shlex.split(backend_command)) if backend_command else None,
-        n_ctx=n_ctx * parallel,
-        n_parallel=parallel,
+        n_ctx=n_ctx,
+        parallel=parallel,
         timeout_s=backend_timeout,
     )
-    more = tuple(
-        BackendConfig(
-            kind=backend_kind,
-            url=each,
-            api_key=SecretStr(backend_api_key) if backend_api_key else None,
-            model=named or model,
-            timeout_s=backend_timeout,
-        )
-        for named, each in more_backends
-    )
+    priority = _priority(default_priority)
+    keys = _keys(api_keys, key_file, priority)
     return ProxyConfig(
         host=host,
         port=port,
@@ -174,6 +148,68 @@ def build_config(
         served_model=served_model,
         policy=Policy.load(policy) if policy is not None else None,
     )
+
+
+def _backends(
+    backend: str | Sequence[str],
+    *,
+    kind: str,
+    api_key: SecretStr | None,
+    model: str | None,
+    gguf: Path | None,
+    model_path: str | None,
+    executable: tuple[str, ...] | None,
+    n_ctx: int,
+    parallel: int,
+    timeout_s: float,
+) -> tuple[BackendConfig, tuple[BackendConfig, ...]]:
+    """The first backend and the further ``--backend`` URLs (see :func:`build_config`)."""
+    (first_model, first), *more = [_named_url(each) for each in _urls(backend)]
+    if first == "sim":
+        raise ValueError(
+            "the proxy fronts --backend local or a URL; for a simulated backend run "
+            "`forge-rt sim` and give its URL as --backend"
+        )
+    url = None if first == "local" else first
+    if url is not None and not url.startswith(("http://", "https://")):
+        raise ValueError(f"--backend {first!r} is neither local, sim nor an http(s):// URL")
+    embedded = url is None and gguf is None and model_path is None
+    config = BackendConfig(
+        kind=kind if url is not None else None,
+        url=url,
+        api_key=api_key,
+        model=None if embedded else first_model or model,
+        gguf=gguf,
+        model_path=model_path,
+        embedded_model=model if embedded else None,
+        executable=executable,
+        n_ctx=n_ctx * parallel,
+        n_parallel=parallel,
+        timeout_s=timeout_s,
+    )
+    others = tuple(
+        BackendConfig(
+            kind=kind, url=each, api_key=api_key, model=named or model, timeout_s=timeout_s
+        )
+        for named, each in more
+    )
+    return config, others
+
+
+def _keys(api_keys: tuple[str, ...], key_file: Path | None, priority: int) -> list[KeyProfile]:
+    """The inbound keys: each ``--api-key`` (named ``default``, or ``key1``, ``key2``, ...)
+    at ``priority``, then the key file's profiles."""
+    keys = [
+        KeyProfile(
+            key=SecretStr(key),
+            name="default" if len(api_keys) == 1 else f"key{i + 1}",
+            priority=priority,
+        )
+        for i, key in enumerate(api_keys)
+    ]
+    if key_file is not None:
+        keys.extend(load_key_file(key_file))
+    return keys
 
 
 async def _serve(config: ProxyConfig, console: Console) -> None:

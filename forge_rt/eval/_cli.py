@@ -70,7 +70,7 @@ from forge_rt.eval._report import (
     render_html,
     report_table,
 )
-from forge_rt.eval._rule_audit import rule_audit
+from forge_rt.eval._rule_audit import fired_in, rule_audit
 from forge_rt.eval._runner import EvalPlan, lines_for, pending_runs, run_eval, sim_client
 from forge_rt.eval._scenario import Scenario, select_from
 from forge_rt.eval._split import SPLITS, SplitName, split_of, take_split
@@ -836,10 +836,24 @@ def report_command(path: Path, html_path: Path | None, group_by: str) -> None:
     show_default=True,
     help="The arm each rule is audited in, and each without:RULE arm is paired with.",
 )
-def rules_command(path: Path, baseline: str) -> None:
+@click.option(
+    "--fired",
+    "fired_rule",
+    default=None,
+    metavar="RULE",
+    help="Print only the ids of the cases RULE fired in, comma-separated (for --scenarios).",
+)
+def rules_command(path: Path, baseline: str, fired_rule: str | None) -> None:
     """Print the per-rule audit of an eval's results file: for each guardrail rule, the runs it
     fired in and how many of them ended correct, and, where the file holds the arm
     without:RULE, the runs the rule turned right and wrong, with McNemar's p."""
+    if fired_rule is not None:
+        try:
+            cases = fired_in(read_records(path), fired_rule, baseline=baseline)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--fired") from None
+        click.echo(",".join(cases))
+        return
     try:
         lines = rule_audit(read_records(path), baseline=baseline)
     except ValueError as exc:

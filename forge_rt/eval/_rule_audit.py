@@ -25,7 +25,7 @@ from forge_rt.eval._metrics import mcnemar_p
 from forge_rt.eval._record import RunRecord
 from forge_rt.guardrails import RULES
 
-__all__ = ["RuleLine", "rule_audit"]
+__all__ = ["RuleLine", "fired_in", "rule_audit"]
 
 
 class RuleLine(msgspec.Struct, frozen=True, kw_only=True):
@@ -96,3 +96,20 @@ def rule_audit(records: Iterable[RunRecord], *, baseline: str = "full") -> list[
             )
         lines.append(line)
     return lines
+
+
+def fired_in(records: Iterable[RunRecord], rule: str, *, baseline: str = "full") -> list[str]:
+    """The cases of the arm ``baseline`` in which ``rule`` fired, once each, in file order:
+    what a pairing of a rule that judges replies needs to run (``-s``). Raises ``ValueError``
+    for a rule that is not in the registry or not counted (it shapes requests: pair it on
+    every case)."""
+    known = {r.name: r for r in RULES}
+    if rule not in known:
+        raise ValueError(f"no rule named {rule!r}; the rules are {', '.join(known)}")
+    if known[rule].stage not in _DECIDING:
+        raise ValueError(
+            f"{rule} acts in the {known[rule].stage} stage, where a firing is not recorded "
+            "per run: pair it on every case"
+        )
+    cases = [r.scenario for r in records if r.ablation == baseline and _fired(r, rule)]
+    return list(dict.fromkeys(cases))

@@ -76,3 +76,18 @@ def test_the_command_prints_the_audit(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     chain = next(line for line in result.output.splitlines() if "chain_ends" in line)
     assert [cell.strip() for cell in chain.split("│")[3:7]] == ["2/4", "1/2", "2", "0"]
+
+
+def test_the_cases_a_rule_fired_in_are_listed_for_a_pairing(tmp_path: Path) -> None:
+    out = tmp_path / "r.jsonl"
+    out.write_bytes(b"".join(msgspec.json.encode(r) + b"\n" for r in RECORDS))
+    result = CliRunner().invoke(eval_command, ["rules", str(out), "--fired", "chain_ends"])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == "a,b"
+    shaping = CliRunner().invoke(eval_command, ["rules", str(out), "--fired", "call_list"])
+    assert shaping.exit_code == 2
+    assert "pair it on every case" in shaping.output
+    assert (
+        "no rule named 'chain_end'"
+        in CliRunner().invoke(eval_command, ["rules", str(out), "--fired", "chain_end"]).output
+    )

@@ -297,6 +297,12 @@ def test_a_bad_backend_is_refused_with_the_fix(backend: str, message: str) -> No
         DemoConfig(backend=backend)
 
 
+def test_several_servers_are_started_not_named() -> None:
+    """A URL is one server someone runs: the demo starts several of local or sim only."""
+    with pytest.raises(ValueError, match="a URL names one server you run"):
+        DemoConfig(backend="http://127.0.0.1:9", servers=2)
+
+
 # --- a whole run ---------------------------------------------------------------------------------
 
 
@@ -328,6 +334,29 @@ async def test_sim_demo_runs_all_four_agents_and_measures_the_voice_ahead(
     assert sum(report.rescues.values()) > 0
     kinds = {e.kind for e in events}
     assert {"start", "arrive", "preempted", "rescued", "done"} <= kinds
+
+
+async def test_the_demo_runs_on_a_fleet_of_two_servers_and_shows_each_lane(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """--servers 2: the agents spread over two simulated servers; the view has a line a lane."""
+    ticks: list[str] = []
+
+    def on_tick(monitor: DemoMonitor) -> None:
+        console = Console(record=True, width=130, color_system=None)
+        console.print(render(monitor, "forge-rt demo"))
+        ticks.append(console.export_text())
+
+    with trio.fail_after(60):
+        report = await run_demo(DemoConfig(**FAST, servers=2), on_tick=on_tick)
+    assert report.completions == 4
+    assert "2 servers as one fleet" in report.backend
+    assert report.backend.count("http://127.0.0.1:") == 2
+    final = ticks[-1]
+    done = [int(m) for m in re.findall(r"lane[01] \w+ · \d+ in flight · (\d+) done", final)]
+    assert len(done) == 2, final
+    assert min(done) > 0, final  # both servers served calls
+    assert sum(done) == report.slot_calls
 
 
 async def test_voice_at_a_fixed_time_arrives_then(autojump_clock: trio.testing.MockClock) -> None:

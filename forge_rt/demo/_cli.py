@@ -70,6 +70,13 @@ def _default(name: str) -> Any:
     "on a URL backend].",
 )
 @click.option(
+    "--servers",
+    type=click.IntRange(1, 8),
+    default=_default("servers"),
+    show_default=True,
+    help="With local or sim: start this many backends, run as one fleet (each shown as a lane).",
+)
+@click.option(
     "--voice-at",
     type=float,
     default=None,

@@ -41,6 +41,8 @@ class DemoConfig(BaseModel):
     preempted agent returns to its own cached prompt and the voice agent keeps its prefix warm;
     ``None`` (the default) is one per agent on the embedded and simulated backends, which are
     started with that many slots, and none on a URL backend (give its ``--parallel``).
+    ``servers``: with ``local`` or ``sim``, start that many backends, run as one fleet (each
+    with its own SlotWorker and cache lines; the view shows each as a lane).
     ``constrain``: the agents' constrained-decoding mode; ``auto`` (the default) constrains where
     the backend can, the measured best on small models; ``never`` lets the model write calls its
     own way, so the guardrails' rescues show.
@@ -54,6 +56,7 @@ class DemoConfig(BaseModel):
     model: str | None = None
     n_ctx: int = Field(default=DEFAULT_N_CTX, ge=512)
     cache_lines: int | None = Field(default=None, ge=1)
+    servers: int = Field(default=1, ge=1, le=8)
     voice_at: float | None = Field(default=None, ge=0)
     background_priority: int = 10
     voice_priority: int = 0
@@ -95,6 +98,11 @@ class DemoConfig(BaseModel):
                     f"one of: {', '.join(MODELS)}"
                 )
         url = self.backend not in ("local", "sim")
+        if url and self.servers > 1:
+            raise ValueError(
+                "servers starts several of the embedded or simulated backend; a URL names one "
+                "server you run"
+            )
         if url and self.backend_kind == "anthropic" and self.backend_api_key is None:
             raise ValueError("an anthropic backend needs its API key (--backend-api-key)")
         return self
@@ -107,10 +115,11 @@ class DemoConfig(BaseModel):
 
     def describe_backend(self) -> str:
         """One line naming the backend, for the view and the summary."""
+        shape = "one slot" if self.servers == 1 else f"{self.servers} servers as one fleet"
         if self.backend == "local":
-            return f"embedded {self.model or 'qwen2.5-coder-0.5b'} (llama.cpp, one slot)"
+            return f"embedded {self.model or 'qwen2.5-coder-0.5b'} (llama.cpp, {shape})"
         if self.backend == "sim":
-            return f"simulated backend (0.5B speed x{self.sim_speed:g}, one slot)"
+            return f"simulated backend (0.5B speed x{self.sim_speed:g}, {shape})"
         return f"{self.backend_kind} server at {self.backend}"
 
 

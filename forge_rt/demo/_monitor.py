@@ -13,7 +13,7 @@ import collections
 import enum
 import functools
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 
 import msgspec
@@ -38,7 +38,7 @@ from forge_rt.core import (
     Workflow,
 )
 from forge_rt.guardrails import rescue, workflow_tool_specs
-from forge_rt.runtime import SlotStats
+from forge_rt.runtime import LaneReport, SlotStats
 
 __all__ = ["AgentState", "AgentView", "DemoEvent", "DemoMonitor", "EventSink", "ObservedClient"]
 
@@ -138,6 +138,8 @@ class DemoMonitor:
         self.agents: dict[str, AgentView] = {}
         self.events: list[DemoEvent] = []
         self.slot: SlotStats | None = None
+        self.lanes: Sequence[LaneReport] = ()
+        """Each backend of a fleet, as its last poll found it (none with one backend)."""
         self.voice_trigger = trio.Event()
         self._on_event = on_event
         self._t0 = trio.current_time()
@@ -197,6 +199,10 @@ class DemoMonitor:
     def slot_stats(self, stats: SlotStats) -> None:
         """A fresh snapshot of the slot's queue and counters."""
         self.slot = stats
+
+    def lane_reports(self, lanes: Sequence[LaneReport]) -> None:
+        """A fresh snapshot of each backend of a fleet."""
+        self.lanes = lanes
 
     # --- hooks the runtime calls --------------------------------------------------------------
 

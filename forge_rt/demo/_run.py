@@ -12,7 +12,7 @@ that will not start, or a transport fault mid-run, ends the demo with that typed
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 
 import trio
 
@@ -38,7 +38,7 @@ from forge_rt.errors import (
     ForgeError,
     WorkflowCancelledError,
 )
-from forge_rt.runtime import PreemptPolicy, Session, WorkflowHandle
+from forge_rt.runtime import Fleet, PreemptPolicy, Session, SlotStats, WorkflowHandle
 
 __all__ = ["TickSink", "open_backend", "run_demo"]
 
@@ -53,8 +53,9 @@ _FATAL = (BackendFailureError, ConstraintUnsupportedError)
 @asynccontextmanager
 async def open_backend(
     config: DemoConfig, *, lines: int | None = None
-) -> AsyncIterator[tuple[LLMClient, str]]:
-    """The demo's client and a line describing the backend; the backend stops on exit.
+) -> AsyncIterator[tuple[list[LLMClient], str]]:
+    """The demo's clients (``config.servers`` of them) and a line describing the backend; the
+    backends stop on exit.
 
     ``lines``: the embedded and simulated backends start with that many slots (each with the
     whole ``n_ctx``), for the SlotWorker's cache lines. Raises what starting the backend raises
@@ -63,6 +64,20 @@ async def open_backend(
     """
     slots = lines or 1
     shape = "one slot" if slots == 1 else f"one generation at a time over {slots} cache lines"
+    each = "" if config.servers == 1 else f"{config.servers} servers as one fleet, each with "
+    async with AsyncExitStack() as stack:
+        clients: list[LLMClient] = []
+        urls: list[str] = []
+        for _ in range(config.servers):
+            client, url, what = await stack.enter_async_context(_one_backend(config, slots))
+            clients.append(client)
+            urls.append(url)
+        yield clients, f"{what} at {', '.join(urls)}, {each}{shape}"
+
+
+@asynccontextmanager
+async def _one_backend(config: DemoConfig, slots: int) -> AsyncIterator[tuple[LLMClient, str, str]]:
+    """One backend of the demo: its client, its URL and what it is."""
     if config.backend == "local":
         from forge_rt.backends.local import DEFAULT_MODEL, LocalModelServer
 
@@ -72,22 +87,19 @@ async def open_backend(
             ) as server,
             LlamaServerClient(server.url, generation="raw") as client,
         ):
-            yield client, f"embedded {server.model.name} (llama.cpp) at {server.url}, {shape}"
+            yield client, server.url, f"embedded {server.model.name} (llama.cpp)"
     elif config.backend == "sim":
         async with (
             SimBackend.serve(demo_sim_config(config, slots=slots)) as sim,
             LlamaServerClient(sim.url) as client,
         ):
-            yield (
-                client,
-                (f"simulated 0.5B model (x{config.sim_speed:g} speed) at {sim.url}, {shape}"),
-            )
+            yield client, sim.url, f"simulated 0.5B model (x{config.sim_speed:g} speed)"
     else:
         options: dict[str, object] = {"model": config.model}
         if config.backend_api_key is not None and config.backend_kind != "ollama":
             options["api_key"] = config.backend_api_key.get_secret_value()
         async with make_client(config.backend_kind, config.backend, **options) as client:
-            yield client, f"{config.backend_kind} server at {config.backend}"
+            yield client, config.backend, f"{config.backend_kind} server"
 
 
 async def run_demo(
@@ -179,14 +191,15 @@ class _Demo:
         config, monitor = self.config, self.monitor
         monitor.note("demo", "backend", f"starting the {config.describe_backend()}")
         lines = config.lines(len(self.agents))
-        async with open_backend(config, lines=lines) as (client, label):
+        async with open_backend(config, lines=lines) as (clients, label):
             monitor.note("demo", "backend", f"backend: {label}")
             sampling = Sampling(
                 temperature=config.temperature, max_tokens=config.max_tokens, seed=config.seed
             )
-            observed = ObservedClient(client, monitor, {a.task: a.name for a in self.agents})
+            tasks = {a.task: a.name for a in self.agents}
+            observed = [ObservedClient(client, monitor, tasks) for client in clients]
             async with Session.open(
-                observed,
+                clients=observed,
                 slot_policy=PreemptPolicy.ALWAYS,
                 cache_lines=lines,
                 max_iterations=config.max_iterations,
@@ -212,8 +225,7 @@ class _Demo:
                 run_busy = (await session.slot.stats()).busy_s - busy_before
                 if not self.fatal:
                     await self._idle_voice(session)
-                stats = await session.slot.stats()
-                monitor.slot_stats(stats)
+                stats = await self._refresh(session)
         if self.fatal:
             raise self.fatal[0]
         return DemoReport(
@@ -279,10 +291,22 @@ class _Demo:
             self.idle_ttft = first[0] - arrived
 
     async def _poll(self, session: Session) -> None:
-        """Refresh the monitor's slot statistics until cancelled."""
+        """Refresh the monitor's slot statistics (and a fleet's lanes) until cancelled."""
         while True:
-            self.monitor.slot_stats(await session.slot.stats())
+            await self._refresh(session)
             await trio.sleep(self.tick_s)
+
+    async def _refresh(self, session: Session) -> SlotStats:
+        """The slot's statistics now, given to the monitor with a fleet's lanes."""
+        slot = session.slot
+        if not isinstance(slot, Fleet):
+            stats = await slot.stats()
+        else:  # one ask of each lane serves the lanes and their sum
+            lanes = await slot.lane_reports()
+            self.monitor.lane_reports(lanes)
+            stats = slot.summed([lane.stats for lane in lanes])
+        self.monitor.slot_stats(stats)
+        return stats
 
     async def _voice(
         self, session: Session, spec: AgentSpec, scope: trio.CancelScope, started: float

@@ -123,7 +123,7 @@ def render(monitor: DemoMonitor, title: str) -> RenderableType:
     events = Text()
     for event in monitor.events[-_RECENT:]:
         events.append(event_line(event) + "\n", style=_EVENT_STYLES.get(event.kind, ""))
-    return Group(table, _slot_line(monitor), Text(""), events)
+    return Group(table, _slot_line(monitor), *_lane_lines(monitor), Text(""), events)
 
 
 def _first_ttft(view: AgentView) -> str:
@@ -161,3 +161,18 @@ def _slot_line(monitor: DemoMonitor) -> Text:
         ("rescues ", "bold"),
         (by_dialect, "cyan"),
     )
+
+
+def _lane_lines(monitor: DemoMonitor) -> list[Text]:
+    """One line per backend of a fleet: busy or idle, its calls in flight, whether it takes
+    new calls, what it completed."""
+    return [
+        Text.assemble(
+            (f"  {lane.name} ", "bold"),
+            ("busy", "green") if lane.stats.running else ("idle", "dim"),
+            f" · {lane.in_flight} in flight · {lane.stats.completed} done · ",
+            ("in rotation", "") if lane.in_rotation else ("out of rotation", "red"),
+            (f" · {lane.failovers} failovers", "yellow") if lane.failovers else "",
+        )
+        for lane in monitor.lanes
+    ]

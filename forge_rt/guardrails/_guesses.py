@@ -146,10 +146,12 @@ class ArgumentGrounding:
 
     def seen(self, value: str | int | float) -> bool:
         """Whether ``value`` is among the facts: a string anywhere in them (case folded), a
-        number as any number they hold."""
+        number as any number they hold, whatever its sign (the facts' numbers are read
+        without one: a hyphen is as often a date's or a range's as a minus, and ``-74.006``
+        is given by "-74.0060" as ``4`` is by "2024-04")."""
         if isinstance(value, str):
             return value.strip().lower() in self._text()
-        return float(value) in self._numeric()
+        return abs(float(value)) in self._numeric()
 
     def _seen(self, value: str | int | float, schema: Any) -> bool:
         """Whether ``value`` is among the facts, or one its schema lists."""

@@ -176,25 +176,29 @@ def test_the_note_copied_back_as_text_is_no_answer() -> None:
     assert guard.check(answer, text_offered=True) == TextAnswer(text=answer, rule="prose_answers")
 
 
-def _several(options: GuardrailOptions) -> Guardrails:
-    reef = ToolSpec(
-        name="reef_depth",
-        parameters={
-            "type": "object",
-            "properties": {"reef": {"type": "string"}},
-            "required": ["reef"],
-        },
-    )
-    scale = ToolSpec(
-        name="to_fathoms",
-        parameters={
-            "type": "object",
-            "properties": {"metres": {"type": "number"}},
-            "required": ["metres"],
-        },
-    )
-    guard = Guardrails([reef, scale], options=options, respond_tool=True)
-    guard.new_turn("How deep is Coral Bank, in fathoms?")
+REEF = ToolSpec(
+    name="reef_depth",
+    parameters={
+        "type": "object",
+        "properties": {"reef": {"type": "string"}},
+        "required": ["reef"],
+    },
+)
+SCALE = ToolSpec(
+    name="to_fathoms",
+    parameters={
+        "type": "object",
+        "properties": {"metres": {"type": "number"}},
+        "required": ["metres"],
+    },
+)
+
+
+def _several(
+    options: GuardrailOptions, request: str = "How deep is Coral Bank, in fathoms?"
+) -> Guardrails:
+    guard = Guardrails([REEF, SCALE], options=options, respond_tool=True)
+    guard.new_turn(request)
     return guard
 
 
@@ -218,6 +222,24 @@ def test_a_call_with_a_value_from_nowhere_waits_for_the_results_of_its_siblings(
     assert "metres=31.5" in held.nudge.content
     off = _several(GuardrailOptions())
     assert [c.tool for c in off.check(reply).calls] == ["reef_depth", "to_fathoms"]  # type: ignore[union-attr]
+
+
+def test_a_negative_number_the_request_gives_is_no_value_from_nowhere() -> None:
+    """The request writes the depth with a minus sign and a trailing zero; the call's number
+    is the same value, so nothing is held (the facts' numbers are read without a sign)."""
+    guard = _several(
+        GuardrailOptions().enabling("unseen_values"),
+        "Coral Bank lies at -31.50 metres; how deep is Kelp Shelf, and Coral Bank?",
+    )
+    action = guard.check(
+        [
+            ToolCall(tool="reef_depth", args={"reef": "Kelp Shelf"}, call_id="a"),
+            ToolCall(tool="to_fathoms", args={"metres": -31.5}, call_id="b"),
+        ]
+    )
+    assert isinstance(action, Execute)
+    assert action.refused == []
+    assert [c.tool for c in action.calls] == ["reef_depth", "to_fathoms"]
 
 
 def test_a_single_call_or_a_reply_all_from_nowhere_is_not_held() -> None:

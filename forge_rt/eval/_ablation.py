@@ -78,7 +78,7 @@ it (see :data:`~forge_rt.guardrails.RULES`)."""
 WITH = "with:"
 """The prefix of ``with:NAME``: the default with the rule ``NAME`` on, for a rule that is off by
 default and not yet judged (pair it with ``full`` on dev). Either prefix takes several rules
-joined by ``+`` (``with:call_list+unseen_values``)."""
+joined by ``+`` (``with:call_list+unfounded_calls``)."""
 
 
 def ablation(name: str) -> Ablation:

@@ -64,17 +64,16 @@ def _rejected_batch(calls: list[ToolCall], nudges: list[Nudge], content: str) ->
 class Refusal(msgspec.Struct, frozen=True, kw_only=True):
     """One call of an accepted reply that may not run yet, and the tool-channel nudge that
     answers it (``nudge.call_id`` is ``call.call_id``); ``reason`` says why: a terminal call
-    too early or a prerequisite missing (the rule ``steps``), or a value the call needs from
-    the results of the reply's other calls (the rule ``unseen_values``)."""
+    too early or a prerequisite missing (the rule ``steps``)."""
 
     call: ToolCall
     nudge: Nudge
-    reason: Literal["premature_terminal", "prerequisite", "unseen_values"]
+    reason: Literal["premature_terminal", "prerequisite"]
 
     @property
     def rule(self) -> str:
         """The rule of the pipeline that refused the call."""
-        return "unseen_values" if self.reason == "unseen_values" else "steps"
+        return "steps"
 
     def __post_init__(self) -> None:
         if self.nudge.call_id != self.call.call_id:

@@ -104,7 +104,6 @@ from forge_rt.guardrails._steps import StepEnforcer
 from forge_rt.guardrails._unfounded import (
     UnfoundedCalls,
     unfounded_call_text,
-    unseen_values_text,
 )
 from forge_rt.guardrails._validator import (
     CallKey,
@@ -745,10 +744,6 @@ class Guardrails:
             if isinstance(verdict, _Dropped):
                 runnable = [c for c in runnable if c not in verdict.calls]
                 dropped += len(verdict.calls)
-            elif isinstance(verdict, _Held):
-                refused.extend(verdict.refusals)  # answered by their refusals; the rest runs
-                held = {r.call.call_id for r in verdict.refusals}
-                runnable = [c for c in runnable if c.call_id not in held]
             elif isinstance(verdict, StepBlocked):
                 blocked = _with_refusals(verdict, result.calls, refused)
                 return msgspec.structs.replace(blocked, rule=name)
@@ -770,7 +765,6 @@ class Guardrails:
             "answered_calls": self._answered_again,
             "unrelated_tools": self._unrelated,
             "unfounded_calls": self._from_nowhere,
-            "unseen_values": self._unseen,
             "guessed_values": self._guessed,
             "listing_pick": self._picked_wrong,
             "named_row": self._unlisted,
@@ -891,29 +885,6 @@ class Guardrails:
             and not related(asked, t)
         )
         return [call_nudge(c, unrelated_call_text(c, self._specs[c.tool])) for c in found]
-
-    def _unseen(self, runnable: Sequence[ToolCall], reply: _Reply) -> _Held | None:
-        """The calls of a reply of several to hold back: those with a value found nowhere,
-        while the other calls are made of given values (the rule ``unseen_values``). A small
-        model that writes a list of calls chains a dependent call with a value it guessed for
-        a result it has not seen; the given calls run, and it can send that one again."""
-        calls = self._tool_calls(runnable)
-        if len(calls) < 2:
-            return None
-        unseen = {c.call_id: self._unfounded.unseen(c, self._specs) for c in calls}
-        held = [c for c in calls if unseen[c.call_id]]
-        if not held or len(held) == len(calls):
-            return None
-        log.info("guardrails.unseen_values", tools=[c.tool for c in held])
-        refusals = tuple(
-            Refusal(
-                call=c,
-                nudge=call_nudge(c, unseen_values_text(c, unseen[c.call_id])),
-                reason="unseen_values",
-            )
-            for c in held
-        )
-        return _Held(refusals=refusals)
 
     def _guessed(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
         """The corrections for the calls of a reply with a value from nowhere -- an id, a path,
@@ -1453,16 +1424,7 @@ class _Passed(msgspec.Struct, frozen=True, kw_only=True):
     dropped: int
 
 
-class _Held(msgspec.Struct, frozen=True, kw_only=True):
-    """A judge's verdict that some calls may not run yet, each answered by its refusal, while
-    the rest of the reply runs."""
-
-    refusals: tuple[Refusal, ...]
-
-
-_Judge = Callable[
-    [Sequence[ToolCall], _Reply], "list[Nudge] | StepBlocked | _Dropped | _Held | None"
-]
+_Judge = Callable[[Sequence[ToolCall], _Reply], "list[Nudge] | StepBlocked | _Dropped | None"]
 """A ``calls`` or ``answer`` rule: the corrections of the reply (empty: no objection), or the
 loop guard's block."""
 

@@ -50,7 +50,6 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     answered_calls: bool = True
     unrelated_tools: bool = True
     unfounded_calls: bool = False
-    unseen_values: bool = False
     guessed_values: bool = True
     listing_pick: bool = True
     named_row: bool = True

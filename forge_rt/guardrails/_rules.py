@@ -136,15 +136,6 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
-        name="unseen_values",
-        stage="calls",
-        reads="each call of a reply of several, against all the model was given",
-        does=(
-            "holds back a call with a value found nowhere while the reply's other calls, made "
-            "of given values, run: it may need their results"
-        ),
-    ),
-    Rule(
         name="guessed_values",
         stage="calls",
         reads="ids, paths and fractional numbers in the calls, the facts given, pending steps",

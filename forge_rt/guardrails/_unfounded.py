@@ -37,7 +37,6 @@ __all__ = [
     "Unfounded",
     "UnfoundedCalls",
     "unfounded_call_text",
-    "unseen_values_text",
 ]
 
 # The most values a note names: enough to recognise the call, short enough to read.
@@ -105,15 +104,6 @@ class UnfoundedCalls:
         self._spent = True
         return list(calls)
 
-    def unseen(
-        self, call: ToolCall, specs: Mapping[str, ToolSpec]
-    ) -> tuple[tuple[str, str | int | float], ...]:
-        """The values of ``call`` found nowhere in what the model was given (nor in its tool's
-        own text); empty before the turn's request is known."""
-        if not self._facts.request_known:
-            return ()
-        return tuple((path, value) for path, value, seen in self._judged(call, specs) if not seen)
-
     def _judged(
         self, call: ToolCall, specs: Mapping[str, ToolSpec]
     ) -> list[tuple[str, str | int | float, bool]]:
@@ -178,18 +168,6 @@ def _listed(value: Any, schema: Mapping[str, Any]) -> bool:
     offered = [*schema.get("enum", ())]
     offered += [schema[key] for key in ("const", "default") if key in schema]
     return any(value == choice and type(value) is type(choice) for choice in offered)
-
-
-def unseen_values_text(call: ToolCall, values: Sequence[tuple[str, str | int | float]]) -> str:
-    """The note a call held back for values no one gave it is answered with."""
-    shown = ", ".join(
-        f"{path}={msgspec.json.encode(value).decode()}" for path, value in values[:_NAMED]
-    )
-    return (
-        f"Not run yet: {shown} of this {call.tool} call appears in neither the request nor any "
-        "result. The other calls of your reply ran; if this call needs what they return, call "
-        "it again with the values their results give."
-    )
 
 
 def unfounded_call_text(found: Unfounded) -> str:

@@ -221,10 +221,9 @@ class ProxyConfig(BaseModel):
     ``respond`` tool (stripped again on the way out), ``constrain`` asks the backend to
     constrain replies to the tool-call schema (``auto``: when the backend can),
     ``call_list`` has a constrained reply written as a list of calls, so a request for several
-    calls gets several, and ``unseen_values`` holds back a call of such a list whose value is
-    found nowhere while its siblings, made of given values, run (a dependent call chained with a
-    guessed value; the client's next request, with the results, lets the model call it again;
-    docs/eval/rules.md), ``prose_answers`` takes a plain-text reply without a call as the
+    calls gets several (off by default: the 0.5B also chains a dependent call with a guessed
+    value into the list, and the guard built for that, ``unseen_values``, failed the audit on
+    test; docs/eval/rules.md), ``prose_answers`` takes a plain-text reply without a call as the
     answer where ``tool_choice`` allows one, as the OpenAI and Anthropic APIs do (under a
     grammar the text is a branch of the constraint; see :class:`GuardrailOptions`),
     ``unfounded_calls`` sends back once a call made only of values found nowhere in the
@@ -268,8 +267,7 @@ class ProxyConfig(BaseModel):
     max_retries: int = Field(default=3, ge=0)
     respond_tool: bool = True
     constrain: ConstrainMode = "auto"
-    call_list: bool = True
-    unseen_values: bool = True
+    call_list: bool = False
     prose_answers: bool = True
     unfounded_calls: bool = True
     rules_off: tuple[str, ...] = ()

@@ -141,7 +141,6 @@ class InferenceEngine:
         constrain: ConstrainMode,
         deadline_s: float | None,
         call_list: bool = False,
-        unseen_values: bool = False,
         prose_answers: bool = False,
         unfounded_calls: bool = False,
         rules_off: Sequence[str] = (),
@@ -160,7 +159,6 @@ class InferenceEngine:
                 steps=False,
                 loop_repeats=None,
                 call_list=call_list,
-                unseen_values=unseen_values,
                 prose_answers=prose_answers,
                 unfounded_calls=unfounded_calls,
             )

@@ -87,7 +87,6 @@ class ProxyRuntime:
             respond_tool=config.respond_tool,
             constrain=config.constrain,
             call_list=config.call_list,
-            unseen_values=config.unseen_values,
             prose_answers=config.prose_answers,
             unfounded_calls=config.unfounded_calls,
             rules_off=config.rules_off,

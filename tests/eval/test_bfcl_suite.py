@@ -269,8 +269,8 @@ def test_ablations_without_a_proxy_switch_are_refused() -> None:
     assert proxy_config("no_rescue", backend).rescue is False
     assert proxy_config("unconstrained", backend).constrain == "never"
     assert proxy_config("without:chain_ends", backend).rules_off == ("chain_ends",)
-    both = proxy_config("with:call_list+unseen_values", backend)
-    assert both.rules_on == ("call_list", "unseen_values")
+    both = proxy_config("with:call_list+unfounded_calls", backend)
+    assert both.rules_on == ("call_list", "unfounded_calls")
     check_ablation("bare", backend)
     with pytest.raises(ValueError, match="no proxy equivalent"):
         check_ablation("no_compact", backend)

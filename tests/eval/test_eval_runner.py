@@ -227,7 +227,7 @@ def test_a_with_arm_turns_on_a_rule_that_is_off_by_default() -> None:
 
 
 def test_an_arm_may_switch_several_rules_at_once() -> None:
-    preset = ablation("with:call_list+unseen_values")
-    assert (preset.guardrails.call_list, preset.guardrails.unseen_values) == (True, True)
+    preset = ablation("with:call_list+unfounded_calls")
+    assert (preset.guardrails.call_list, preset.guardrails.unfounded_calls) == (True, True)
     off = ablation("without:chain_ends+list_coverage").guardrails
     assert (off.chain_ends, off.list_coverage) == (False, False)

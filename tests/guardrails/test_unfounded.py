@@ -202,59 +202,14 @@ def _several(
     return guard
 
 
-def test_a_call_with_a_value_from_nowhere_waits_for_the_results_of_its_siblings() -> None:
-    """A list of calls chaining a conversion on a guessed depth: the lookup runs, the
-    conversion is held back with a note (``unseen_values``)."""
-    guard = _several(GuardrailOptions().enabling("unseen_values"))
-    reply = [
-        ToolCall(tool="reef_depth", args={"reef": "Coral Bank"}, call_id="a"),
-        ToolCall(tool="to_fathoms", args={"metres": 31.5}, call_id="b"),
-    ]
-    action = guard.check(reply)
-    assert isinstance(action, Execute)
-    assert [c.tool for c in action.calls] == ["reef_depth"]
-    (held,) = action.refused
-    assert (held.call.tool, held.reason, held.rule) == (
-        "to_fathoms",
-        "unseen_values",
-        "unseen_values",
-    )
-    assert "metres=31.5" in held.nudge.content
-    off = _several(GuardrailOptions())
-    assert [c.tool for c in off.check(reply).calls] == ["reef_depth", "to_fathoms"]  # type: ignore[union-attr]
-
-
 def test_a_negative_number_the_request_gives_is_no_value_from_nowhere() -> None:
     """The request writes the depth with a minus sign and a trailing zero; the call's number
-    is the same value, so nothing is held (the facts' numbers are read without a sign)."""
-    guard = _several(
-        GuardrailOptions().enabling("unseen_values"),
-        "Coral Bank lies at -31.50 metres; how deep is Kelp Shelf, and Coral Bank?",
-    )
-    action = guard.check(
-        [
-            ToolCall(tool="reef_depth", args={"reef": "Kelp Shelf"}, call_id="a"),
-            ToolCall(tool="to_fathoms", args={"metres": -31.5}, call_id="b"),
-        ]
-    )
-    assert isinstance(action, Execute)
-    assert action.refused == []
-    assert [c.tool for c in action.calls] == ["reef_depth", "to_fathoms"]
-
-
-def test_a_single_call_or_a_reply_all_from_nowhere_is_not_held() -> None:
-    guard = _several(GuardrailOptions().enabling("unseen_values"))
-    alone = guard.check([ToolCall(tool="to_fathoms", args={"metres": 31.5}, call_id="b")])
-    assert isinstance(alone, Execute)
-    assert alone.refused == []
-    both = _several(GuardrailOptions().enabling("unseen_values")).check(
-        [
-            ToolCall(tool="reef_depth", args={"reef": "Kelp Shelf"}, call_id="a"),
-            ToolCall(tool="to_fathoms", args={"metres": 31.5}, call_id="b"),
-        ]
-    )
-    assert isinstance(both, Execute)
-    assert both.refused == []
+    is the same value, so the call runs (the facts' numbers are read without a sign)."""
+    call = ToolCall(tool="to_fathoms", args={"metres": -31.5}, call_id="b")
+    given = _several(ON, "Coral Bank lies at -31.50 metres; how many fathoms is that?")
+    assert isinstance(given.check([call], text_offered=True), Execute)
+    elsewhere = _several(ON, "Coral Bank lies at -12.25 metres; how many fathoms is that?")
+    assert isinstance(elsewhere.check([call], text_offered=True), ToolErrors)
 
 
 def test_the_same_call_sent_again_after_the_note_quoted_its_values_is_no_echo() -> None:

@@ -38,7 +38,7 @@ from forge_rt.errors import (
     ForgeError,
     WorkflowCancelledError,
 )
-from forge_rt.runtime import Fleet, PreemptPolicy, Session, SlotStats, WorkflowHandle
+from forge_rt.runtime import PreemptPolicy, Session, SlotStats, WorkflowHandle, slot_report
 
 __all__ = ["TickSink", "open_backend", "run_demo"]
 
@@ -298,13 +298,8 @@ class _Demo:
 
     async def _refresh(self, session: Session) -> SlotStats:
         """The slot's statistics now, given to the monitor with a fleet's lanes."""
-        slot = session.slot
-        if not isinstance(slot, Fleet):
-            stats = await slot.stats()
-        else:  # one ask of each lane serves the lanes and their sum
-            lanes = await slot.lane_reports()
-            self.monitor.lane_reports(lanes)
-            stats = slot.summed([lane.stats for lane in lanes])
+        stats, lanes = await slot_report(session.slot)
+        self.monitor.lane_reports(lanes)
         self.monitor.slot_stats(stats)
         return stats
 

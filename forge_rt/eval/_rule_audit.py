@@ -20,10 +20,11 @@ from collections.abc import Iterable
 
 import msgspec
 
+from forge_rt.errors import ConfigurationError
 from forge_rt.eval._ablation import WITHOUT
 from forge_rt.eval._metrics import mcnemar_p
 from forge_rt.eval._record import RunRecord
-from forge_rt.guardrails import RULES
+from forge_rt.guardrails import RULES, rule_named
 
 __all__ = ["RuleLine", "fired_in", "rule_audit"]
 
@@ -103,13 +104,15 @@ def fired_in(records: Iterable[RunRecord], rule: str, *, baseline: str = "full")
     what a pairing of a rule that judges replies needs to run (``-s``). Raises ``ValueError``
     for a rule that is not in the registry or not counted (it shapes requests: pair it on
     every case)."""
-    known = {r.name: r for r in RULES}
-    if rule not in known:
-        raise ValueError(f"no rule named {rule!r}; the rules are {', '.join(known)}")
-    if known[rule].stage not in _DECIDING:
+    try:
+        stage = rule_named(rule).stage
+    except ConfigurationError:
+        names = ", ".join(r.name for r in RULES)
+        raise ValueError(f"no rule named {rule!r}; the rules are {names}") from None
+    if stage not in _DECIDING:
         raise ValueError(
-            f"{rule} acts in the {known[rule].stage} stage, where a firing is not recorded "
-            "per run: pair it on every case"
+            f"{rule} acts in the {stage} stage, where a firing is not recorded per run: pair "
+            "it on every case"
         )
     cases = [r.scenario for r in records if r.ablation == baseline and _fired(r, rule)]
     return list(dict.fromkeys(cases))

@@ -51,7 +51,7 @@ from forge_rt.proxy._metrics import CONTENT_TYPE
 from forge_rt.proxy._origin import OriginGuard
 from forge_rt.proxy._runtime import ProxyRuntime, open_runtime
 from forge_rt.proxy._toolcache import ToolCache
-from forge_rt.runtime import Fleet, LaneReport, Unavailable
+from forge_rt.runtime import Unavailable, slot_report
 from forge_rt.wire import (
     AnthropicStreamEncoder,
     OpenAIStreamEncoder,
@@ -692,13 +692,7 @@ class ProxyApp:
         )
 
     async def _metrics(self, call: _Call) -> None:
-        slot = self.runtime.slot
-        lanes: list[LaneReport] = []
-        if isinstance(slot, Fleet):  # one ask of each lane serves the lanes and their sum
-            lanes = await slot.lane_reports()
-            stats = slot.summed([lane.stats for lane in lanes])
-        else:
-            stats = await slot.stats()
+        stats, lanes = await slot_report(self.runtime.slot)
         data = self.runtime.metrics.render(stats, (self._tools.hits, self._tools.misses), lanes)
         await call.reply.raw(200, data, [(b"content-type", CONTENT_TYPE.encode())])
 

@@ -171,7 +171,7 @@ def _backends(
             "`forge-rt sim` and give its URL as --backend"
         )
     url = None if first == "local" else first
-    if url is not None and not url.startswith(("http://", "https://")):
+    if url is not None and not _is_url(url):
         raise ValueError(f"--backend {first!r} is neither local, sim nor an http(s):// URL")
     embedded = url is None and gguf is None and model_path is None
     config = BackendConfig(
@@ -428,11 +428,16 @@ def _urls(backend: object) -> list[str]:
     return values
 
 
+def _is_url(value: str) -> bool:
+    """Whether a ``--backend`` value is a server's URL (not ``local`` or ``sim``)."""
+    return value.startswith(("http://", "https://"))
+
+
 def _named_url(value: str) -> tuple[str | None, str]:
     """A ``--backend`` value as (model, backend): ``MODEL=URL`` names the model a server
     serves; anything else is the backend alone."""
     name, sep, url = value.partition("=")
-    if sep and name and url.startswith(("http://", "https://")):
+    if sep and name and _is_url(url):
         return name, url
     return None, value
 
@@ -442,7 +447,7 @@ def _check_backend_options(ctx: click.Context, backend: str) -> None:
     for name in ("gguf", "model_path"):
         refuse_together(ctx, name, "backend", "a managed backend is started instead of --backend")
     refuse_together(ctx, "gguf", "model_path", "give one managed backend")
-    url = backend.startswith(("http://", "https://"))
+    url = _is_url(backend)
     if given(ctx, "backend_kind") and not url:
         managed = next((m for m in ("gguf", "model_path") if given(ctx, m)), None)
         where = f"--{managed.replace('_', '-')}" if managed else f"--backend {backend}"

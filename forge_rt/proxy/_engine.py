@@ -29,6 +29,7 @@ import trio
 from actors import quiet_logger
 from forge_rt.core import (
     RESPOND_TOOL_NAME,
+    ClientCapabilities,
     ConstrainMode,
     FinalChunk,
     InferenceRequest,
@@ -235,10 +236,12 @@ class InferenceEngine:
         request: InferenceRequest,
         tools: Sequence[ToolSpec],
         options: GuardrailOptions,
+        capabilities: ClientCapabilities,
         *,
         parallel: bool,
     ) -> OutputConstraint | None:
-        """The output constraint for a reply that may call ``tools``.
+        """The output constraint for a reply that may call ``tools``, on a backend of
+        ``capabilities``.
 
         The one place the proxy builds a tool-call constraint (the first one of a request and
         each narrowing of it), so ``parallel`` -- whether the client allows several calls in one
@@ -249,7 +252,7 @@ class InferenceEngine:
         try:
             return choose_constraint(
                 self._constrain,
-                self._slot.client_for(request.model).capabilities,
+                capabilities,
                 tools,
                 shape=options.call_shape(parallel=parallel),
             ).constraint
@@ -369,10 +372,13 @@ class InferenceEngine:
         gate = StreamGate(mode, tool_names=[t.name for t in guard.tools])
         history = list(request.messages)
         parallel = plan.parallel_tool_calls
+        capabilities = self._slot.client_for(request.model).capabilities
         base = msgspec.structs.replace(
             request,
             tools=guard.tools,
-            constraint=self._constraint(request, guard.tools, guard.options, parallel=parallel),
+            constraint=self._constraint(
+                request, guard.tools, guard.options, capabilities, parallel=parallel
+            ),
         )
         stats = RunStats()
 
@@ -384,7 +390,7 @@ class InferenceEngine:
             base.constraint,
             guard.tools,
             shape=guard.options.call_shape(parallel=parallel),
-            grammar=self._slot.client_for(request.model).capabilities.grammar,
+            grammar=capabilities.grammar,
         )
 
         async def prepare() -> InferenceRequest:

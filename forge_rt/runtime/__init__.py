@@ -18,6 +18,7 @@ from forge_rt.runtime._budget import Unavailable as Unavailable
 from forge_rt.runtime._budget import VLLMMetricsSource as VLLMMetricsSource
 from forge_rt.runtime._fleet import Fleet as Fleet
 from forge_rt.runtime._fleet import LaneReport as LaneReport
+from forge_rt.runtime._fleet import slot_report as slot_report
 from forge_rt.runtime._leases import SessionLease as SessionLease
 from forge_rt.runtime._pool import SlotPool as SlotPool
 from forge_rt.runtime._runner import Session as Session
@@ -84,4 +85,5 @@ __all__ = [
     "WorkflowHandle",
     "WorkflowResult",
     "WorkflowRunner",
+    "slot_report",
 ]

@@ -70,12 +70,12 @@ from forge_rt.core import (
     ToolCallDeltaChunk,
 )
 from forge_rt.errors import BackendFailureError, ContextOverflowError, ModelNotServedError
-from forge_rt.runtime._slot import ChunkSink, SlotWorker
+from forge_rt.runtime._slot import ChunkSink, InferenceSlot, SlotWorker
 from forge_rt.runtime._slot_executor import continuation_of, continued_request, with_prefill
 from forge_rt.runtime._slot_limits import BackendRetry
 from forge_rt.runtime._slot_stats import PriorityWaits, SlotStats
 
-__all__ = ["DEFAULT_REJOIN_AFTER_S", "Fleet", "LaneReport"]
+__all__ = ["DEFAULT_REJOIN_AFTER_S", "Fleet", "LaneReport", "slot_report"]
 
 _log = structlog.get_logger(__name__)
 
@@ -123,9 +123,9 @@ class Fleet:
             )
         self._reserved = frozenset(range(len(lanes) - reserved, len(lanes)))
         self.lanes = tuple(lanes)
-        self._by_model = _lanes_by_model(lanes)
         self.models = tuple(dict.fromkeys(m for lane in lanes if (m := lane.client.model)))
         """The models the lanes' clients name, first-named first (empty where none does)."""
+        self._by_model = _lanes_by_model(lanes, self.models)
         self.name = "fleet"
         self.client: LLMClient = lanes[0].client
         self.system: ActorSystem = lanes[0].system
@@ -227,10 +227,8 @@ class Fleet:
 
     def _serving(self, model: str | None) -> tuple[int, ...]:
         """The lanes a call asking for ``model`` may go to (see the module docstring)."""
-        if len(self._by_model) == 1:
-            return tuple(range(len(self.lanes)))
-        if model is None:
-            return next(iter(self._by_model.values()))
+        if model is None or len(self._by_model) == 1:
+            return next(iter(self._by_model.values()))  # the first lane's model, or every lane
         lanes = self._by_model.get(model)
         if lanes is None:
             raise ModelNotServedError(
@@ -404,11 +402,21 @@ class Fleet:
         return sum(self._in_flight[lane].values())
 
 
-def _lanes_by_model(lanes: Sequence[SlotWorker]) -> dict[str | None, tuple[int, ...]]:
-    """The lanes of each model their clients name, in lane order; one entry (``None``) where
+async def slot_report(slot: InferenceSlot) -> tuple[SlotStats, list[LaneReport]]:
+    """``slot``'s statistics now, and for a :class:`Fleet` each lane's report (none for one
+    backend): one ask of each lane serves the lanes and their sum."""
+    if not isinstance(slot, Fleet):
+        return await slot.stats(), []
+    lanes = await slot.lane_reports()
+    return slot.summed([lane.stats for lane in lanes]), lanes
+
+
+def _lanes_by_model(
+    lanes: Sequence[SlotWorker], named: Sequence[str]
+) -> dict[str | None, tuple[int, ...]]:
+    """The lanes of each of the ``named`` models, in lane order; one entry (``None``) where
     they name one model or none: every lane then serves every call."""
     names = [lane.client.model for lane in lanes]
-    named = list(dict.fromkeys(name for name in names if name))
     if len(named) < 2:
         return {None: tuple(range(len(lanes)))}
     unnamed = [lane.name for lane, name in zip(lanes, names, strict=True) if not name]

@@ -171,7 +171,7 @@ class _SlotExecutor(Actor):
         request = self._attempt_request(job)
         scope = job.attempt_scope
         assert scope is not None, "the scheduler sets the attempt scope before dispatch"
-        attempt = _Attempt(self._limits, self._pace, request)
+        attempt = _Attempt(self._limits, self._pace)
         try:
             with scope:
                 if job.whole:
@@ -234,6 +234,7 @@ class _SlotExecutor(Actor):
         """Stream ``request`` to ``job``'s caller under ``attempt``'s watch: one deadline over
         opening the stream and every chunk, starting at the first-token limit (the response
         headers wait on prefill too) and moving with each chunk that arrives."""
+        attempt.awaits_first(self._limits.first_token_limit(request), trio.current_time())
         with attempt.watch:
             async with self._client.stream(request) as chunks:
                 async for chunk in chunks:
@@ -255,9 +256,7 @@ class _Attempt:
     """One streamed attempt: what reached the caller (text, tokens, native tool-call deltas,
     the final response) and the stall watch over it, whose deadline each chunk moves."""
 
-    def __init__(
-        self, limits: StallLimits, pace: ReportPace | None, request: InferenceRequest
-    ) -> None:
+    def __init__(self, limits: StallLimits, pace: ReportPace | None) -> None:
         self._limits = limits
         self._pace = pace
         self._partial: list[str] = []
@@ -267,8 +266,8 @@ class _Attempt:
         self.received = 0  # chunks other than progress reports
         self.prefill: PromptProgressChunk | None = None  # the backend's last report on it
         self._reported_at: float | None = None  # when it came
-        self.limit = limits.first_token_limit(request)  # the wait being watched now
-        self.watch = trio.CancelScope(deadline=trio.current_time() + self.limit)
+        self.limit = math.inf  # the wait being watched now
+        self.watch = trio.CancelScope()
 
     @property
     def text(self) -> str:
@@ -278,6 +277,11 @@ class _Attempt:
     def began(self) -> bool:
         """Whether any of the reply reached the caller since the last reset."""
         return bool(self.tokens or self._partial or self.tool_delta)
+
+    def awaits_first(self, limit: float, now: float) -> None:
+        """The stream is opened: its first chunk may take ``limit`` seconds."""
+        self.limit = limit
+        self.watch.deadline = now + limit
 
     def moved(self, now: float) -> None:
         """A chunk came: the first after a progress report tells the slot's pace how long

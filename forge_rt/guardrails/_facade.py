@@ -1132,7 +1132,7 @@ class Guardrails:
         cause = result.cause
         assert cause is not None  # set by the validator whenever needs_retry is
         if text_offered and self.options.prose_answers and cause is RetryCause.PROSE:
-            if self._echoes.source(normalise(result.raw)) is None:
+            if not self._echoes.copies(normalise(result.raw)):
                 log.info("guardrails.prose_answer", chars=len(result.raw))
                 return TextAnswer(text=result.raw, rule="prose_answers")
             cause = RetryCause.ECHO  # text that mostly copies a correction is no answer

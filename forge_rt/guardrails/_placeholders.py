@@ -173,10 +173,12 @@ def prose(text: str) -> str:
     return "".join(out)
 
 
-def _shared(a: str, b: str) -> int:
-    """Characters of ``a`` found in ``b`` in blocks of at least ``_MIN_BLOCK``, in order."""
+def _copied_from(a: str, b: str) -> set[int]:
+    """The positions of ``a`` in blocks of at least ``_MIN_BLOCK`` characters found in ``b``,
+    in order."""
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    return sum(m.size for m in matcher.get_matching_blocks() if m.size >= _MIN_BLOCK)
+    blocks = (m for m in matcher.get_matching_blocks() if m.size >= _MIN_BLOCK)
+    return {i for m in blocks for i in range(m.a, m.a + m.size)}
 
 
 def _quote(text: str) -> str:
@@ -206,7 +208,7 @@ class EchoCorpus:
         back) does not make sending it again a copy of that correction."""
         for _path, _key, value in _strings(args, "$", None):
             folded = normalise(value)
-            if len(folded) >= _MIN_COPY and folded not in self._own and self.source(folded) is None:
+            if len(folded) >= _MIN_COPY and folded not in self._own and not self.copies(folded):
                 self._own.append(folded)
 
     def add(self, text: str) -> None:
@@ -215,18 +217,27 @@ class EchoCorpus:
         if len(folded) >= _MIN_COPY and folded not in self._texts:
             self._texts.append(folded)
 
-    def source(self, folded: str) -> str | None:
-        """The shown text that ``folded`` (a :func:`normalise`-d value) mostly copies, if any."""
+    def copies(self, folded: str) -> bool:
+        """Whether ``folded`` (a :func:`normalise`-d value) is mostly text shown to the model.
+
+        A character counts as copied where it lies in a block of at least ``_MIN_BLOCK``
+        characters that one shown text holds too, and a shown text counts only where it gives
+        ``_MIN_COPY`` such characters or more; the value is an echo once ``_ECHO_SHARE`` of it
+        is copied. The blocks may come from several texts: a small model splices the ends of two
+        corrections into one reply as readily as it repeats one.
+        """
         if len(folded) < _MIN_COPY or (self._known is not None and self._known(folded)):
-            return None
+            return False
         if folded in self._own:
-            return None
+            return False
+        copied: set[int] = set()
         for text in reversed(self._texts):
-            if len(text) < _ECHO_SHARE * len(folded):
-                continue  # too short to make up most of the value
-            if _shared(folded, text) >= _ECHO_SHARE * len(folded):
-                return text
-        return None
+            found = _copied_from(folded, text)
+            if len(found) >= _MIN_COPY:
+                copied |= found
+                if len(copied) >= _ECHO_SHARE * len(folded):
+                    return True
+        return False
 
 
 def placeholder_errors(
@@ -363,7 +374,7 @@ def _problem(
             "Expected a real value, got the schema's description of the field copied in "
             f"({_quote(core)}); write what it describes instead"
         )
-    if echoes is not None and echoes.source(folded) is not None:
+    if echoes is not None and echoes.copies(folded):
         return (
             f"Expected your own content, got words copied from a correction you were sent "
             f"({_quote(core)}); do what the correction says instead of repeating it"
@@ -458,7 +469,7 @@ def _copies_description(folded: str, descriptions: Sequence[str]) -> bool:
             continue
         if not _DESCRIPTION_SHARE * len(text) <= len(folded) <= len(text) / _DESCRIPTION_SHARE:
             continue
-        shared = _shared(folded, text)
+        shared = len(_copied_from(folded, text))
         if shared >= _DESCRIPTION_SHARE * len(text) and shared >= _DESCRIPTION_SHARE * len(folded):
             return True
     return False

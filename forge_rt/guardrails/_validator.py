@@ -544,7 +544,7 @@ def _retry_cause(
     text = raw.strip()
     if not text:
         return RetryCause.EMPTY
-    shown = echoes is not None and echoes.source(normalise(text)) is not None
+    shown = echoes is not None and echoes.copies(normalise(text))
     marked = markers is not None and markers.search(text) is not None
     if has_echo_markup(text) or shown or marked:
         return RetryCause.ECHO

@@ -290,3 +290,32 @@ def test_on_real_replies_exactly_the_labelled_stand_ins_are_refused() -> None:
     assert set(refused) == set(REAL_STAND_INS)
     for key, rule in REAL_STAND_INS.items():
         assert _RULE_PHRASE[rule] in refused[key]
+
+
+def test_a_reply_spliced_from_two_corrections_is_an_echo() -> None:
+    """Half of one correction and half of another, joined, copy no single one of them enough;
+    together they are all the value, and it is refused as an echo."""
+    echoes = EchoCorpus()
+    echoes.add(
+        "Not run: `plan_voyage` needs a harbour that the request names; ask for it rather "
+        "than choosing one of your own."
+    )
+    echoes.add(
+        "Expected your own content, got words copied from a correction you were sent; "
+        "do what the correction says instead of repeating it."
+    )
+    spliced = (
+        "Not run: `plan_voyage` needs a harbour that the request names; do what the "
+        "correction says instead of repeating it."
+    )
+    assert "words copied from a correction" in (_problem(spliced, echoes) or "")
+
+
+def test_words_the_corrections_share_by_chance_are_no_echo() -> None:
+    """An answer whose few common stretches each appear in some correction is the model's own:
+    a text counts only where it gives a run of the answer, not scattered words."""
+    echoes = EchoCorpus()
+    echoes.add("The call to `list_berths` returned nothing for this quay; try another one.")
+    echoes.add("The value of `tide_level` is out of range for this harbour, pick another.")
+    own = "The harbour master says the tide at this quay is high until noon."
+    assert _problem(own, echoes) is None

@@ -654,8 +654,8 @@ class NarrowedConstraint:
         only with one of ``answers`` as its message where there are some, and each tool of
         ``pins`` only with the values its pin's arguments give (``Guardrails.pinned_calls``).
 
-        ``exclude`` holds the calls the loop guard blocked (``Guardrails.loop_blocked``): one
-        more of them ends the run, so the reply may not be one. A blocked tool stays callable
+        ``exclude`` holds the calls the reply may not be (``Guardrails.excluded_calls``: a
+        repeat the warning blocked, a fan-out's covered siblings, an answer of markup). A blocked tool stays callable
         with other arguments (see :func:`tool_call_schema`); one whose arguments cannot differ
         is left out while another tool is left, else nothing is excluded. ``answers`` is
         ``Guardrails.answer_choices``.
@@ -740,13 +740,6 @@ def _can_differ(spec: ToolSpec, blocked: Sequence[ToolCall]) -> bool:
     """Whether ``spec`` has a call other than the ``blocked`` ones that a constraint can write."""
     mine = [call.args for call in blocked if call.tool == spec.name]
     return not mine or bool(argument_variants(_arguments_schema(spec), mine))
-
-
-def can_exclude(spec: ToolSpec, call: ToolCall) -> bool:
-    """Whether a constraint can leave out ``call`` and still offer ``spec`` with other
-    arguments (:class:`~forge_rt.guardrails._refused.RefusedCalls` excludes only such calls).
-    Raises :class:`~forge_rt.errors.ToolSchemaError` for a schema no constraint is built from."""
-    return _can_differ(spec, [call])
 
 
 # --- the token budget ----------------------------------------------------------------------

@@ -94,7 +94,6 @@ from forge_rt.guardrails._placeholders import (
     strip_echo_markup,
 )
 from forge_rt.guardrails._quantities import RequestQuantities
-from forge_rt.guardrails._refused import RefusedCalls
 from forge_rt.guardrails._relevance import judged, related, unrelated_call_text
 from forge_rt.guardrails._rescue_args import schema_of, valid_with
 from forge_rt.guardrails._respond import respond_spec
@@ -304,7 +303,6 @@ class Guardrails:
         self._finding: str | None = None
         self._failing: dict[str, int] = {}  # tool -> failures in a row
         self._last_ok: frozenset[str] = frozenset()  # tools that succeeded in the last batch
-        self._just_ran: tuple[ToolCall, ...] = ()  # the last batch's successful lookups
         self._pending_before = len(self._tracker.pending(self._steps.required_steps))
         self._idle = 0  # batches in a row that did not advance a required step
         self._stale = 0  # batches in a row that only repeated calls that had succeeded
@@ -316,7 +314,6 @@ class Guardrails:
         self._pins: dict[str, dict[str, Any]] = {}  # tool -> values its next call must carry
         self._unrelated_out: frozenset[str] = frozenset()  # tools sent back as unrelated
         self._markup_answered = False  # this turn's answer was tool-result markup
-        self._refused = RefusedCalls(self._specs)  # calls that would be refused again
         # Set once a synthetic ``respond`` that does not end the workflow ran this turn: the
         # user has been told, and the constraint stops offering ``respond`` until the turn ends.
         self._told_this_turn = False
@@ -432,7 +429,6 @@ class Guardrails:
         self._answer_hold = None
         self._answer_whole = False
         self._request = request or ""
-        self._refused.new_turn()
         self._chains.new_turn(request or "")
         self._coverage.reset(request)
         self._quantities.reset(request or "")
@@ -444,7 +440,6 @@ class Guardrails:
         self._finding = None
         self._failing.clear()
         self._last_ok = frozenset()
-        self._just_ran = ()
         self._pending_before = len(self._tracker.pending(self._steps.required_steps))
         self._idle = 0
         self._stale = 0
@@ -470,25 +465,15 @@ class Guardrails:
         self.new_turn(messages[start].content)
         self.learn_facts(messages)  # the turn's results too: the ids a call may use
         calls = {c.call_id: c for m in messages[start:] for c in m.tool_calls or ()}
-        answered: set[str] = set()
         for message in messages[start + 1 :]:
             call = calls.get(message.tool_call_id or "")
             if message.type is not MessageType.TOOL_RESULT or call is None:
                 continue
-            answered.add(call.call_id)
             self._chains.consult(call.tool, call.args)
             self._coverage.add_call(call, ok=True)
             self._quantities.add_call(self._specs.get(call.tool), call, ok=True)
             if call.tool not in self.terminal_tools:
                 self._learn_result(call, message.content)
-        # The history's last batch, answered: what a runtime's record() calls the batch that
-        # just ran (the rule exclude_repeats leaves it out of the next constraint).
-        batches = [m.tool_calls for m in messages[start:] if m.tool_calls]
-        self._just_ran = tuple(
-            c
-            for c in (batches[-1] if batches else ())
-            if c.call_id in answered and c.tool not in self.terminal_tools
-        )
 
     def learn_facts(self, messages: Iterable[Message]) -> None:
         """Take what ``messages`` gave the model as fact -- the system prompt, the user's
@@ -511,36 +496,18 @@ class Guardrails:
         self._coverage.add_source(call.tool, output)
 
     @property
-    def loop_blocked(self) -> tuple[ToolCall, ...]:
-        """The calls the loop guard blocked and would end the run on if sent again, for the next
-        constraint to exclude (``NarrowedConstraint.to(..., exclude=...)``) -- with
-        ``GuardrailOptions(exclude_looping=True)``; without it, none."""
-        if self._loop is None or not self.options.exclude_looping:
-            return ()
-        return self._loop.blocked
-
-    @property
     def excluded_calls(self) -> tuple[ToolCall, ...]:
         """The calls the next constraint is to exclude (``NarrowedConstraint.to(...,
-        exclude=...)``): those in :attr:`loop_blocked`; with ``exclude_refused`` (off by default), the calls of
-        this turn that would be refused again (see :mod:`forge_rt.guardrails._refused`); right
-        after an answer was sent back for an item a listed fan-out left out, the calls that
-        covered its siblings (a repeat returns what is known; the item is what is missing);
-        and,
-        once an answer of this turn was the chat's tool-result markup, a synthetic ``respond``
-        whose message starts with ``<``. The real 0.5B wrote ``"<tool_response>"`` as its
-        answer again after each correction; under the constraint its next answer has to be
-        something else (and, as with every exclusion of a string, one of safe characters: no
-        quote, backslash or line break). With ``exclude_repeats`` (off by default), the
-        calls of the last batch that succeeded (in a caller's history: that it answered),
-        other than terminal ones: the same call right after its result returns the same
-        result."""
-        calls = {call_key(c): c for c in self.loop_blocked}
-        calls.update((call_key(c), c) for c in self._refused.calls)  # empty unless exclude_refused
-        calls.update((call_key(c), c) for c in self._covered)
+        exclude=...)``): right after an answer was sent back for an item a listed fan-out left
+        out, the calls that covered its siblings (a repeat returns what is known; the item is
+        what is missing); the repeats of calls a caller's history answered that the warning
+        blocked, since one more ends the turn (the rule ``answered_calls``); and, once an answer of this turn was the
+        chat's tool-result markup, a synthetic ``respond`` whose message starts with ``<``. The
+        real 0.5B wrote ``"<tool_response>"`` as its answer again after each correction; under
+        the constraint its next answer has to be something else (and, as with every exclusion
+        of a string, one of safe characters: no quote, backslash or line break)."""
+        calls = {call_key(c): c for c in self._covered}
         calls.update((call_key(c), c) for c in self._answered.blocked)
-        if self.options.exclude_repeats:
-            calls.update((call_key(c), c) for c in self._just_ran)
         if self._markup_answered and self._synthetic_respond:
             markup = ToolCall(
                 tool=RESPOND_TOOL_NAME, args={"message": StartsWith("<")}, call_id="markup"
@@ -787,11 +754,6 @@ class Guardrails:
     def _invalid(self, result: ValidationResult) -> ToolErrors:
         """A reply with calls the validator refused: the corrections, with the reply's other
         calls held back (see :mod:`forge_rt.guardrails._actions`)."""
-        if self.options.exclude_refused:
-            invalid = {e.call_id for e in result.errors}
-            for call in result.calls:
-                if call.call_id in invalid:
-                    self._refused.refused(call)
         self._errors.record_retry(_last_raw(result), _summary(result.errors))
         self._count_failures(e.tool for e in result.errors if e.tool)
         self._refused_answer(result)
@@ -1188,11 +1150,6 @@ class Guardrails:
         self._unrelated_out = frozenset()
         self._finding = None
         repeated = {r.call.call_id for r in results if self._observe_result(r)}
-        # The lookups that just succeeded: the same call right after its result returns it
-        # again (the rule exclude_repeats leaves them out of the next constraint).
-        self._just_ran = tuple(
-            r.call for r in results if r.ok and r.call.tool not in self.terminal_tools
-        )
         stale = bool(results) and all(r.call.call_id in repeated for r in results)
         self._stale = self._stale + 1 if stale else 0
         # The same tool again right after it succeeded, with every required step done: small
@@ -1228,8 +1185,6 @@ class Guardrails:
             if not isinstance(result.error, ToolDeclinedError | ToolInterruptedError):
                 self._failed_with[key] = error_detail(result.error)
                 self._guesses.learn(str(result.error))
-            if isinstance(result.error, ToolResolutionError) and self.options.exclude_refused:
-                self._refused.unresolved(call)
             self._grounding.add_result(call.tool, str(result.error), failed=True)
             return False
         self._guesses.learn(result.output or "")
@@ -1239,7 +1194,6 @@ class Guardrails:
         if call.tool in self._writes:
             self._answered.wrote(call, result.output or "")
         self._failed_with.pop(key, None)
-        self._refused.succeeded()
         self._steps.record(call)
         if call.tool not in self.terminal_tools and not self._told_user(call):
             self._learn_result(call, result.output or "")

@@ -25,14 +25,9 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     steps in, ``None`` for no guard); what each rule reads and does is in the registry and in
     docs/guardrails.md. :meth:`off` turns every rule off, :meth:`without` the rules named.
 
-    Off by default, as measured: ``exclude_looping`` (on the embedded 0.5B it rescued none of
-    the runs that ended in ToolLoopError and made each run to max_iterations; see
-    docs/loop-exclusion.md), ``exclude_refused`` (the 0.5B's suite scored the same with it,
-    60/90, and barred values came back perturbed rather than corrected; docs/eval/hints),
-    ``exclude_repeats`` (paired on BFCL multi-turn dev through the proxy: no case right, two
-    more turns ended with no answer; not yet paired on the generated suite's runtime path),
-    and the three rules of a reply's shape, which the proxy turns on where they were judged on
-    held-out data (``call_list``, ``prose_answers``, ``unfounded_calls``; docs/eval/rules.md).
+    Off by default, as measured: the three rules of a reply's shape, which the proxy turns on
+    where they were judged on held-out data (``call_list``, ``prose_answers``,
+    ``unfounded_calls``; docs/eval/rules.md).
 
     Budgets, each counting rejected replies in a row before the run ends with its typed error:
     ``max_retries`` (no usable call), ``max_tool_errors`` (failing tools), ``max_premature``
@@ -62,9 +57,6 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     every_end: bool = True
     # next request
     answer_from_results: bool = True
-    exclude_looping: bool = False
-    exclude_refused: bool = False
-    exclude_repeats: bool = False
     call_list: bool = False
     failure_streak: bool = True
     stale_calls: bool = True

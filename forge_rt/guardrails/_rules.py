@@ -213,24 +213,6 @@ RULES: tuple[Rule, ...] = (
         does="constrains the next answer to the results it should relay, verbatim",
     ),
     Rule(
-        name="exclude_looping",
-        stage="next",
-        reads="the calls the loop guard blocked",
-        does="keeps them out of the next constraint",
-    ),
-    Rule(
-        name="exclude_refused",
-        stage="next",
-        reads="the calls refused in this turn",
-        does="keeps them out of the turn's later constraints, until a call succeeds",
-    ),
-    Rule(
-        name="exclude_repeats",
-        stage="next",
-        reads="the calls of the last batch that succeeded",
-        does="keeps them out of the next constraint: the same call right after its result returns it again",
-    ),
-    Rule(
         name="call_list",
         stage="next",
         reads="the request's tools",

@@ -220,10 +220,10 @@ async def test_a_native_call_run_records_tokens_and_no_rescue() -> None:
 
 
 def test_a_with_arm_turns_on_a_rule_that_is_off_by_default() -> None:
-    preset = ablation("with:exclude_repeats")
-    assert preset.guardrails.exclude_repeats
+    preset = ablation("with:call_list")
+    assert preset.guardrails.call_list
     assert preset.constrain == "auto"
-    assert ablation("without:exclude_repeats").guardrails == ABLATIONS["full"].guardrails
+    assert ablation("without:call_list").guardrails == ABLATIONS["full"].guardrails
 
 
 def test_an_arm_may_switch_several_rules_at_once() -> None:

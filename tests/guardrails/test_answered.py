@@ -157,23 +157,3 @@ def test_off_a_write_runs_again() -> None:
     guard = _kiln_shop(GuardrailOptions().without("answered_calls"))
     _ran(guard, "glaze_stock", "order G-51 placed: cobalt", colour="cobalt")
     assert isinstance(guard.check(reply("glaze_stock", colour="cobalt")), Execute)
-
-
-def test_exclude_repeats_reads_the_last_batch_a_history_answered() -> None:
-    """The proxy's path: the calls of the history's last batch, answered, are the batch that
-    just ran; an earlier batch's are not, nor a call still waiting for its result."""
-    guard = Guardrails([KILN, GLAZE], options=GuardrailOptions().enabling("exclude_repeats"))
-    first = ToolCall(tool="glaze_stock", args={"colour": "cobalt"}, call_id="g1")
-    heat = ToolCall(tool="kiln_heat", args={"kiln": "K-3"}, call_id="h1")
-    pending = ToolCall(tool="kiln_heat", args={"kiln": "K-4"}, call_id="h2")
-    guard.observe_history(
-        [
-            Message.user("Is there cobalt glaze, and how hot are kilns K-3 and K-4?"),
-            Message.assistant_calls([first]),
-            Message.tool_result(first, "cobalt: 4 jars"),
-            Message.assistant_calls([heat, pending]),
-            Message.tool_result(heat, HEAT),
-        ]
-    )
-    assert guard.excluded_calls == (heat,)
-    assert _guard().excluded_calls == ()  # off by default

@@ -161,22 +161,3 @@ def test_enabling_turns_on_a_rule_that_is_off_by_default(rule: str) -> None:
 def test_enabling_the_loop_guard_gives_its_default_repeats() -> None:
     off = GuardrailOptions(loop_repeats=None)
     assert off.enabling("loop_guard").loop_repeats == GuardrailOptions().loop_repeats
-
-
-def _ran_peek(guard: Guardrails, burrow: str) -> None:
-    action = guard.check(reply("peek_burrow", burrow_id=burrow))
-    assert isinstance(action, Execute), action
-    guard.record([ToolResult(call=action.calls[0], output=f"{burrow}: empty")])
-
-
-def test_exclude_repeats_leaves_the_calls_that_just_ran_out_of_the_next_constraint() -> None:
-    guard = _burrows(GuardrailOptions().enabling("exclude_repeats"))
-    guard.new_turn("Check burrows BR-77 and BR-78.")
-    _ran_peek(guard, "BR-77")
-    assert [c.args for c in guard.excluded_calls] == [{"burrow_id": "BR-77"}]
-    _ran_peek(guard, "BR-78")  # another batch ran: only the latest is left out
-    assert [c.args for c in guard.excluded_calls] == [{"burrow_id": "BR-78"}]
-    default = _burrows(GuardrailOptions())
-    default.new_turn("Check burrows BR-77 and BR-78.")
-    _ran_peek(default, "BR-77")
-    assert default.excluded_calls == ()

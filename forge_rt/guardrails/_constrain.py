@@ -655,9 +655,10 @@ class NarrowedConstraint:
         ``pins`` only with the values its pin's arguments give (``Guardrails.pinned_calls``).
 
         ``exclude`` holds the calls the reply may not be (``Guardrails.excluded_calls``: a
-        repeat the warning blocked, a fan-out's covered siblings, an answer of markup). A blocked tool stays callable
-        with other arguments (see :func:`tool_call_schema`); one whose arguments cannot differ
-        is left out while another tool is left, else nothing is excluded. ``answers`` is
+        repeat the warning blocked, a fan-out's covered siblings, an answer of markup). A
+        blocked tool stays callable with other arguments (see :func:`tool_call_schema`); one
+        whose arguments cannot differ is left out while another tool is left, else nothing is
+        excluded. ``answers`` is
         ``Guardrails.answer_choices``.
         """
         constraint = self._constraint

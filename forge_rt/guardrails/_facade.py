@@ -501,11 +501,12 @@ class Guardrails:
         exclude=...)``): right after an answer was sent back for an item a listed fan-out left
         out, the calls that covered its siblings (a repeat returns what is known; the item is
         what is missing); the repeats of calls a caller's history answered that the warning
-        blocked, since one more ends the turn (the rule ``answered_calls``); and, once an answer of this turn was the
-        chat's tool-result markup, a synthetic ``respond`` whose message starts with ``<``. The
-        real 0.5B wrote ``"<tool_response>"`` as its answer again after each correction; under
-        the constraint its next answer has to be something else (and, as with every exclusion
-        of a string, one of safe characters: no quote, backslash or line break)."""
+        blocked, since one more ends the turn (the rule ``answered_calls``); and, once an
+        answer of this turn was the chat's tool-result markup, a synthetic ``respond`` whose
+        message starts with ``<``. The real 0.5B wrote ``"<tool_response>"`` as its answer
+        again after each correction; under the constraint its next answer has to be something
+        else (and, as with every exclusion of a string, one of safe characters: no quote,
+        backslash or line break)."""
         calls = {call_key(c): c for c in self._covered}
         calls.update((call_key(c), c) for c in self._answered.blocked)
         if self._markup_answered and self._synthetic_respond:
@@ -675,11 +676,10 @@ class Guardrails:
         judged = self._judge(result, runnable, refused, reply, last_chance=last_chance)
         if not isinstance(judged, _Passed):
             return judged
-        refused_ids = {r.call.call_id for r in judged.refused}
         self._ignored = {k: v for k, v in result.ignored.items() if k not in refused_ids}
         return Execute(
             calls=list(judged.runnable),
-            refused=list(judged.refused),
+            refused=refused,
             ignored=dict(self._ignored),
             collapsed=result.collapsed + judged.dropped,
             # A call written under the constraint was not rescued: the constraint made it.
@@ -698,10 +698,9 @@ class Guardrails:
         last_chance: bool,
     ) -> ToolErrors | StepBlocked | _Passed:
         """Run the ``calls`` and ``answer`` rules over a parsed reply, in order: the first
-        objection is the verdict; else what passed -- the calls that run, the refusals (the
-        steps' ``refused`` and the calls a rule held back) and how many were dropped."""
+        objection is the verdict; else what passed -- the calls that run and how many were
+        dropped (the steps' ``refused`` skip the rules that judge a whole reply)."""
         dropped = 0
-        refused = list(refused)
         for name, judge in self._pipeline:
             if refused and name in _WHOLE_REPLY:
                 continue  # judged only when every call of the reply may run
@@ -723,7 +722,7 @@ class Guardrails:
                     text=result.text,
                     rule=name,
                 )
-        return _Passed(runnable=tuple(runnable), refused=tuple(refused), dropped=dropped)
+        return _Passed(runnable=tuple(runnable), dropped=dropped)
 
     def _judges(self) -> tuple[tuple[str, _Judge], ...]:
         """The ``calls`` and ``answer`` rules that are on, in the registry's order, each with the
@@ -1370,11 +1369,9 @@ class _Dropped(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class _Passed(msgspec.Struct, frozen=True, kw_only=True):
-    """A reply no rule objected to: the calls that run, the calls refused (each answered by its
-    refusal) and how many repeats were dropped."""
+    """A reply no rule objected to: the calls that run and how many repeats were dropped."""
 
     runnable: tuple[ToolCall, ...]
-    refused: tuple[Refusal, ...]
     dropped: int
 
 
@@ -1402,7 +1399,7 @@ def _counts_as_failure(error: BaseException, recovery: bool) -> bool:
 
 
 def _with_refusals(
-    looping: StepBlocked, calls: list[ToolCall], refused: list[Refusal]
+    looping: StepBlocked, calls: list[ToolCall], refused: Sequence[Refusal]
 ) -> StepBlocked:
     """A loop block of the runnable calls, widened to the whole reply: refused calls keep the
     nudge that says why they may not run, every other call the loop's note."""

@@ -23,7 +23,11 @@ A value is taken from the scenarios' string constants (docstrings and ``__all__`
   ``:``), as in "weather in Paris" or "Who manages Sarah Chen's department?" -- or in a string
   of capitalised words alone (``"Cairo"``, ``"Grace Hopper"``). So "What", "Please" or "Weather"
   opening a sentence are not names, while "Oslo or Cairo" gives both. The ISO codes the scenarios
-  use (``UTC``, ``CET``, ``EUR``, ``USD``) are standard vocabulary, not data, and are skipped.
+  use (``UTC``, ``CET``, ``EUR``, ``USD``) are standard vocabulary, not data, and are skipped;
+- a tool, parameter or scenario name: a whole string in ``snake_case`` (``get_exchange_rate``,
+  ``todo_id``, ``currency_chain``). A rule explained with the scenario's own tool was written
+  with that scenario in view. The parameter names every API shares (``user_id``, ``order_id``,
+  ``from_unit``, ``to_unit``) are vocabulary, not data.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ LIBRARY = [
 
 # Standard codes (ISO 4217 currencies, time zones): vocabulary every API example shares.
 STANDARD = {"UTC", "CET", "EUR", "USD"}
+# Parameter names every API with users, orders or units spells the same way.
+SHARED_NAMES = {"user_id", "order_id", "from_unit", "to_unit"}
 
 _TOKEN = re.compile(r"[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*")
 _DOTTED = re.compile(r"[A-Za-z0-9]+(?:[-.][A-Za-z0-9]+)*")
@@ -49,6 +55,7 @@ _FIGURE = re.compile(r"(?<![\w.,:-])\d+(?:[.,:-]\d+)*(?![\w]|[.,:-]\d)")
 _ADDRESS = re.compile(r"[\w./@-]*[/@][\w./@-]*[\w]")
 _MID_SENTENCE_NAME = re.compile(r"(?<![.!?:] )(?<=[ (])[A-Z][A-Za-z]{2,}\b")
 _NAMES_ONLY = re.compile(r"[A-Z][A-Za-z]{2,}(?: [A-Z][A-Za-z]{2,})*")
+_SNAKE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
 
 
 def _docstrings(tree: ast.Module) -> set[int]:
@@ -103,7 +110,9 @@ def distinctive(text: str) -> set[str]:
     values.update(_MID_SENTENCE_NAME.findall(text))
     if _NAMES_ONLY.fullmatch(text.strip()):
         values.update(text.split())
-    return values - STANDARD
+    if _SNAKE.fullmatch(text):
+        values.add(text)
+    return values - STANDARD - SHARED_NAMES
 
 
 def scenario_values() -> set[str]:
@@ -123,8 +132,9 @@ def test_the_rule_picks_the_scenarios_values() -> None:
     """The collection finds the values the scenarios are known by and no sentence openers."""
     values = scenario_values()
     known = {"ORD-0042", "A-1", "u-7f3a9", "24C", "Oslo", "Cairo", "Sarah", "Chen", "7319"}
+    known |= {"get_exchange_rate", "todo_id", "currency_chain"}
     assert known | {"/notes/plan.txt", "grace.hopper@navy.example"} <= values
-    for word in ("What", "Please", "Weather", "Which", "UTC", "42"):
+    for word in ("What", "Please", "Weather", "Which", "UTC", "42", "user_id"):
         assert word not in values
 
 
@@ -144,6 +154,8 @@ def test_the_rule_reads_a_sentence() -> None:
         "1,204.50",
     }
     assert distinctive("Grace Hopper") == {"Grace", "Hopper"}
+    assert distinctive("count_residents") == {"count_residents"}
+    assert distinctive("call count_residents first") == set()
     assert distinctive("mail ilse@fleet.example or see /docs/roadmap.txt.") == {
         "ilse@fleet.example",
         "/docs/roadmap.txt",
@@ -165,9 +177,19 @@ def test_no_library_module_names_scenario_data() -> None:
     assert not found, "library modules name eval-scenario data:\n" + "\n".join(found)
 
 
-# Rule tests invent their own names and values too. Exempt: the tests that replay verbatim real
-# model replies (their text is what the model wrote) or run the real model on a task.
+# Rule tests invent their own names and values too: the guardrails' tests, and the runtime's that
+# play a model against one rule. Exempt: the tests that replay verbatim real model replies (their
+# text is what the model wrote) or run the real model on a task.
 RULE_TESTS = ROOT / "tests" / "guardrails"
+RUNTIME_RULE_TESTS = [
+    ROOT / "tests" / "runtime" / name
+    for name in (
+        "test_answer_from_results.py",
+        "test_last_chance.py",
+        "test_loop_exclusion.py",
+        "test_markup_exclusion.py",
+    )
+]
 VERBATIM = {"test_rescue_real.py", "test_constrain_local_model.py", "test_exclude_local_model.py"}
 
 
@@ -175,7 +197,7 @@ def test_no_rule_test_names_scenario_data() -> None:
     """No guardrail rule test names a scenario's id, figure or name as a whole word."""
     pattern = _whole_word(*scenario_values())
     found: list[str] = []
-    for path in sorted(RULE_TESTS.glob("*.py")):
+    for path in sorted(RULE_TESTS.glob("*.py")) + RUNTIME_RULE_TESTS:
         if path.name in VERBATIM:
             continue
         named = sorted({m.group() for m in pattern.finditer(path.read_text(encoding="utf-8"))})

@@ -186,7 +186,7 @@ class Prerequisite(BaseModel):
     """A tool that must have been called first.
 
     With ``match_arg`` set, the prerequisite must have been called with the same value for that
-    argument as this call has (``read_file(path=p)`` needs ``open_file(path=p)``);
+    argument as this call has (``read_page(path=p)`` needs ``mount_volume(path=p)``);
     ``prerequisite_arg`` names the argument on the prerequisite tool when it differs.
     """
 

@@ -1,10 +1,10 @@
 """An answer that leaves out what the end of a chain of lookups found is sent back once.
 
-Multi-hop tasks chain their lookups: a value one tool returned (``dept_id=G-40``) is the
-argument of the next call (``get_department(dept_id="G-40")``), whose result feeds the one
+Multi-hop tasks chain their lookups: a value one tool returned (``unit_ref=G-40``) is the
+argument of the next call (``find_unit(unit_ref="G-40")``), whose result feeds the one
 after. A small model that has walked the whole chain often answers from a link in the middle:
 the real Qwen2.5-Coder-0.5B found Maren Holt's department, its manager's id and the manager
-("P-118 is Tomas Okafor"), wandered on, and answered "G-40 Logistics, manager_id=P-118"; it
+("P-118 is Tomas Okafor"), wandered on, and answered "G-40 Logistics, lead_ref=P-118"; it
 found Ilse Brandt's user id, then her email, and answered "Ilse Brandt, user_id=u-2c8d1".
 Answer grounding (:mod:`forge_rt.guardrails._grounding`) passes both -- they come from a
 result -- but from one the chain had already moved past.
@@ -20,7 +20,7 @@ A terminal call with prose in it (a string argument of three words or more) is r
 per turn, when its words include none of any end's new words; the correction shows the call
 again with the ends' results as its text. It passes when it names something an end found; when
 it holds a number found nowhere in the turn while an end found a number (a sum or a conversion
-worked out from it); when it has no prose (``place_order(sku="SKU-9")``, "Done."); and when no
+worked out from it); when it has no prose (``reserve_item(sku="SKU-9")``, "Done."); and when no
 call of the turn followed a result (one lookup, or a fan-out over the request's own items),
 which grounding alone checks. As with grounding, a model that insists may be right: the next
 answer is taken as it is.
@@ -182,8 +182,8 @@ class LookupChains:
         """What a terminal call with ``args`` left out, when it is refused (this turn's
         refusal is then spent), else ``None``. With ``steps`` (the workflow's required steps),
         only a chain that ends in one of them counts: a detour through another tool is not
-        what the task asked for (the real 0.5B fed ZENX's price to ``translate_text``, got
-        "not relevant to this request", and was held to answer with that)."""
+        what the task asked for (a price fed to an unrelated tool whose reply says so is no
+        answer to hold the model to)."""
         answer = _answer_text(args)
         ends = self._ends(steps)
         if self._refused or answer is None or not ends:

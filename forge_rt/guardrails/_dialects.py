@@ -90,7 +90,7 @@ class Dialect(enum.StrEnum):
     REHEARSAL = "rehearsal"
     """``name[ARGS]{...}`` without the ``[TOOL_CALLS]`` token."""
     PYTHON_CALL = "python_call"
-    """``fetch_sales_data(3, 2023)`` or ``report(findings="...")``, usually in a ```python block."""
+    """``load_ledger(3, 2031)`` or ``report(findings="...")``, usually in a ```python block."""
     XML_ATTR = "xml_attr"
     """The name in an attribute: ``<function name="X" arguments='{...}'/>``, ``<invoke name=...>``."""
     XML_TAGS = "xml_tags"

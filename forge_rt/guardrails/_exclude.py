@@ -4,7 +4,7 @@ The loop guard blocks a call (tool + canonical arguments) that a model sent ``ma
 replies in a row; one more identical reply ends the run with a ToolLoopError. Narrowing leaves
 the blocked tool out of the next constraint where something else is callable -- but while it
 is the only pending required step it must stay, and an unchanged constraint lets the model
-write the blocked call again (the real 0.5B model sent ``get_population(city="Toronto")`` a
+write the blocked call again (a small model sends the same ``count_residents(city="Turku")`` a
 fourth time). :func:`argument_variants` rewrites a tool's (bounded, inlined) parameter schema
 into the alternatives whose instances all differ from every blocked call in at least one
 argument:

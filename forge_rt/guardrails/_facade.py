@@ -180,22 +180,21 @@ _DEFAULT_OPTIONS = GuardrailOptions()
 
 STEP_PATIENCE = 3
 """Batches in a row that ran without completing a pending required step, after which only the
-pending steps are callable. Seen on the real 0.5B: with get_exchange_rate required it called
-convert with guessed rates until MaxIterationsError; three batches leave room for the lookups a
-step may need first."""
+pending steps are callable: a small model that skips a required lookup tends to call the tool
+that needs its value with guessed ones until the iterations run out; three batches leave room
+for the lookups a step may need first."""
 
 STALE_PATIENCE = 2
 """Batches in a row made only of calls that already succeeded in the turn, after which, with no
 required step pending, only the terminal tools are callable: the same lookup again returns the
-same result, so nothing is left to learn but the answer. Seen on the real 0.5B: it alternated
-``order_status`` and ``delivery_date`` for INV-0317 for 12 iterations in both turns of a chat,
-which the loop guard (the same call in a row) never sees."""
+same result, so nothing is left to learn but the answer. Two lookups alternated with the same
+arguments are a loop the loop guard (the same call in a row) never sees."""
 
 FAILURE_STREAK = 2
 """Replies in a row in which one tool failed (an error, "called wrong", or arguments its schema
 rejects) after which :meth:`Guardrails.callable_now` leaves it out until some call succeeds.
-Seen on the real 0.5B: told "copy the user_id from search_users", it sent get_user_email ten
-more times with guessed ids instead; one failure is often a typo it fixes by itself."""
+A small model told where a value comes from often re-sends the failing tool with more guessed
+values instead; one failure is often a typo it fixes by itself."""
 
 
 # The messages whose text the model was given as fact (a correction is not one).
@@ -290,16 +289,16 @@ class Guardrails:
         self._quantities = RequestQuantities()  # the request's numbers, for one lost on the way
         self._selection = ItemSelection()  # this turn's listings, for an item picked wrong
         # Set when a terminal call was sent back for an uncovered item: until the next batch
-        # runs, the constraint offers no terminal tool (the real 0.5B, told to look up Lima,
-        # answered again with the correction's own words).
+        # runs, the constraint offers no terminal tool (told in words alone, a small model
+        # answers again, with the correction's own words).
         self._covering = False
         # The calls that already covered an item, while the terminal tools are left out for
-        # an uncovered one: the next constraint excludes them (the real 0.5B, told to look up
-        # Lima, looked Turku up again twice and answered with Turku).
+        # an uncovered one: the next constraint excludes them (else the item already covered
+        # is looked up again and the answer is about it alone).
         self._covered: tuple[ToolCall, ...] = ()
         # Set when a guessed value was sent back to the pending step that finds it: until the
-        # next batch runs, the constraint offers only that step (the real 0.5B, told to call
-        # list_todos first, sent the same complete_todo(todo_id=1) again).
+        # next batch runs, the constraint offers only that step (told in words alone, a small
+        # model sends the same guessed call again).
         self._finding: str | None = None
         self._failing: dict[str, int] = {}  # tool -> failures in a row
         self._last_ok: frozenset[str] = frozenset()  # tools that succeeded in the last batch
@@ -580,9 +579,8 @@ class Guardrails:
         the rule ``list_coverage``), until the next batch runs; only the step a guessed
         value was sent back to (the rule ``guessed_values``), until the next batch
         runs; not the synthetic
-        ``respond`` once it was shown to the user this turn in a workflow it does not end (the
-        real 0.5B, told the task goes on with `check_inventory`, sent ``respond`` again four
-        times, echoing that note). With step enforcement off, every tool but the failing ones
+        ``respond`` once it was shown to the user this turn in a workflow it does not end (told
+        the task goes on, a small model answers again, echoing the note). With step enforcement off, every tool but the failing ones
         and the spent ``respond`` (and, after a coverage refusal, the terminal ones).
         """
         failing = (
@@ -1129,8 +1127,8 @@ class Guardrails:
         choice = RESPOND_TOOL_NAME if RESPOND_TOOL_NAME in terminal else terminal[0]
         before = self._steps.first_unmet(choice) if self.options.steps else None
         if before is not None and before != avoid and before in by_name:
-            # The terminal cannot run yet: name what it waits for (the real 1.5B, told to
-            # finish with `deploy`, re-ran `run_tests` until the iterations ran out).
+            # The terminal cannot run yet: name what it waits for (told only to finish, a
+            # model re-runs the steps it has done until the iterations run out).
             return next_step_text(by_name[before], finish=False)
         return next_step_text(by_name[choice], finish=True)
 

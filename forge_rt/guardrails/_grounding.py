@@ -2,7 +2,7 @@
 
 A small model that has run the right tools often answers with words that come from nowhere in
 its results: the real Qwen2.5-Coder-0.5B answered "You complete your request." after
-``get_weather`` returned "Weather in Porto: 27C, clear", and "Hello world!" after a weather
+``read_gauge`` returned "Gauge at Porto: 27C, clear", and "Hello world!" after a weather
 lookup for a comparison. Both pass every schema, and a run that accepts them ends with a wrong
 answer. :class:`AnswerGrounding` keeps the words and numbers of the turn's tool results; an
 answer that shares none of them is refused **once per turn** with a call to copy that answers
@@ -118,11 +118,11 @@ class AnswerGrounding:
 
     def add_subject(self, values: Iterable[object]) -> None:
         """The argument values of a call of this turn: an answer that names what was looked
-        up ("Porto is warm." after ``get_weather(city="Porto")`` returned "28 C") is about the
+        up ("Porto is warm." after ``read_gauge(city="Porto")`` returned "28 C") is about the
         task, though the result's own words are too few to share. Only a short value (up to
         :data:`SUBJECT_WORDS` words) names what was looked up: a longer one is text the model
-        wrote itself (the 0.5B sent a made-up paragraph to ``translate_text``, then answered
-        with it), no evidence of anything."""
+        wrote itself (a paragraph the model made up, sent to a tool and then given as the
+        answer), no evidence of anything."""
         for value in values:
             if isinstance(value, str) and len(value.split()) <= SUBJECT_WORDS:
                 self._tokens |= content_tokens(value)

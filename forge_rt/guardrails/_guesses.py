@@ -1,11 +1,9 @@
 """An identifier the model made up is sent back once, with where the real one comes from.
 
 A small model fills an id, a path or a rate with a value that comes from nowhere rather than
-looking it up first. On the real Qwen2.5-Coder-0.5B: asked "I renewed my passport, tick that off",
-it called ``complete_todo(todo_id=1)`` before ``list_todos`` and completed the wrong item, 3 runs
-of 3; it totalled order ``"12345"`` before listing the customer's orders; asked about
-``/docs/roadmap.txt`` it opened ``/home/user/documents/example.pdf``; and with the exchange rate
-never looked up it converted at a rate of its own (1.42). Each value passes its schema, and a
+looking it up first: it closes item ``1`` before listing the items, opens
+``/home/user/documents/example.pdf`` when asked about ``/docs/roadmap.txt``, or converts at a
+rate of its own (``1.42``) with the rate never looked up. Each value passes its schema, and a
 destructive call with one cannot be taken back.
 
 :class:`ArgumentGrounding` keeps the text the run has been given as facts -- the system
@@ -14,14 +12,14 @@ succeeded -- and finds a call's *identifier-like* argument whose value appears i
 
 - a string of one token that holds a digit, a ``/`` or an ``@`` (``INV-0317``, ``K-7``,
   ``/docs/roadmap.txt``, ``ilse@fleet.example``): words ("Lyon", "USD") cannot be judged;
-- a whole number in a field named as an id (``todo_id``, ``record_number``, ``index``);
+- a whole number in a field named as an id (``task_id``, ``case_number``, ``index``);
 - a number with a fractional part (``1.42``), in any field.
 
 Nothing is judged before a request is known (a middleware caller that never passes one to
 ``new_turn`` gets no refusals: without the user's words, every id looks made up). Such a value
 is refused only where the correction can say where the real one comes from: a
 same-shaped value the run has seen (the request's ``/docs/roadmap.txt``), shown in a corrected
-call, or a pending required step the caller names (``list_todos``). Each value is refused
+call, or a pending required step the caller names (``list_tasks``). Each value is refused
 **once per turn**, and at most :data:`MAX_GUESS_REFUSALS` a turn: a model that sends it again
 may know better (a value it worked out), and a second refusal would only burn iterations.
 """

@@ -561,8 +561,8 @@ def loop_nudge(
     ``next_step`` (from :meth:`Guardrails.next_step`) names the call that moves the task on:
     small models follow a concrete next call far better than "do something else".
     ``failed_with`` is the tool's own error from the last time this exact call ran: a model
-    that re-sends a failing call has not read why it fails (the real 0.5B and 1.5B sent
-    ``get_population(city="Toronto")`` after "only capitals; Canada's is Ottawa"), so the
+    that re-sends a failing call has not read why it fails (the real 0.5B and 1.5B re-sent
+    a lookup for a city after an error that named the one the tool takes), so the
     reason is put in front of it again, with no next step (the failing tool is usually the
     step still to do; pointing at the terminal would invite a premature answer).
     """

@@ -3,7 +3,7 @@
 A small model that cannot fill a field writes the *shape* of a value: a bracketed instruction
 (``"[Your complete profile report, in plain text]."``), an angle-bracket slot (``"<city>"``),
 "Your message here", ``TODO``, the schema's own description of the field, or words from a
-correction it was just sent (``"Please call `fetch_sales_data` first."``). Each of these passes a
+correction it was just sent (``"Please call `load_ledger` first."``). Each of these passes a
 ``string`` schema, and a run that accepts one ends with a wrong answer, so the validator refuses
 them with an error that says which rule fired.
 
@@ -312,7 +312,7 @@ def before_copied_note(raw: str) -> str | None:
 def strip_echo_markup(value: Any) -> Any:
     """``value`` with the chat template's result and call tags taken off the ends of strings,
     and with a ``[Note]`` forge_rt appended to a tool result cut off the end (the real 0.5B
-    answered "Weather in Lyon: 16C, drizzle\n[Note] You already called get_weather ...").
+    answered "Weather in Lyon: 16C, drizzle\n[Note] You already called read_gauge ...").
 
     Small models (Qwen2.5-Coder-0.5B on its own template) open an answer with the
     ``<tool_response>`` tag they saw around tool results: "<tool_response>The weather in Porto

@@ -685,7 +685,7 @@ class _Scanner:
 
     def call_tag(self, name: str, closed: bool, s: int, hi: int, ctx: int) -> int | None:
         """Where a call written as a tag ends: ``<function name="x" ...>`` (an attribute
-        call) or ``<get_weather>`` (a tag named after a tool); None when it is neither."""
+        call) or ``<read_gauge>`` (a tag named after a tool); None when it is neither."""
         if name in _ATTR_TAGS and not closed:
             xml = read_attr_call(self.text, s, hi, name)
             if xml is not None:

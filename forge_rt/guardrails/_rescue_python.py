@@ -1,4 +1,4 @@
-"""Tool calls written as Python: ``fetch_sales_data(3, 2023)``, ``report(findings="...")``.
+"""Tool calls written as Python: ``load_ledger(3, 2031)``, ``report(findings="...")``.
 
 Code-trained models answer in a ```python block, on a line of their own, or after Llama's
 ``<|python_tag|>``. Only literal arguments are accepted (strings, numbers, booleans, None, lists,

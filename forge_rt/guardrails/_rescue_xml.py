@@ -1,7 +1,7 @@
 """Tool calls written as XML-ish markup, in the shapes small models actually produce.
 
 - Qwen-Coder: ``<function=NAME><parameter=K>V</parameter></function>`` (values are raw strings)
-- name in an attribute: ``<function name="get_employee" arguments='{"employee_name": "..."}'/>``,
+- name in an attribute: ``<function name="find_member" arguments='{"member_name": "..."}'/>``,
   ``<invoke name="X"><parameter name="k">v</parameter></invoke>``,
   ``<call function="X"><arguments><property name="k">v</property></arguments></call>``
 - name in an element: ``<function-name>X</function-name><arguments>{...}</arguments>``,

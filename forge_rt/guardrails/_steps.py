@@ -121,8 +121,8 @@ class StepEnforcer:
 
     def first_unmet(self, tool: str) -> str | None:
         """The tool to call before ``tool`` can run: its first prerequisite that never
-        succeeded, followed down to one whose own prerequisites all have (``deploy`` needs
-        ``build``, which needs ``run_tests``: with only ``run_tests`` done, ``build``).
+        succeeded, followed down to one whose own prerequisites all have (``publish`` needs
+        ``package``, which needs ``lint``: with only ``lint`` done, ``package``).
         ``None`` when nothing ``tool`` needs is missing. A prerequisite with ``match_arg``
         counts as met once its tool succeeded with any value: the refusal of the call itself
         names the value."""

@@ -1,5 +1,5 @@
 """After a loop on a lookup that already answered, or a refused answer, the next reply is held
-to the answer -- the real 0.5B on error_recovery: it repeated a successful track_shipment, was warned,
+to the answer -- the shape of a small model that repeated a successful lookup, was warned,
 answered with the warning's own words ("Your answer is the same as before.") twice, and looked
 up again until the loop guard ended the run."""
 

@@ -98,7 +98,7 @@ def test_a_lone_end_is_left_to_answer_grounding() -> None:
     """One lookup has no "every": "Warm." for "28 C" is grounding's to judge, not this rule's."""
     chains = LookupChains()
     chains.new_turn("How warm is it in Velden?")
-    chains.add_result("get_weather", {"city": "Velden"}, "28 C, clear sky")
+    chains.add_result("read_gauge", {"city": "Velden"}, "28 C, clear sky")
     assert chains.left_out({"message": "It is warm in Velden today."}) is None
 
 
@@ -120,10 +120,10 @@ def test_a_result_a_later_call_took_the_request_s_value_from_was_consulted() -> 
     chains.new_turn("Order two crates of plum jam and one of fig jam.")
     chains.add_result("stock_of", {"item": "plum jam"}, "plum jam: 40 crates in stock")
     chains.add_result("stock_of", {"item": "fig jam"}, "fig jam: 12 crates in stock")
-    chains.consult("place_order", {"item": "plum jam", "crates": 2})
-    chains.add_result("place_order", {"item": "plum jam", "crates": 2}, "order PJ-88 placed")
-    chains.consult("place_order", {"item": "fig jam", "crates": 1})
-    chains.add_result("place_order", {"item": "fig jam", "crates": 1}, "order FJ-12 placed")
+    chains.consult("reserve_item", {"item": "plum jam", "crates": 2})
+    chains.add_result("reserve_item", {"item": "plum jam", "crates": 2}, "order PJ-88 placed")
+    chains.consult("reserve_item", {"item": "fig jam", "crates": 1})
+    chains.add_result("reserve_item", {"item": "fig jam", "crates": 1}, "order FJ-12 placed")
     assert chains.left_out({"message": "Placed orders PJ-88 and FJ-12 for you."}) is None
     # The same call again is no consultation: the lookup is still an end.
     again = LookupChains()

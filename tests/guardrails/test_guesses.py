@@ -199,7 +199,7 @@ def _check(grounding: ArgumentGrounding, source: str | None = "lookup", **args: 
         ({"order_id": "KVX-3318"}, True),
         ({"path": "/tmp/x.txt"}, True),
         ({"email": "a@b.example"}, True),
-        ({"todo_id": 7}, True),
+        ({"task_id": 7}, True),
         ({"rate": 1.42}, True),
         ({"city": "Ghent"}, False),  # a word cannot be judged
         ({"count": 7}, False),  # a whole number in a field not named as an id
@@ -219,7 +219,7 @@ def test_which_values_are_judged(args: dict[str, Any], judged: bool) -> None:
     [
         ("order KVX-3318 shipped", {"order_id": "kvx-3318"}),  # case folded
         ("1 EUR = 1.170 USD", {"rate": 1.17}),  # numbers compared as numbers
-        ("saved as #17", {"record_number": 17}),
+        ("saved as #17", {"case_number": 17}),
         ("Q4 sales", {"quarter_index": 4}),
     ],
 )
@@ -261,10 +261,10 @@ def test_a_bare_number_has_no_candidates() -> None:
 def test_a_turn_refuses_at_most_a_few_guesses() -> None:
     grounding = ArgumentGrounding()
     grounding.new_turn("do it")
-    refused = [_check(grounding, todo_id=n) for n in range(MAX_GUESS_REFUSALS + 2)]
+    refused = [_check(grounding, task_id=n) for n in range(MAX_GUESS_REFUSALS + 2)]
     assert sum(g is not None for g in refused) == MAX_GUESS_REFUSALS
     grounding.new_turn("again")
-    assert _check(grounding, todo_id=99) is not None
+    assert _check(grounding, task_id=99) is not None
 
 
 def test_the_oldest_facts_go_first() -> None:
@@ -272,8 +272,8 @@ def test_the_oldest_facts_go_first() -> None:
     grounding.new_turn("do it")
     grounding.learn("todo 11 is old news, long ago")
     grounding.learn("todo 22 is the newest fact here")
-    assert _check(grounding, todo_id=22) is None
-    assert _check(grounding, todo_id=11) is not None
+    assert _check(grounding, task_id=22) is None
+    assert _check(grounding, task_id=11) is not None
 
 
 def test_a_relayed_result_is_no_echo_of_a_correction_that_quoted_it() -> None:

@@ -15,9 +15,11 @@ CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required"
 def _guard() -> Guardrails:
     tools = [
         ToolSpec(name="get_air_quality", parameters=CITY),
-        ToolSpec(name="get_time", parameters=CITY),
+        ToolSpec(name="get_local_hour", parameters=CITY),
     ]
-    return Guardrails(tools, required_steps=["get_air_quality", "get_time"], respond_tool=True)
+    return Guardrails(
+        tools, required_steps=["get_air_quality", "get_local_hour"], respond_tool=True
+    )
 
 
 def _run(guard: Guardrails, call: ToolCall, output: str) -> str:
@@ -32,9 +34,9 @@ def test_next_step_is_the_first_pending_step_then_respond() -> None:
     values), then the respond tool."""
     guard = _guard()
     assert guard.next_step() == "Next, call `get_air_quality` with `city`: a string."
-    assert guard.next_step(avoid="get_air_quality").startswith("Next, call `get_time`")
+    assert guard.next_step(avoid="get_air_quality").startswith("Next, call `get_local_hour`")
     _run(guard, ToolCall(tool="get_air_quality", args={"city": "Turku"}), "3C")
-    _run(guard, ToolCall(tool="get_time", args={"city": "Turku"}), "09:35")
+    _run(guard, ToolCall(tool="get_local_hour", args={"city": "Turku"}), "09:35")
     assert guard.next_step().startswith("Now answer the user with the facts from the results")
     assert "call `respond` with your answer in `message`" in guard.next_step()
     assert "<" not in guard.next_step()
@@ -47,7 +49,7 @@ def test_a_repeated_successful_call_gets_a_note_with_the_next_step() -> None:
     assert _run(guard, call, "3C") == "3C"
     again = _run(guard, ToolCall(tool="get_air_quality", args={"city": "Turku"}), "3C")
     assert again.startswith("3C\n[Note] You already called `get_air_quality` with these arguments")
-    assert "Next, call `get_time`" in again
+    assert "Next, call `get_local_hour`" in again
 
 
 def test_loop_nudge_names_the_next_step() -> None:
@@ -58,7 +60,7 @@ def test_loop_nudge_names_the_next_step() -> None:
     blocked = guard.check([ToolCall(tool="get_air_quality", args={"city": "Turku"})])
     assert isinstance(blocked, StepBlocked)
     assert blocked.reason == "loop"
-    assert "Next, call `get_time` with `city`: a string." in blocked.errors[0].content
+    assert "Next, call `get_local_hour` with `city`: a string." in blocked.errors[0].content
 
 
 def test_the_same_tool_again_names_the_missing_step_or_the_answer() -> None:
@@ -68,12 +70,12 @@ def test_the_same_tool_again_names_the_missing_step_or_the_answer() -> None:
     assert _run(guard, ToolCall(tool="get_air_quality", args={"city": "Turku"}), "3C") == "3C"
     again = _run(guard, ToolCall(tool="get_air_quality", args={"city": "Bergen"}), "9C")
     assert again == (
-        "9C\n[Note] `get_air_quality` ran again; still required: `get_time`. "
-        "Next, call `get_time` with `city`: a string."
+        "9C\n[Note] `get_air_quality` ran again; still required: `get_local_hour`. "
+        "Next, call `get_local_hour` with `city`: a string."
     )
-    assert _run(guard, ToolCall(tool="get_time", args={"city": "Turku"}), "09:35") == "09:35"
-    done = _run(guard, ToolCall(tool="get_time", args={"city": "Bergen"}), "09:35")
-    assert done.startswith("09:35\n[Note] `get_time` ran again; every required step is done.")
+    assert _run(guard, ToolCall(tool="get_local_hour", args={"city": "Turku"}), "09:35") == "09:35"
+    done = _run(guard, ToolCall(tool="get_local_hour", args={"city": "Bergen"}), "09:35")
+    assert done.startswith("09:35\n[Note] `get_local_hour` ran again; every required step is done.")
     assert "call `respond` with your answer in `message`" in done
 
 
@@ -82,21 +84,21 @@ def test_after_three_batches_without_progress_only_the_pending_steps_are_callabl
     callable; completing one restores the normal choice."""
     tools = [
         ToolSpec(name="get_air_quality", parameters=CITY),
-        ToolSpec(name="get_time", parameters=CITY),
+        ToolSpec(name="get_local_hour", parameters=CITY),
         ToolSpec(name="get_headlines", parameters=CITY),
     ]
-    guard = Guardrails(tools, required_steps=["get_time"], respond_tool=True)
+    guard = Guardrails(tools, required_steps=["get_local_hour"], respond_tool=True)
 
     def names() -> list[str]:
         return [t.name for t in guard.callable_now()]
 
     for city in ("Turku", "Bergen"):
         _run(guard, ToolCall(tool="get_headlines", args={"city": city}), "quiet")
-        assert names() == ["get_air_quality", "get_time", "get_headlines"]
+        assert names() == ["get_air_quality", "get_local_hour", "get_headlines"]
     _run(guard, ToolCall(tool="get_air_quality", args={"city": "Turku"}), "3C")
-    assert names() == ["get_time"]
-    _run(guard, ToolCall(tool="get_time", args={"city": "Turku"}), "09:35")
-    assert names() == ["get_air_quality", "get_time", "get_headlines", "respond"]
+    assert names() == ["get_local_hour"]
+    _run(guard, ToolCall(tool="get_local_hour", args={"city": "Turku"}), "09:35")
+    assert names() == ["get_air_quality", "get_local_hour", "get_headlines", "respond"]
 
 
 def test_a_loop_with_steps_pending_leaves_only_the_pending_steps() -> None:
@@ -104,24 +106,24 @@ def test_a_loop_with_steps_pending_leaves_only_the_pending_steps() -> None:
     blocked it: the pending step is all that is left until it is done."""
     tools = [
         ToolSpec(name="get_headlines", parameters=CITY),
-        ToolSpec(name="get_time", parameters=CITY),
+        ToolSpec(name="get_local_hour", parameters=CITY),
     ]
-    guard = Guardrails(tools, required_steps=["get_time"], respond_tool=True)
+    guard = Guardrails(tools, required_steps=["get_local_hour"], respond_tool=True)
     news = ToolCall(tool="get_headlines", args={"city": "Turku"})
     for _ in range(2):
         _run(guard, news, "quiet")
-    assert [t.name for t in guard.callable_now()] == ["get_headlines", "get_time"]
+    assert [t.name for t in guard.callable_now()] == ["get_headlines", "get_local_hour"]
     assert isinstance(guard.check([news]), StepBlocked)
-    assert [t.name for t in guard.callable_now()] == ["get_time"]
-    _run(guard, ToolCall(tool="get_time", args={"city": "Turku"}), "09:35")
-    assert [t.name for t in guard.callable_now()] == ["get_headlines", "get_time", "respond"]
+    assert [t.name for t in guard.callable_now()] == ["get_local_hour"]
+    _run(guard, ToolCall(tool="get_local_hour", args={"city": "Turku"}), "09:35")
+    assert [t.name for t in guard.callable_now()] == ["get_headlines", "get_local_hour", "respond"]
 
 
 TARGET = {"type": "object", "properties": {"target": {"type": "string"}}, "required": ["target"]}
 
 
 def _release() -> Guardrails:
-    """prereq_chain in small: ``deploy`` ends the task and needs ``build``, which needs
+    """A chain of prerequisites: ``deploy`` ends the task and needs ``build``, which needs
     ``run_checks``; ``respond`` is offered beside, and does not end it."""
     tools = [
         ToolSpec(name="run_checks", parameters=TARGET),
@@ -180,5 +182,5 @@ def test_respond_stays_offered_where_it_ends_the_task() -> None:
     """Where ``respond`` is the terminal, answering is the task: it is never taken away."""
     guard = _guard()
     _run(guard, ToolCall(tool="get_air_quality", args={"city": "Turku"}), "3C")
-    _run(guard, ToolCall(tool="get_time", args={"city": "Turku"}), "09:35")
+    _run(guard, ToolCall(tool="get_local_hour", args={"city": "Turku"}), "09:35")
     assert "respond" in _names(guard.callable_now())

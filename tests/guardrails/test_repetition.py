@@ -246,7 +246,7 @@ def test_a_reply_stopped_for_repeating_is_told_so_not_that_it_hit_the_limit() ->
     assert "cut off at the length limit" in texts["length"]
 
 
-# currency_chain run 0 at 1c46b5a (0.5B, constrained): the call, then spaces to the token cap.
+# The shape of a real 0.5B reply under a constraint: the call, then spaces to the token cap.
 REAL_SPACES = '{"name": "get_fx_rate", "arguments": {"base": "USD", "quote": "EUR}}"}' + " " * 2031
 
 

@@ -79,7 +79,7 @@ def test_what_is_left_to_the_model(request_text: str, listing: str, value: str |
     selection = ItemSelection()
     selection.reset(request_text)
     selection.add_result("list", listing)
-    field = "todo_id" if isinstance(value, int) else "order_id"
+    field = "task_id" if isinstance(value, int) else "order_id"
     assert selection.check(ToolCall(tool="complete", args={field: value})) is None
 
 

@@ -126,14 +126,14 @@ def test_prerequisite_by_name_blocks_until_met() -> None:
 
 def test_prerequisite_by_matching_argument() -> None:
     """With match_arg, the prerequisite must have run with the same argument value."""
-    prereq = Prerequisite(tool="open_file", match_arg="path")
+    prereq = Prerequisite(tool="mount_volume", match_arg="path")
     tracker = StepTracker()
-    enforcer = StepEnforcer([], [], {"read_file": [prereq]}, tracker)
-    tracker.record(_call("open_file", path="a.txt"))
-    assert enforcer.check([_call("read_file", path="a.txt")]) is None
-    blocked = enforcer.check([_call("read_file", path="b.txt")])
+    enforcer = StepEnforcer([], [], {"read_page": [prereq]}, tracker)
+    tracker.record(_call("mount_volume", path="a.txt"))
+    assert enforcer.check([_call("read_page", path="a.txt")]) is None
+    blocked = enforcer.check([_call("read_page", path="b.txt")])
     assert blocked is not None
-    assert 'needs `open_file` with path="b.txt"' in blocked.errors[0].content
+    assert 'needs `mount_volume` with path="b.txt"' in blocked.errors[0].content
 
 
 def test_prerequisite_with_differently_named_argument() -> None:

@@ -1,6 +1,6 @@
 """An answer sent back for leaving out the results is followed by one constrained to them.
 
-Tested over HTTP on the sim, whose oracle plays the real 0.5B on argument_fidelity: it looks the
+Tested over HTTP on the sim, whose oracle plays the real 0.5B on a two-step lookup: it looks the
 user up, then the email, and answers with the search result -- and, told the email was left
 out, with the search result again, for as long as the request's schema admits it.
 """
@@ -22,15 +22,15 @@ from forge_rt.runtime import WorkflowRunner
 
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 USER = {"type": "object", "properties": {"user_id": {"type": "string"}}, "required": ["user_id"]}
-FOUND = "1 match: Grace Hopper, user_id=u-7f3a9"
-EMAIL = "grace.hopper@navy.example"
+FOUND = "1 match: Odile Varga, user_id=m-4k2q8"
+EMAIL = "odile.varga@kite.example"
 
 
-async def search_users(name: str) -> str:
+async def find_member(name: str) -> str:
     return FOUND
 
 
-async def get_user_email(user_id: str) -> str:
+async def member_contact(user_id: str) -> str:
     return EMAIL
 
 
@@ -38,10 +38,10 @@ def _workflow() -> Workflow:
     return Workflow(
         name="emails",
         tools=[
-            ToolDef(spec=ToolSpec(name="search_users", parameters=NAME), callable=search_users),
-            ToolDef(spec=ToolSpec(name="get_user_email", parameters=USER), callable=get_user_email),
+            ToolDef(spec=ToolSpec(name="find_member", parameters=NAME), callable=find_member),
+            ToolDef(spec=ToolSpec(name="member_contact", parameters=USER), callable=member_contact),
         ],
-        required_steps=["search_users", "get_user_email"],
+        required_steps=["find_member", "member_contact"],
         system_prompt_template="Answer with the tools.",
         constrain="always",
     )
@@ -55,9 +55,9 @@ def insisting_model(schemas: list[dict[str, Any]]) -> Any:
         schemas.append(view.schema)
         done = len(successful_results(view))
         if done == 0:
-            return call("search_users", name="Grace Hopper")
+            return call("find_member", name="Odile Varga")
         if done == 1:
-            return call("get_user_email", user_id="u-7f3a9")
+            return call("member_contact", user_id="m-4k2q8")
         if admits(view.schema, "respond", "message", FOUND):
             return call("respond", message=FOUND)
         return call("respond", message=EMAIL)
@@ -72,7 +72,7 @@ async def _run(options: GuardrailOptions, schemas: list[dict[str, Any]]) -> str:
             LlamaServerClient(sim.url) as client,
         ):
             runner = WorkflowRunner(client, guardrails=options)
-            result = await runner.run(_workflow(), "What is Grace Hopper's email address?")
+            result = await runner.run(_workflow(), "What is Odile Varga's email address?")
     return result.output
 
 

@@ -24,31 +24,30 @@ CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required"
 
 
 def admits_city(schema: dict[str, Any], city: str) -> bool:
-    """Whether one of ``schema``'s single-call branches admits get_population(city=city)."""
-    return admits(schema, "get_population", "city", city)
+    """Whether one of ``schema``'s single-call branches admits count_residents(city=city)."""
+    return admits(schema, "count_residents", "city", city)
 
 
 class Population:
-    """The data_gap scenario in small: the dataset has capitals only."""
+    """A dataset with gaps: the dataset has capitals only."""
 
     def __init__(self) -> None:
         self.cities: list[str] = []
 
-    async def get_population(self, city: str) -> str:
+    async def count_residents(self, city: str) -> str:
         self.cities.append(city)
-        if city != "Canberra":
+        if city != "Varno":
             raise ToolResolutionError(
-                f"no population for {city!r}: the dataset has capitals only (Australia's is "
-                "Canberra)"
+                f"no population for {city!r}: the dataset has capitals only (Lirenia's is Varno)"
             )
-        return "Canberra: 467,000"
+        return "Varno: 88,200"
 
     def workflow(self) -> Workflow:
-        spec = ToolSpec(name="get_population", parameters=CITY)
+        spec = ToolSpec(name="count_residents", parameters=CITY)
         return Workflow(
             name="population",
-            tools=[ToolDef(spec=spec, callable=self.get_population)],
-            required_steps=["get_population"],
+            tools=[ToolDef(spec=spec, callable=self.count_residents)],
+            required_steps=["count_residents"],
             system_prompt_template="Answer population questions.",
             constrain="always",
         )
@@ -60,8 +59,8 @@ async def test_the_blocked_call_stays_admitted_and_the_loop_ends_typed() -> None
 
     def stuck(view: RequestView) -> Any:
         assert view.schema is not None
-        assert admits_city(view.schema, "Sydney")
-        return call("get_population", city="Sydney")
+        assert admits_city(view.schema, "Pellak")
+        return call("count_residents", city="Pellak")
 
     with trio.fail_after(30):
         async with (
@@ -69,4 +68,4 @@ async def test_the_blocked_call_stays_admitted_and_the_loop_ends_typed() -> None
             LlamaServerClient(sim.url) as client,
         ):
             with pytest.raises(ToolLoopError):
-                await WorkflowRunner(client).run(Population().workflow(), "Sydney's population?")
+                await WorkflowRunner(client).run(Population().workflow(), "Pellak's population?")

@@ -38,16 +38,16 @@ def admits_message(schema: dict[str, Any], message: str) -> bool:
     return False
 
 
-async def get_weather(city: str) -> str:
-    return f"Weather in {city}: 18C, light rain"
+async def read_gauge(city: str) -> str:
+    return f"Gauge at {city}: 11C, light rain"
 
 
 def _workflow() -> Workflow:
-    spec = ToolSpec(name="get_weather", parameters=CITY)
+    spec = ToolSpec(name="read_gauge", parameters=CITY)
     return Workflow(
         name="weather",
-        tools=[ToolDef(spec=spec, callable=get_weather)],
-        required_steps=["get_weather"],
+        tools=[ToolDef(spec=spec, callable=read_gauge)],
+        required_steps=["read_gauge"],
         system_prompt_template="Answer weather questions.",
         constrain="always",
     )
@@ -62,20 +62,22 @@ async def test_after_a_markup_answer_the_constraint_admits_none_and_the_next_ans
         assert view.schema is not None
         schemas.append(view.schema)
         if not successful_results(view):
-            return call("get_weather", city="Paris")
+            return call("read_gauge", city="Ostrava")
         if admits_message(view.schema, "<tool_response>"):
             return call("respond", message="<tool_response>")
-        return call("respond", message="Weather in Paris: 18C, light rain")
+        return call("respond", message="Gauge at Ostrava: 11C, light rain")
 
     with trio.fail_after(30):
         async with (
             SimBackend.serve(SimConfig(oracle=echoing)) as sim,
             LlamaServerClient(sim.url) as client,
         ):
-            result = await WorkflowRunner(client).run(_workflow(), "Weather in Paris?")
-    assert result.output == "Weather in Paris: 18C, light rain"
+            result = await WorkflowRunner(client).run(
+                _workflow(), "What does the gauge at Ostrava read?"
+            )
+    assert result.output == "Gauge at Ostrava: 11C, light rain"
     # The first request admits no answer (the step is pending), the second any, and the one
     # after the markup answer none that starts with "<" -- a real answer still.
     assert [admits_message(s, "<tool_response>") for s in schemas] == [False, True, False]
-    assert admits_message(schemas[2], "Weather in Paris: 18C, light rain")
+    assert admits_message(schemas[2], "Gauge at Ostrava: 11C, light rain")
     assert result.stats.retries == {"invalid_call": 1}

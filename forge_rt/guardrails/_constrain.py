@@ -161,7 +161,8 @@ def tool_call_schema(
     which is where a model weighs whether the request asks for more; written as a bare object,
     a small model ends after the first call (on BFCL's parallel categories the embedded 0.5B
     wrote one call in 80 of 80 requests for several, and several in 7 of 10 dev-split requests
-    once the reply opened a list; ``GuardrailOptions.call_list``).
+    once the reply opened a list; ``GuardrailOptions.call_list``). With ``shape.one_tool`` too,
+    the array is of one tool's calls (``anyOf`` one array per tool; ``GuardrailOptions.fan_out``).
 
     ``exclude``: calls the reply may not make (the loop guard blocked them). A tool with an
     excluded call is offered only with arguments that differ from each of them in at least
@@ -185,13 +186,23 @@ def tool_call_schema(
     ]
     if not shape.parallel:
         return {"anyOf": calls}
-    batch = {
+    if shape.listed and shape.one_tool:
+        by_tool: dict[str, list[dict[str, Any]]] = {}
+        for call in calls:
+            by_tool.setdefault(call["properties"]["name"]["const"], []).append(call)
+        return {"anyOf": [_array_of(group) for group in by_tool.values()]}
+    batch = _array_of(calls)
+    return batch if shape.listed else {"anyOf": [*calls, batch]}
+
+
+def _array_of(calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """A JSON array of 1 to :data:`~forge_rt.guardrails.DEFAULT_MAX_CALLS` of ``calls``."""
+    return {
         "type": "array",
         "items": {"anyOf": calls},
         "minItems": 1,
         "maxItems": DEFAULT_MAX_CALLS,
     }
-    return batch if shape.listed else {"anyOf": [*calls, batch]}
 
 
 def _call_arguments(
@@ -463,7 +474,8 @@ def tool_call_grammar(
     numbers have at most 16 integer digits, 16 decimals and a two-digit exponent, so sampling
     cannot run away inside a value or produce a number that does not fit a double. With
     ``shape.parallel``, a reply may also be a JSON array of 1 to
-    :data:`~forge_rt.guardrails.DEFAULT_MAX_CALLS` calls (only that, with ``shape.listed``).
+    :data:`~forge_rt.guardrails.DEFAULT_MAX_CALLS` calls (only that, with ``shape.listed``; of
+    one tool's calls each, with ``shape.one_tool`` too).
     ``exclude`` leaves out calls, and ``answers`` narrows ``respond``'s message, as
     :func:`tool_call_schema` does.
 
@@ -477,19 +489,26 @@ def tool_call_grammar(
     _check_tools(tools)
     grammar = _Grammar()
     alternatives: list[str] = []
+    by_tool: dict[str, list[str]] = {}
     for spec, arguments in _call_arguments(tools, exclude, answers):
         grammar.for_tool(spec.name)
         args = grammar.expr(arguments, f"{spec.name}-args")
-        alternatives.append(
-            grammar.define(
-                f"call-{spec.name}",
-                f'"{{" ws "\\"name\\"" ws ":" ws {_json_literal(spec.name)} ws "," ws '
-                f'"\\"arguments\\"" ws ":" ws {args} ws "}}"',
-            )
+        alternative = grammar.define(
+            f"call-{spec.name}",
+            f'"{{" ws "\\"name\\"" ws ":" ws {_json_literal(spec.name)} ws "," ws '
+            f'"\\"arguments\\"" ws ":" ws {args} ws "}}"',
         )
-    if shape.parallel:
+        alternatives.append(alternative)
+        by_tool.setdefault(spec.name, []).append(alternative)
+    more = f"{{0,{DEFAULT_MAX_CALLS - 1}}}"
+    if shape.parallel and shape.listed and shape.one_tool:
+        lists = []
+        for name, group in by_tool.items():
+            call = grammar.define(f"calls-of-{name}", " | ".join(group))
+            lists.append(f'"[" ws {call} ( ws "," ws {call} ){more} ws "]"')
+        root = " | ".join(lists)
+    elif shape.parallel:
         call = grammar.define("call", " | ".join(alternatives))
-        more = f"{{0,{DEFAULT_MAX_CALLS - 1}}}"
         batch = f'"[" ws {call} ( ws "," ws {call} ){more} ws "]"'
         root = batch if shape.listed else f"{call} | {batch}"
     else:

@@ -58,6 +58,7 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     # next request
     answer_from_results: bool = True
     call_list: bool = False
+    fan_out: bool = False
     failure_streak: bool = True
     stale_calls: bool = True
     # results
@@ -83,9 +84,15 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
 
     def call_shape(self, *, parallel: bool = True) -> CallShape:
         """The shape of a constrained reply under these options: several calls where
-        ``parallel``, always as a list with ``call_list``, text as a branch with
-        ``prose_answers``. Every constraint of a run is built in this shape."""
-        return CallShape(parallel=parallel, listed=self.call_list, prose=self.prose_answers)
+        ``parallel``, always as a list with ``call_list`` (or ``fan_out``: a list of one tool's
+        calls, where ``call_list`` is off), text as a branch with ``prose_answers``. Every
+        constraint of a run is built in this shape."""
+        return CallShape(
+            parallel=parallel,
+            listed=self.call_list or self.fan_out,
+            one_tool=self.fan_out and not self.call_list,
+            prose=self.prose_answers,
+        )
 
     def enabled(self, rule: str) -> bool:
         """Whether the rule called ``rule`` is on."""

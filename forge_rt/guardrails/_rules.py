@@ -222,6 +222,16 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        name="fan_out",
+        stage="next",
+        reads="the request's tools",
+        does=(
+            "writes a constrained reply as a JSON list of one tool's calls: a fan-out over "
+            "items in one reply, calls of different tools one reply each (call_list, when on, "
+            "takes precedence)"
+        ),
+    ),
+    Rule(
         name="failure_streak",
         stage="next",
         reads="the tools that failed in replies in a row",

@@ -13,7 +13,9 @@ class CallShape(msgspec.Struct, frozen=True, kw_only=True):
     ``parallel``: a reply may hold several calls, as a JSON array (the runtime runs a reply's
     calls as one batch; the proxy passes the client's ``parallel_tool_calls``). ``listed`` (with
     ``parallel``): the reply is always that array, of one call or more, so after each call the
-    model chooses between another and the end (``GuardrailOptions.call_list``). ``prose``: text
+    model chooses between another and the end (``GuardrailOptions.call_list``). ``one_tool``
+    (with ``listed``): the calls of that array are calls of one tool, a fan-out over items
+    (``GuardrailOptions.fan_out``); calls of different tools come one reply each. ``prose``: text
     that holds no call is a branch too -- a grammar's only (``GuardrailOptions.prose_answers``).
 
     Built from the options by :meth:`GuardrailOptions.call_shape`, so the first constraint of a
@@ -22,4 +24,5 @@ class CallShape(msgspec.Struct, frozen=True, kw_only=True):
 
     parallel: bool = True
     listed: bool = False
+    one_tool: bool = False
     prose: bool = False

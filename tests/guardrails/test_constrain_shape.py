@@ -14,6 +14,7 @@ import pytest
 from forge_rt.core import ClientCapabilities, GrammarConstraint, JsonSchemaConstraint, ToolSpec
 from forge_rt.guardrails import (
     CallShape,
+    GuardrailOptions,
     NarrowedConstraint,
     choose_constraint,
     respond_spec,
@@ -74,6 +75,36 @@ def test_a_listed_grammar_takes_lists_and_refuses_a_bare_call() -> None:
     assert not grammar.accepts(_text(KITCHEN))
     assert not grammar.accepts("[]")
     assert not grammar.accepts("The lamp is on.")
+
+
+ONE_TOOL = CallShape(listed=True, one_tool=True)
+TIMER_CALL = {"name": "garden_timer", "arguments": {"minutes": 12}}
+
+
+def test_a_one_tool_grammar_takes_a_fan_out_and_refuses_a_mixed_list() -> None:
+    """A list of one tool's calls (a fan-out over items) is admitted; a list that mixes tools,
+    where a later call could take a value an earlier one has not returned yet, is not."""
+    grammar = Gbnf(tool_call_grammar(TOOLS, shape=ONE_TOOL))
+    assert grammar.accepts(_text([KITCHEN, PORCH]))
+    assert grammar.accepts(_text([TIMER_CALL]))
+    assert not grammar.accepts(_text([KITCHEN, TIMER_CALL]))
+    assert not grammar.accepts(_text([TIMER_CALL, KITCHEN]))
+    assert not grammar.accepts(_text(KITCHEN))
+
+
+def test_a_one_tool_schema_is_one_list_per_tool() -> None:
+    schema = tool_call_schema(TOOLS, shape=ONE_TOOL)
+    lists = schema["anyOf"]
+    assert all(branch["type"] == "array" and branch["minItems"] == 1 for branch in lists)
+    names = [{o["properties"]["name"]["const"] for o in b["items"]["anyOf"]} for b in lists]
+    assert names == [{"lamp_switch"}, {"garden_timer"}, {"respond"}]
+
+
+def test_fan_out_shapes_one_tool_lists_and_call_list_takes_precedence() -> None:
+    assert GuardrailOptions(fan_out=True).call_shape() == CallShape(listed=True, one_tool=True)
+    both = GuardrailOptions(fan_out=True, call_list=True).call_shape()
+    assert both == CallShape(listed=True, one_tool=False)
+    assert GuardrailOptions().call_shape() == CallShape()
 
 
 def test_a_grammar_with_prose_takes_text_and_calls_bare_or_fenced() -> None:

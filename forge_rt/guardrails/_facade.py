@@ -94,7 +94,7 @@ from forge_rt.guardrails._placeholders import (
     strip_echo_markup,
 )
 from forge_rt.guardrails._quantities import RequestQuantities
-from forge_rt.guardrails._relevance import judged, related, unrelated_call_text
+from forge_rt.guardrails._relevance import judged, related, same_note_text, unrelated_call_text
 from forge_rt.guardrails._rescue_args import schema_of, valid_with
 from forge_rt.guardrails._respond import respond_spec
 from forge_rt.guardrails._rules import RULES, SCHEMA_RULE
@@ -843,7 +843,18 @@ class Guardrails:
             and judged(t)
             and not related(asked, t)
         )
-        return [call_nudge(c, unrelated_call_text(c, self._specs[c.tool])) for c in found]
+        # One note a tool: a fan-out of one tool sent back with the same note on every call
+        # shows the model that text many times over, and a small model answers with it.
+        first = {c.tool: c for c in reversed(found)}  # each tool's first call
+        return [
+            call_nudge(
+                c,
+                unrelated_call_text(c, self._specs[c.tool])
+                if first[c.tool] is c
+                else same_note_text(c.tool),
+            )
+            for c in found
+        ]
 
     def _guessed(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
         """The corrections for the calls of a reply with a value from nowhere -- an id, a path,

@@ -44,7 +44,7 @@ from forge_rt.core import ToolCall, ToolSpec
 from forge_rt.guardrails._grounding import content_tokens, same_word
 from forge_rt.guardrails._rescue_args import schema_of
 
-__all__ = ["judged", "related", "tool_words", "unrelated_call_text"]
+__all__ = ["judged", "related", "same_note_text", "tool_words", "unrelated_call_text"]
 
 _SHOWN_CHARS = 160  # how much of a tool's description the note quotes
 _DESCRIBED_WORDS = 3  # a description shorter than this says too little to judge a tool by
@@ -82,6 +82,12 @@ def unrelated_call_text(call: ToolCall, spec: ToolSpec) -> str:
         f"Not run: nothing in the request matches what {call.tool} does{does}. Answer the "
         "request in plain text, or call a tool that does what it asks."
     )
+
+
+def same_note_text(tool: str) -> str:
+    """The note for a further call of ``tool`` in a reply whose first call of it was sent back:
+    the reason is given once, not once a call."""
+    return f"Not run, as the call of {tool} before it."
 
 
 def _schema_text(schema: object) -> list[str]:

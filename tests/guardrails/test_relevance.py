@@ -226,3 +226,16 @@ def test_a_call_made_only_of_given_values_is_not_judged() -> None:
     assert isinstance(
         guard.check([_call("sum_pair", "c2", a=17, b=9)], text_offered=True), ToolErrors
     )
+
+
+def test_a_fan_out_of_one_unrelated_tool_is_told_why_once() -> None:
+    """Three calls of one unrelated tool: the first carries the note, the others point to it,
+    so the model is not shown the same correction three times over."""
+    guard = _guard(UNRELATED)
+    calls = [_call("kiln_schedule", f"c{n}", peak_celsius=900 + n) for n in range(3)]
+    action = guard.check(calls, text_offered=True)
+    assert isinstance(action, ToolErrors)
+    assert [e.call_id for e in action.errors] == ["c0", "c1", "c2"]
+    first, *others = (e.content for e in action.errors)
+    assert "Set the firing curve of a pottery kiln." in first
+    assert others == ["Not run, as the call of kiln_schedule before it."] * 2

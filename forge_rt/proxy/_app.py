@@ -45,7 +45,14 @@ from forge_rt.proxy._asgi import (
 )
 from forge_rt.proxy._config import NAMED_PRIORITIES, KeyProfile, ProxyConfig
 from forge_rt.proxy._engine import Outcome, RequestPlan, apply_reasoning_replay
-from forge_rt.proxy._errors import ApiShape, ErrorKind, ProxyHTTPError, from_forge_error, redact
+from forge_rt.proxy._errors import (
+    ApiShape,
+    ErrorKind,
+    ProxyHTTPError,
+    from_forge_error,
+    redact,
+    rules_header,
+)
 from forge_rt.proxy._limits import BodyTally, check_counts
 from forge_rt.proxy._metrics import CONTENT_TYPE
 from forge_rt.proxy._origin import OriginGuard
@@ -820,8 +827,7 @@ def _forge_headers(outcome: Outcome) -> list[tuple[bytes, bytes]]:
     if outcome.rescued:
         out.append((b"x-forge-rescued", ",".join(outcome.rescued).encode()))
     if outcome.rules:
-        rules = ",".join(f"{rule}={n}" for rule, n in sorted(outcome.rules.items()))
-        out.append((b"x-forge-rules", rules.encode()))
+        out.append((b"x-forge-rules", rules_header(outcome.rules).encode()))
     return out
 
 

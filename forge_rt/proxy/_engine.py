@@ -457,7 +457,8 @@ class InferenceEngine:
                 attempts=stats.inferences,
                 error=str(exc),
             )
-            raise
+            # What the request did goes with its error, as with an answer (x-forge-rules).
+            raise from_forge_error(exc, attempts=stats.inferences, rules=stats.rules) from exc
         self._observe_stats(stats)
         accepted = without_guardrail_text(accepted, respond=kind == "respond")
         action, response = accepted.action, accepted.response

@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import math
 import re
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import msgspec
@@ -80,7 +81,9 @@ class ProxyHTTPError(Exception):
     ``code`` and ``param`` fill OpenAI's fields of the same name; ``details`` is a JSON object
     added as ``error.forge`` (attempts, last raw reply, ...); ``retry`` is the
     ``x-should-retry`` header both SDKs obey (``None``: let the SDK decide by status);
-    ``retry_after`` seconds go to a ``retry-after`` header.
+    ``retry_after`` seconds go to a ``retry-after`` header. ``attempts`` and ``rules``: what a
+    request that failed after inferences did, as the ``x-forge-attempts`` and ``x-forge-rules``
+    headers of an answer say it (the inferences, and how often each guardrail rule decided).
     """
 
     def __init__(
@@ -93,6 +96,8 @@ class ProxyHTTPError(Exception):
         details: dict[str, Any] | None = None,
         retry: bool | None = None,
         retry_after: int | None = None,
+        attempts: int | None = None,
+        rules: Mapping[str, int] | None = None,
     ) -> None:
         super().__init__(message)
         self.kind = kind
@@ -102,6 +107,8 @@ class ProxyHTTPError(Exception):
         self.details = details
         self.retry = retry
         self.retry_after = retry_after
+        self.attempts = attempts
+        self.rules = dict(rules or {})
 
     @property
     def status(self) -> int:
@@ -115,6 +122,10 @@ class ProxyHTTPError(Exception):
             out.append((b"retry-after", str(self.retry_after).encode()))
         if self.kind is ErrorKind.GUARDRAIL:
             out.append((b"x-forge-error", (self.code or "guardrail").encode()))
+        if self.attempts is not None:
+            out.append((b"x-forge-attempts", str(self.attempts).encode()))
+        if self.rules:
+            out.append((b"x-forge-rules", rules_header(self.rules).encode()))
         return out
 
 
@@ -167,7 +178,14 @@ def _backend_message(body: str | None) -> str | None:
     return _kept(parsed.message)
 
 
-def from_forge_error(error: ForgeError) -> ProxyHTTPError:
+def rules_header(rules: Mapping[str, int]) -> str:
+    """``x-forge-rules``: how often each guardrail rule decided, ``rule=count`` by name."""
+    return ",".join(f"{rule}={n}" for rule, n in sorted(rules.items()))
+
+
+def from_forge_error(
+    error: ForgeError, *, attempts: int | None = None, rules: Mapping[str, int] | None = None
+) -> ProxyHTTPError:
     """The error response for a failure of the inference behind one request.
 
     Exhausted guardrail budgets are 502 with ``x-should-retry: false`` (the model cannot do
@@ -176,8 +194,17 @@ def from_forge_error(error: ForgeError) -> ProxyHTTPError:
     Backend faults are 502 (a backend refusing the proxy's own credentials too: that is the
     operator's to fix), except a backend that rejected the request as malformed or too long,
     which is the client's request: 400 with the backend's own message. A request the
-    backend's API cannot express is 400 too.
+    backend's API cannot express is 400 too. ``attempts`` and ``rules``: what the request did
+    before it failed (see :class:`ProxyHTTPError`).
     """
+    error_response = _error_response(error)
+    error_response.attempts = attempts
+    error_response.rules = dict(rules or {})
+    return error_response
+
+
+def _error_response(error: ForgeError) -> ProxyHTTPError:
+    """The error response for ``error``, before what the request did is added."""
     if isinstance(error, ToolCallError):
         return ProxyHTTPError(
             ErrorKind.GUARDRAIL,

@@ -208,6 +208,9 @@ async def test_perfect_replies_through_the_proxy_are_valid_and_a_resume_adds_not
     assert failed.error_type == "tool_call_retries_exhausted"
     assert failed.checker["error_type"] == "forge_rt:no_answer"
     assert failed.calls == []
+    # What the failed request did is recorded, for the per-rule audit: 1 + 3 retries.
+    assert failed.inferences == 4
+    assert failed.rules == {"retry_nudges": 3}
     parallel = next(r for r in records.values() if r.tags == ("parallel",) and r.correct)
     assert len(parallel.calls) >= 2
     assert parallel.tool_calls == len(parallel.calls)

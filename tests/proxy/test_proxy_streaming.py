@@ -338,3 +338,6 @@ async def test_a_stream_that_fails_before_any_content_is_a_plain_error_status() 
     assert response.status_code == 502
     assert response.headers["x-should-retry"] == "false"
     assert response.json()["error"]["code"] == "tool_call_retries_exhausted"
+    # What the request did before it failed, as an answer's headers say it.
+    assert response.headers["x-forge-attempts"] == "2"
+    assert response.headers["x-forge-rules"] == "retry_nudges=1"

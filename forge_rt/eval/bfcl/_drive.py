@@ -19,7 +19,7 @@ import msgspec
 from forge_rt.eval.bfcl._cases import BfclCase
 from forge_rt.eval.bfcl._check import Call, execute_on_instances
 
-__all__ = ["MAX_STEPS", "Exchange", "Reply", "ask", "run_multi_turn"]
+__all__ = ["MAX_STEPS", "Exchange", "Reply", "ask", "rule_counts", "run_multi_turn"]
 
 MAX_STEPS = 20
 """Answers one user turn may take before the run is cut off (BFCL's own limit)."""
@@ -97,13 +97,13 @@ async def ask(
         message=message,
         attempts=int(response.headers.get("x-forge-attempts", "1")),
         rescued=tuple(r for r in rescued.split(",") if r),
-        rules=_rule_counts(response.headers.get("x-forge-rules", "")),
+        rules=rule_counts(response.headers.get("x-forge-rules", "")),
         prompt_tokens=int(usage.get("prompt_tokens") or 0),
         completion_tokens=int(usage.get("completion_tokens") or 0),
     )
 
 
-def _rule_counts(header: str) -> dict[str, int]:
+def rule_counts(header: str) -> dict[str, int]:
     """``x-forge-rules`` (``rule=count,...``) as counts by rule."""
     counts: dict[str, int] = {}
     for item in header.split(","):

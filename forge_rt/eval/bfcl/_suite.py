@@ -41,7 +41,7 @@ from forge_rt.eval.bfcl._check import (
     check_single_turn,
     executed_instances,
 )
-from forge_rt.eval.bfcl._drive import Reply, ask, run_multi_turn
+from forge_rt.eval.bfcl._drive import Reply, ask, rule_counts, run_multi_turn
 from forge_rt.eval.bfcl._runtime import run_in_runtime
 from forge_rt.proxy import BackendConfig, ProxyConfig, serve_proxy
 
@@ -230,6 +230,10 @@ async def run_case(
         record.error_type = code if isinstance(code, str) else str(failure.get("type", status))
         record.error = str(failure.get("message", ""))[:500]
         record.replies = [{"error": failure}]
+        # What the failed request did (the proxy's headers, as on an answer): the per-rule
+        # audit pairs a rule on the cases it fired in, failed ones included.
+        record.inferences = int(exc.response.headers.get("x-forge-attempts", "0"))
+        record.rules = rule_counts(exc.response.headers.get("x-forge-rules", ""))
         verdict = CheckVerdict(
             valid=False, error_type="forge_rt:no_answer", errors=(record.error_type,)
         )

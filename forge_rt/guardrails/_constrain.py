@@ -500,16 +500,14 @@ def tool_call_grammar(
         )
         alternatives.append(alternative)
         by_tool.setdefault(spec.name, []).append(alternative)
-    more = f"{{0,{DEFAULT_MAX_CALLS - 1}}}"
     if shape.parallel and shape.listed and shape.one_tool:
         lists = []
         for name, group in by_tool.items():
-            call = grammar.define(f"calls-of-{name}", " | ".join(group))
-            lists.append(f'"[" ws {call} ( ws "," ws {call} ){more} ws "]"')
+            lists.append(_gbnf_list(grammar.define(f"calls-of-{name}", " | ".join(group))))
         root = " | ".join(lists)
     elif shape.parallel:
         call = grammar.define("call", " | ".join(alternatives))
-        batch = f'"[" ws {call} ( ws "," ws {call} ){more} ws "]"'
+        batch = _gbnf_list(call)
         root = batch if shape.listed else f"{call} | {batch}"
     else:
         root = " | ".join(alternatives)
@@ -519,6 +517,11 @@ def tool_call_grammar(
         text = grammar.define("prose", _PROSE)
         root = f"{calls} | {fenced} | {text}"
     return grammar.text(root)
+
+
+def _gbnf_list(call: str) -> str:
+    """A GBNF JSON array of 1 to :data:`~forge_rt.guardrails.DEFAULT_MAX_CALLS` of ``call``."""
+    return f'"[" ws {call} ( ws "," ws {call} ){{0,{DEFAULT_MAX_CALLS - 1}}} ws "]"'
 
 
 # Text that cannot be the start of a call: its first character opens no JSON value, fence or tag.

@@ -580,8 +580,9 @@ class Guardrails:
         value was sent back to (the rule ``guessed_values``), until the next batch
         runs; not the synthetic
         ``respond`` once it was shown to the user this turn in a workflow it does not end (told
-        the task goes on, a small model answers again, echoing the note). With step enforcement off, every tool but the failing ones
-        and the spent ``respond`` (and, after a coverage refusal, the terminal ones).
+        the task goes on, a small model answers again, echoing the note). With step
+        enforcement off, every tool but the failing ones and the spent ``respond`` (and, after
+        a coverage refusal, the terminal ones).
         """
         failing = (
             {t for t, n in self._failing.items() if n >= FAILURE_STREAK}

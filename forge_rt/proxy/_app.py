@@ -51,7 +51,7 @@ from forge_rt.proxy._errors import (
     ProxyHTTPError,
     from_forge_error,
     redact,
-    rules_header,
+    run_headers,
 )
 from forge_rt.proxy._limits import BodyTally, check_counts
 from forge_rt.proxy._metrics import CONTENT_TYPE
@@ -823,11 +823,9 @@ def _estimate(estimator: TokenEstimator, request: InferenceRequest) -> int:
 
 
 def _forge_headers(outcome: Outcome) -> list[tuple[bytes, bytes]]:
-    out = [(b"x-forge-attempts", str(outcome.attempts).encode())]
+    out = run_headers(outcome.attempts, outcome.rules)
     if outcome.rescued:
         out.append((b"x-forge-rescued", ",".join(outcome.rescued).encode()))
-    if outcome.rules:
-        out.append((b"x-forge-rules", rules_header(outcome.rules).encode()))
     return out
 
 

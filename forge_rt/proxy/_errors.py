@@ -123,9 +123,7 @@ class ProxyHTTPError(Exception):
         if self.kind is ErrorKind.GUARDRAIL:
             out.append((b"x-forge-error", (self.code or "guardrail").encode()))
         if self.attempts is not None:
-            out.append((b"x-forge-attempts", str(self.attempts).encode()))
-        if self.rules:
-            out.append((b"x-forge-rules", rules_header(self.rules).encode()))
+            out += run_headers(self.attempts, self.rules)
         return out
 
 
@@ -178,9 +176,14 @@ def _backend_message(body: str | None) -> str | None:
     return _kept(parsed.message)
 
 
-def rules_header(rules: Mapping[str, int]) -> str:
-    """``x-forge-rules``: how often each guardrail rule decided, ``rule=count`` by name."""
-    return ",".join(f"{rule}={n}" for rule, n in sorted(rules.items()))
+def run_headers(attempts: int, rules: Mapping[str, int]) -> list[tuple[bytes, bytes]]:
+    """What one request did, as its answer and its error both say it: ``x-forge-attempts`` (the
+    inferences) and, where a rule decided, ``x-forge-rules`` (``rule=count`` by name)."""
+    out = [(b"x-forge-attempts", str(attempts).encode())]
+    if rules:
+        counts = ",".join(f"{rule}={n}" for rule, n in sorted(rules.items()))
+        out.append((b"x-forge-rules", counts.encode()))
+    return out
 
 
 def from_forge_error(

@@ -151,6 +151,9 @@ class ToolErrors(msgspec.Struct, frozen=True, kw_only=True):
 
     ``errors`` holds one correction per failing call, ``held_back`` one note per valid call of
     the same reply that was not run; both are paired with their call by ``call_id``.
+    ``redraw``: the reply is drawn again on the same history, the refused calls and their
+    corrections kept out of it (:meth:`messages` is empty); what changes is the constraint,
+    which leaves the refused tools out. The corrections still say why, in the trace.
     """
 
     calls: list[ToolCall]
@@ -159,9 +162,13 @@ class ToolErrors(msgspec.Struct, frozen=True, kw_only=True):
     collapsed: int = 0
     text: str = ""
     rule: str = ""
+    redraw: bool = False
 
     def messages(self, raw_text: str | None = None) -> list[Message]:
-        """The transient assistant tool-call turn and one transient tool message per call."""
+        """The transient assistant tool-call turn and one transient tool message per call;
+        nothing for a redraw."""
+        if self.redraw:
+            return []
         content = self.text if raw_text is None else raw_text
         return _rejected_batch(self.calls, [*self.errors, *self.held_back], content)
 

@@ -706,6 +706,15 @@ class Guardrails:
             if last_chance and name in _ANSWER_RULES:
                 continue  # no iteration is left to answer a correction
             verdict = judge(runnable, reply)
+            if isinstance(verdict, _Redraw):
+                return ToolErrors(
+                    calls=result.calls,
+                    errors=list(verdict.nudges),
+                    collapsed=result.collapsed,
+                    text=result.text,
+                    rule=name,
+                    redraw=True,
+                )
             if isinstance(verdict, _Dropped):
                 runnable = [c for c in runnable if c not in verdict.calls]
                 dropped += len(verdict.calls)
@@ -818,13 +827,15 @@ class Guardrails:
             log.info("guardrails.unfounded_call", tool=each.call.tool, values=len(each.values))
         return [call_nudge(each.call, unfounded_call_text(each)) for each in found]
 
-    def _unrelated(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
-        """The corrections for a turn's first reply, where a text answer was open, whose every
+    def _unrelated(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge] | _Redraw:
+        """The verdict on a turn's first reply, where a text answer was open, whose every
         call is to a tool that shares no word with the request, once a turn (the rule
         ``unrelated_tools``; see :mod:`forge_rt.guardrails._relevance`). Until a batch runs,
         the constraint leaves out every tool that shares no word with the request: told so in
         words alone, the 0.5B sent the same call again; with only that tool left out, it did
-        too. Where only the synthetic ``respond`` was open (a workflow's turn), it does not
+        too. Where another tool (``respond`` included) is left to call, the reply is drawn
+        again without a note: a small model shown the note answers with a copy of it. Where
+        only the synthetic ``respond`` was open (a workflow's turn), it does not
         judge: paired on the generated suite's dev half there, it turned two recoveries wrong
         and no decline right."""
         if not reply.text_offered or self._grounding.any_result:
@@ -847,7 +858,7 @@ class Guardrails:
         # One note a tool: a fan-out of one tool sent back with the same note on every call
         # shows the model that text many times over, and a small model answers with it.
         first = {c.tool: c for c in reversed(found)}  # each tool's first call
-        return [
+        nudges = [
             call_nudge(
                 c,
                 unrelated_call_text(c, self._specs[c.tool])
@@ -856,6 +867,9 @@ class Guardrails:
             )
             for c in found
         ]
+        if any(t.name not in self._unrelated_out for t in self.tools):
+            return _Redraw(nudges=tuple(nudges))
+        return nudges
 
     def _guessed(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
         """The corrections for the calls of a reply with a value from nowhere -- an id, a path,
@@ -1372,6 +1386,13 @@ class _Reply(msgspec.Struct, frozen=True, kw_only=True):
     text_offered: bool
 
 
+class _Redraw(msgspec.Struct, frozen=True, kw_only=True):
+    """A judge's verdict that the reply is drawn again with its tools left out, its
+    corrections not shown (see ``ToolErrors.redraw``)."""
+
+    nudges: tuple[Nudge, ...]
+
+
 class _Dropped(msgspec.Struct, frozen=True, kw_only=True):
     """A judge's verdict that ``calls`` do not run while the rest of the reply does."""
 
@@ -1385,7 +1406,9 @@ class _Passed(msgspec.Struct, frozen=True, kw_only=True):
     dropped: int
 
 
-_Judge = Callable[[Sequence[ToolCall], _Reply], "list[Nudge] | StepBlocked | _Dropped | None"]
+_Judge = Callable[
+    [Sequence[ToolCall], _Reply], "list[Nudge] | StepBlocked | _Dropped | _Redraw | None"
+]
 """A ``calls`` or ``answer`` rule: the corrections of the reply (empty: no objection), or the
 loop guard's block."""
 
@@ -1430,6 +1453,8 @@ def _shown(action: Action) -> list[str]:
     match action:
         case RetryWithNudge():
             return [action.nudge.content]
+        case ToolErrors(redraw=True):
+            return []
         case ToolErrors() | StepBlocked():
             return [n.content for n in (*action.errors, *action.held_back)]
         case Execute():

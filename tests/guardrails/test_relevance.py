@@ -70,6 +70,9 @@ def test_a_call_to_a_tool_the_request_shares_no_word_with_is_sent_back_once() ->
     assert "kiln_schedule" in note.content
     assert "Set the firing curve of a pottery kiln." in note.content  # the tool's own words
     assert "plain text" in note.content
+    # Another tool is left to call (respond): the reply is drawn again, the note unshown.
+    assert action.redraw
+    assert action.messages() == []
     # The next constraint leaves the tool out; the rule is spent for the turn.
     assert "kiln_schedule" not in {t.name for t in guard.callable_now()}
     assert isinstance(guard.check([call], text_offered=True), Execute)
@@ -239,3 +242,31 @@ def test_a_fan_out_of_one_unrelated_tool_is_told_why_once() -> None:
     first, *others = (e.content for e in action.errors)
     assert "Set the firing curve of a pottery kiln." in first
     assert others == ["Not run, as the call of kiln_schedule before it."] * 2
+
+
+def test_with_no_tool_left_to_call_the_note_is_shown() -> None:
+    """Every offered tool unrelated and no ``respond``: the constraint leaves nothing to call
+    instead, so a redraw could only repeat the reply; the model is told why, in the history."""
+    guard = Guardrails([KILN, LEDGER], respond_tool=False, options=ON)
+    guard.new_turn(UNRELATED)
+    call = _call("kiln_schedule", peak_celsius=1200)
+    action = guard.check([call], text_offered=True)
+    assert isinstance(action, ToolErrors)
+    assert not action.redraw
+    refused, note = action.messages()
+    assert refused.tool_calls is not None
+    assert [c.tool for c in refused.tool_calls] == ["kiln_schedule"]
+    assert "plain text" in (note.content or "")
+
+
+def test_a_redrawn_reply_s_note_is_not_a_correction_the_model_was_shown() -> None:
+    """The next answer may use the words of a note it never saw: the copy check of
+    ``placeholders`` reads only what the model was shown."""
+    guard = _guard(UNRELATED)
+    action = guard.check([_call("kiln_schedule", peak_celsius=1200)], text_offered=True)
+    assert isinstance(action, ToolErrors)
+    assert action.redraw
+    answer = _call(
+        "respond", "c2", message="Nothing in the request matches what kiln_schedule does."
+    )
+    assert isinstance(guard.check([answer], text_offered=True), Execute)

@@ -401,3 +401,44 @@ def test_an_unknown_rule_in_rules_off_is_refused_with_the_real_names() -> None:
         ValidationError, match=r"unknown guardrail rule 'retry_nudge'.*retry_nudges"
     ):
         ProxyConfig(rules_off=("retry_nudge",))
+
+
+async def test_a_call_of_an_unrelated_tool_is_drawn_again_without_it() -> None:
+    """A first call of a tool that shares no word with the request is not answered by a note
+    (a small model copies the note into its answer): the same history is sent again, the
+    tool left out of the grammar, and the model's own answer goes to the client."""
+    tide = {
+        "type": "function",
+        "function": {
+            "name": "tide_table",
+            "description": "Predict the tide heights of a harbour on a given date.",
+            "parameters": {
+                "type": "object",
+                "properties": {"harbour": {"type": "string"}},
+                "required": ["harbour"],
+            },
+        },
+    }
+    oracle = Recorder(
+        SimToolCall(name="tide_table", arguments={"harbour": "Vesk"}),
+        SimToolCall(name="respond", arguments={"message": "I do not know who painted it."}),
+    )
+    question = [{"role": "user", "content": "Who painted the chapel ceiling in Vesk?"}]
+    with trio.fail_after(20):
+        async with (
+            sim_proxy(SimConfig(oracle=oracle), prose_answers=True) as (_sim, url),
+            httpx.AsyncClient(base_url=url) as http,
+        ):
+            response = await http.post(
+                CHAT, json={"model": "m", "messages": question, "tools": [tide]}
+            )
+    message = response.json()["choices"][0]["message"]
+    assert message["content"] == "I do not know who painted it."
+    assert message.get("tool_calls") is None
+    first, second = oracle.views
+    assert second.messages == first.messages
+    assert first.grammar is not None
+    assert second.grammar is not None
+    assert "tide_table" in first.grammar
+    assert "tide_table" not in second.grammar
+    assert "unrelated_tools=1" in response.headers["x-forge-rules"]

@@ -1,20 +1,19 @@
 """Calls already answered: the rule ``answered_calls``.
 
 A caller that owns the loop (a proxy client) runs the calls it gets and sends the whole history
-back with the next request. Small models loop by sending one of those calls again
-(``get_tide("Brest")`` six times over). A runtime runs the calls itself, and a call of a tool
-that is not idempotent (it books, sends, writes) must not run twice because the model asked
-twice: a second booking is a second booking. :class:`AnsweredCalls` remembers every call the
+back with the next request. Small models loop by sending one of those calls again. A runtime
+runs the calls itself, and a call of a tool that is not idempotent (it books, sends, writes)
+must not run twice because the model asked twice. :class:`AnsweredCalls` remembers every call the
 history answered, and every such write that succeeded in this turn -- by :func:`call_key`, with
 its latest result -- and judges a reply's calls against them:
 
 - beside a fresh call (or an answer) a repeat is dropped: the caller has its result already;
-- alone, it is answered from the history, out of the caller's sight: the reply is sent back with
-  the earlier result and a note that the call was made and what moves the task on;
+- alone, it is answered from the history, out of the caller's sight, with the earlier result
+  and a note saying what moves the task on;
 - insisted on, a :class:`LoopGuard` of two warns, then ends the turn with
   :class:`~forge_rt.errors.ToolLoopError`; the warned tools leave the next constraint;
 - every reply answered so counts against the turn's retry budget, which a valid reply does not
-  reset (repeats of two answered calls in turn would otherwise never end).
+  reset (else two answered calls alternated would never end).
 """
 
 from __future__ import annotations

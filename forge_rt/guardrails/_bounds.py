@@ -8,12 +8,8 @@ every array without a ``maxItems`` the :data:`DEFAULT_MAX_ITEMS`, so a grammar b
 (llama.cpp converts a JSON schema to one) cannot run away inside a value. The **reply** is
 bounded: :func:`instance_tokens` is the most tokens an instance of a (bounded) schema can take,
 which is what ``max_tokens`` must allow and no more; the guarded step applies it when the caller
-set no ``max_tokens`` of its own.
-
-The defaults are read off the 288 real replies in ``qwen25coder_raw_outputs.jsonl``
-(Qwen2.5-Coder 0.5B and 1.5B with tools in the request), token counts by the project's
-estimator (fitted on the same tokenizer), and off the eval scenarios' tools, none of which
-bounds a string or an array itself. Each constant says what it was chosen from.
+set no ``max_tokens`` of its own. The defaults are sized from real small-model replies (token
+counts by the project's estimator); each constant says why its value suffices.
 """
 
 from __future__ import annotations
@@ -42,44 +38,26 @@ __all__ = [
 ]
 
 DEFAULT_MAX_LENGTH = 512
-"""Characters a string argument may hold when its schema sets no ``maxLength``.
-
-Real models wrote 946 string arguments: median 8 characters, 99th percentile 263; every prose
-field (findings, a diagnosis, a report) but one fits in 512. The one longer, a 772-character
-numbered action plan, would be closed at 512 characters: still a complete answer's worth.
-"""
+"""Characters a string argument may hold when its schema sets no ``maxLength``: real string
+arguments are far shorter (99th percentile 263), and a prose field cut at 512 is still a
+complete answer's worth."""
 
 DEFAULT_MAX_ITEMS = 16
-"""Items an array may hold when its schema sets no ``maxItems``.
-
-No real reply carried a list argument of its own (the only arrays were a schema's ``required``
-list copied into the call, 1-2 names); the one list a model wrote at length was degenerate, 53
-permission entries cycling through the same eight until the token cap. Sixteen leaves room for
-the ids and tags a small model legitimately lists, and stops that kind of list a third of the way.
-"""
+"""Items an array may hold when its schema sets no ``maxItems``: room for the ids and tags a
+model legitimately lists, while a degenerate list that cycles until the token cap is cut early."""
 
 DEFAULT_MAX_CALLS = 8
-"""Calls one constrained reply may hold when parallel calls are allowed.
-
-The widest real fan-out is 7 distinct calls in one reply (an employee lookup followed by the
-five record lookups and the report). Replies with more are loops, which the repetition stop
-ends, or enumerations (one call with 15-16 variations of its arguments), which this bound ends
-at eight. Eight admits every real batch.
-"""
+"""Calls one constrained reply may hold when parallel calls are allowed: above the widest real
+fan-out (7 calls); replies with more are loops or enumerations of one call's arguments."""
 
 STRING_CHARS_PER_TOKEN = 2
-"""Characters per token assumed for text in a budget (strings, keys, tool names).
-
-The real string arguments of 20 characters or more cost 2.2 (number-heavy findings) to 4.6
-(prose) characters per token by the estimator; two is below all of them, so a string the
-constraint admits fits in its budget.
-"""
+"""Characters per token assumed for text in a budget (strings, keys, tool names): below the
+2.2 (number-heavy) to 4.6 (prose) of real arguments, so a string the constraint admits fits."""
 
 INTEGER_TOKENS = 17
 """An integer's budget: a sign and 16 digits, the most the grammars admit (llama.cpp's JSON
 schema grammar and :func:`~forge_rt.guardrails.tool_call_grammar` both stop at 16 integer
-digits), at one token per digit as Qwen's tokenizer splits numbers. Real numeric arguments
-were at most 4 characters."""
+digits), at one token per digit (tokenizers that split numbers into digits)."""
 
 NUMBER_TOKENS = 38
 """A number's budget: sign, 16 integer digits, a point, 16 decimals and a two-digit exponent
@@ -87,28 +65,18 @@ NUMBER_TOKENS = 38
 exponent, which no model writes; the cap would cut it, not the reply's calls before it."""
 
 MAX_REPLY_TOKENS = 2048
-"""No derived budget exceeds this. Twice forge's flat per-reply cap (1,024), under which the real
-replies were collected: the replies that ran into that cap were loops and rambles, which the
-repetition stop and the schema bounds now end long before any cap, while a ``respond`` answer
-(up to ``RESPOND_MAX_CHARS`` characters) needs room the flat cap did not give it. At the 0.5B
-model's 41 tokens/s on this CPU the ceiling is 50 s, reached only by a reply that really is
-that long."""
+"""No derived budget exceeds this: room for a ``respond`` answer of up to
+``RESPOND_MAX_CHARS`` characters; loops and rambles are ended long before by the repetition stop
+and the schema bounds."""
 
 FREE_CALL_MIN_TOKENS = 256
-"""The least budget for a tool reply decoded without a constraint.
-
-Unconstrained, a model may write prose, a fence or a tag before its call, which no schema
-accounts for: in the real replies that held a call, the first call was complete within 55
-tokens in 90%, within 152 in all but one (which echoed the whole tool list first, 321).
-"""
+"""The least budget for a tool reply decoded without a constraint: a model may write prose, a
+fence or a tag before its call, which no schema accounts for (real first calls end within 152
+tokens, nearly always)."""
 
 PLAIN_REPLY_TOKENS = 512
-"""The budget of a reply that offers no tools (a plain chat answer).
-
-The real replies that held no call (replies to tool tasks: the data has no plain chat) were at
-most 445 tokens when they ended by themselves (a code answer); the only longer one ran to the
-cap repeating a JSON list.
-"""
+"""The budget of a reply that offers no tools (a plain chat answer): above the real replies
+without a call that ended by themselves (at most 445 tokens)."""
 
 _GAP_TOKENS = 1  # whitespace between two tokens: the grammars bound it, a run is one token
 _MEMBER_TOKENS = 2 + 4 * _GAP_TOKENS  # an object member's colon and comma, the gaps around them
@@ -122,14 +90,11 @@ def _count(value: Any, default: int) -> int:
 
 
 def bounded(schema: Any) -> Any:
-    """A copy of ``schema`` (already ``$ref``-inlined) with the default bounds filled in.
-
-    Every string schema without ``maxLength`` gets :data:`DEFAULT_MAX_LENGTH` (raised to its
-    ``minLength`` if that is larger); every array without ``maxItems`` gets
-    :data:`DEFAULT_MAX_ITEMS` (likewise for ``minItems``). ``const`` and ``enum`` are bounded by
-    their values and left alone. The tool's own schema is not changed: validation still
-    accepts what the tool declares; only what the constrained model may write is bounded.
-    """
+    """A copy of ``schema`` (already ``$ref``-inlined) with the default bounds filled in:
+    :data:`DEFAULT_MAX_LENGTH` for a string without ``maxLength`` (or its larger ``minLength``),
+    :data:`DEFAULT_MAX_ITEMS` for an array without ``maxItems`` (likewise); ``const`` and
+    ``enum`` are left alone. Validation still accepts what the tool declares; only what the
+    constrained model may write is bounded."""
     if isinstance(schema, list):
         return [bounded(item) for item in schema]
     if not isinstance(schema, Mapping):
@@ -200,19 +165,16 @@ _ANY_TOKENS = _string_tokens(DEFAULT_MAX_LENGTH)  # a value of any type: the wid
 
 
 def instance_tokens(schema: Any, *, root: Mapping[str, Any] | None = None) -> int:
-    """The most tokens a JSON instance of ``schema`` can take.
-
-    Strings cost their ``maxLength`` (else :data:`DEFAULT_MAX_LENGTH`) at
-    :data:`STRING_CHARS_PER_TOKEN`; integers and numbers :data:`INTEGER_TOKENS` and
-    :data:`NUMBER_TOKENS`; booleans and null one token; ``const`` and ``enum`` their longest
-    literal; arrays ``maxItems`` (else :data:`DEFAULT_MAX_ITEMS`) items; objects every declared
-    property (keys included), or :data:`DEFAULT_MAX_ITEMS` members when they declare none; a
-    union its widest branch. A value of any type -- no type, a type or keyword the walk does
-    not know, a ``$ref`` into ``root`` (default: ``schema``) that is recursive or resolves to
-    nothing -- costs the widest scalar, a default-length string. Punctuation is a token per
-    mark and whitespace a token per gap, as the grammars allow one bounded run of it between
-    any two tokens. Any JSON value is a valid argument: the walk never raises.
-    """
+    """The most tokens a JSON instance of ``schema`` can take: strings their ``maxLength``
+    (else :data:`DEFAULT_MAX_LENGTH`) at :data:`STRING_CHARS_PER_TOKEN`; integers and numbers
+    :data:`INTEGER_TOKENS` and :data:`NUMBER_TOKENS`; booleans and null one token; ``const`` and
+    ``enum`` their longest literal; arrays ``maxItems`` (else :data:`DEFAULT_MAX_ITEMS`) items;
+    objects every declared property (keys included), or :data:`DEFAULT_MAX_ITEMS` members when
+    they declare none; a union its widest branch. A value of any type -- no type, a type or
+    keyword the walk does not know, a ``$ref`` into ``root`` (default: ``schema``) that is
+    recursive or resolves to nothing -- costs a default-length string. Punctuation is a token
+    per mark and whitespace a token per gap (the grammars allow one bounded run between any two
+    tokens). The walk never raises: any JSON value is a valid argument."""
     start = schema if root is None else root
     return _Tokens(start if isinstance(start, Mapping) else {}).cost(schema)
 

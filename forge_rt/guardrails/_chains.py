@@ -2,12 +2,9 @@
 
 Multi-hop tasks chain their lookups: a value one tool returned (``unit_ref=G-40``) is the
 argument of the next call (``find_unit(unit_ref="G-40")``), whose result feeds the one
-after. A small model that has walked the whole chain often answers from a link in the middle:
-the real Qwen2.5-Coder-0.5B found Maren Holt's department, its manager's id and the manager
-("P-118 is Tomas Okafor"), wandered on, and answered "G-40 Logistics, lead_ref=P-118"; it
-found Ilse Brandt's user id, then her email, and answered "Ilse Brandt, user_id=u-2c8d1".
-Answer grounding (:mod:`forge_rt.guardrails._grounding`) passes both -- they come from a
-result -- but from one the chain had already moved past.
+after. A small model that walked the whole chain often answers from a link in the middle,
+which answer grounding (:mod:`forge_rt.guardrails._grounding`) passes: it comes from a result,
+but from one the chain had already moved past.
 
 :class:`LookupChains` keeps the turn's distinct successful results in order. A call *follows*
 a result when one of its argument values (two characters or more, found in none of the
@@ -19,25 +16,21 @@ call and no earlier result of the turn had.
 A terminal call with prose in it (a string argument of three words or more) is refused, once
 per turn, when its words include none of any end's new words; the correction shows the call
 again with the ends' results as its text. It passes when it names something an end found; when
-it holds a number found nowhere in the turn while an end found a number (a sum or a conversion
-worked out from it); when it has no prose (``reserve_item(sku="SKU-9")``, "Done."); and when no
-call of the turn followed a result (one lookup, or a fan-out over the request's own items),
-which grounding alone checks. As with grounding, a model that insists may be right: the next
-answer is taken as it is.
+it holds a number found nowhere in the turn while an end found a number (worked out from it);
+when it has no prose; and when no call of the turn followed a result, which grounding alone
+checks. As with grounding, a model that insists may be right: the next answer is taken.
 
-The stricter reading (:meth:`LookupChains.left_out`, the rule ``every_end``) asks more: an answer
-uses *every* end of the turn, where there are two or more -- a fan-out's lookups of the
-request's own items included ("the price of A and of B" looks A and B up, and an answer with
-B's price alone leaves A out). An end here is a result that no later call followed, nor
-*consulted* (took a value of the request that the result holds: the listing the user's file
-was picked from, the stock level checked before the order), and that the task asked for: its
-call followed a result or took a value of the request (a lookup of a value from nowhere is a
-detour). What counts for one end is a value of it that no other end has (its *own* values:
-"2026-09-04" is one value, so two dates of one month are told apart; the labels every result
-shares, "unit cost", "id", name none of them); a word of the answer may be the value
-inflected ("rains" for "rain"). A record fetched again (an end whose words another end holds
-all of) is one end, not two. A lone end is left to answer grounding, and an answer another
-reading of the turn already sent back once is taken as it is.
+The stricter reading (:meth:`LookupChains.left_out`, the rule ``every_end``) asks that an
+answer use *every* end of the turn, where there are two or more -- a fan-out's lookups of the
+request's own items included ("the price of A and of B" needs both). An end here is a result
+that no later call followed nor *consulted* (took a value of the request that the result
+holds), and that the task asked for: its call followed a result or took a value of the request
+(a lookup of a value from nowhere is a detour). What counts for one end is one of its *own*
+values, which no other end has (a value is a whole token, "2026-09-04", so two dates of one
+month are told apart; labels every result shares name none); a word of the answer may be the
+value inflected ("rains" for "rain"). A record fetched again (an end whose words another end
+holds all of) is one end. A lone end is left to answer grounding, and an answer another reading
+already sent back once is taken as it is.
 """
 
 from __future__ import annotations
@@ -55,8 +48,7 @@ __all__ = ["REQUESTS_KEPT", "ChainEnds", "LookupChains"]
 _MIN_VALUE_CHARS = 2  # a shorter value ("1", "a") is in too many results to link them
 _EDGES = ".,;:!?()[]{}<>\"'`|"  # punctuation around a value, not part of it
 _PROSE_WORDS = 3  # a string argument of this many words is an answer's text, not an identifier
-# The requests whose values are the user's: the last few turns' (a chat daemon's session runs
-# for weeks; what the user said fifty turns ago no longer names this turn's lookups).
+# The requests whose values are the user's: the last few turns' (a session may run for weeks).
 REQUESTS_KEPT = 16
 
 
@@ -105,7 +97,7 @@ class LookupChains:
     def new_turn(self, request: str) -> None:
         """A new turn, asked by ``request``: its results, and its one refusal, start over.
         The last :data:`REQUESTS_KEPT` requests are kept: a value the user gave in an earlier
-        turn ("INV-0317") links no two lookups of a later one."""
+        turn links no two lookups of a later one."""
         self.remember_request(request)
         self._results = []
         self._seen = set()
@@ -126,10 +118,8 @@ class LookupChains:
         return frozenset(self._request_words)
 
     def consult(self, tool: str, args: Mapping[str, object]) -> None:
-        """A later call of this turn, ``tool(**args)``, was made (it ran or failed): a result
-        that holds a value of the request it took was consulted on the way, and is no end for
-        :meth:`left_out` (the listing the user's file was picked from; the stock level before
-        the order). A value found in no request follows a result instead (:meth:`add_result`);
+        """A later call ``tool(**args)`` of this turn was made (ran or failed): a result that
+        holds a value of the request it took was consulted, and is no end for :meth:`left_out`;
         the same call again consults nothing."""
         values = [
             v.lower()
@@ -181,9 +171,7 @@ class LookupChains:
     ) -> ChainEnds | None:
         """What a terminal call with ``args`` left out, when it is refused (this turn's
         refusal is then spent), else ``None``. With ``steps`` (the workflow's required steps),
-        only a chain that ends in one of them counts: a detour through another tool is not
-        what the task asked for (a price fed to an unrelated tool whose reply says so is no
-        answer to hold the model to)."""
+        only a chain that ends in one of them counts: a detour is not what the task asked for."""
         answer = _answer_text(args)
         ends = self._ends(steps)
         if self._refused or answer is None or not ends:
@@ -207,12 +195,10 @@ class LookupChains:
         answered_once: bool = False,
     ) -> ChainEnds | None:
         """What a terminal call with ``args`` left out of *every* end of the turn (the rule
-        ``every_end``), when it is refused (this turn's refusal of the rule is then spent), else
-        ``None``: the tools of the ends it left out, and the results of all the ends (the answer
-        to give holds them all). As :meth:`check`, only a call with prose counts, and with
-        ``steps`` only the ends of a required step. ``answered_once``: another reading of the
-        answer's text sent one back this turn, and a model that insists is taken at its word;
-        so is this reading's own refusal, :meth:`check`'s included."""
+        ``every_end``), when it is refused (its refusal is then spent), else ``None``: the tools
+        of the ends it left out, and the results of all the ends. Prose and ``steps`` as for
+        :meth:`check`. Nothing is refused once an answer was sent back this turn: by another
+        reading (``answered_once``), by this one or by :meth:`check`."""
         answer = _answer_text(args)
         if self._every_refused or self._refused or answered_once or answer is None:
             return None
@@ -233,13 +219,9 @@ class LookupChains:
         )
 
     def _own_ends(self, steps: frozenset[str]) -> list[tuple[_Result, frozenset[str]]]:
-        """The turn's ends, one per record, each with its own values; those with none are
-        left out, and a lone end is left to answer grounding (there is no "every" of one).
-
-        An end is a result no later call followed or consulted, whose call the task asked
-        for: it followed a result, or it took a value of the request (a lookup of a value
-        from nowhere is a detour, not an item the answer owes). With ``steps``, only the ends
-        of a required step count."""
+        """The turn's ends as :meth:`left_out` reads them (see the module docstring), one per
+        record, each with its own values; those with none are left out, and a lone end is left
+        to answer grounding. With ``steps``, only the ends of a required step count."""
         ends = _records(
             [
                 r
@@ -275,8 +257,7 @@ def _call_key(tool: str, args: Mapping[str, object]) -> str:
 
 def _answer_text(args: Mapping[str, object]) -> tuple[set[str], str] | None:
     """The words of a terminal call's string arguments and the one that is its answer's text
-    (the longest of three words or more); ``None`` where none is prose (``sku="SKU-9"``,
-    "Done.")."""
+    (the longest of three words or more); ``None`` where none is prose."""
     texts = {k: v for k, v in args.items() if isinstance(v, str)}
     prose = [k for k, v in texts.items() if len(v.split()) >= _PROSE_WORDS]
     if not prose:
@@ -308,8 +289,7 @@ def _own_values(result: _Result, ends: list[_Result], asked: set[str]) -> frozen
 def value_tokens(text: str) -> frozenset[str]:
     """The whole values of ``text``, lowercased: its whitespace-separated pieces less the
     punctuation around them, those with a content word or a number in them. A date, an id or
-    a reading is one value ("2026-09-04", "lot_52009", "27c"): two records that share a year
-    and a month do not share the date."""
+    a reading is one value: two records that share a year and a month do not share the date."""
     pieces = (p.strip(_EDGES) for p in text.lower().split())
     return frozenset(p for p in pieces if p and content_tokens(p))
 

@@ -1,16 +1,12 @@
 """Constrained decoding: a schema (or grammar) whose every instance is a valid tool call.
 
-An enumerable choice belongs in a grammar, not only in a prompt. From the tool specs (plus the
-synthetic ``respond``) :func:`tool_call_schema` builds a JSON schema -- ``anyOf`` one object per
-tool with its name as a ``const`` and its parameter schema as ``arguments``, and, where parallel
-calls are allowed, a JSON array of 1 to :data:`~forge_rt.guardrails.DEFAULT_MAX_CALLS` such
-calls -- that backends constrain sampling with (llama-server ``json_schema``, vLLM structured
-output, Ollama ``format``). :func:`tool_call_grammar` writes the same language as GBNF for
-backends that take a grammar. Both are bounded (see :mod:`forge_rt.guardrails._bounds`): no
-string, list or whitespace run can grow without end, and :func:`reply_token_budget` is the
-``max_tokens`` that follows. :func:`choose_constraint` decides, per workflow mode and backend
-capability, what to send, and logs the decision with its reason: a backend that cannot
-constrain is never switched silently.
+An enumerable choice belongs in a grammar, not only in a prompt. :func:`tool_call_schema` builds
+the JSON schema of the calls of the tools (llama-server ``json_schema``, vLLM structured output,
+Ollama ``format``); :func:`tool_call_grammar` writes the same language as GBNF. Both are bounded
+(see :mod:`forge_rt.guardrails._bounds`), and :func:`reply_token_budget` is the ``max_tokens``
+that follows. :func:`choose_constraint` decides, per workflow mode and backend capability, what
+to send, and logs the decision with its reason: a backend that cannot constrain is never
+switched silently.
 """
 
 from __future__ import annotations
@@ -108,9 +104,8 @@ class _Inliner:
             else:
                 out[key] = self.copy(value, close_objects=close_objects)
         if close_objects and isinstance(out.get("properties"), dict):
-            # The validator rejects undeclared arguments unless the schema allows them; the
-            # constraint must not produce what validation then refuses. An object that declares
-            # no properties at all (a tool without parameters) takes none: ``{}``.
+            # The constraint must not produce the undeclared arguments validation refuses; a
+            # tool without parameters takes ``{}``.
             out.setdefault("additionalProperties", False)
         return out
 
@@ -150,29 +145,22 @@ def tool_call_schema(
     (llama.cpp's converter does not follow references), objects closed where the validator
     would reject extra keys, strings and arrays bounded (:func:`~forge_rt.guardrails.bounded`).
 
-    With ``shape.parallel`` (the default: the runtime runs a reply's calls as one batch) a JSON array
-    of 1 to :data:`~forge_rt.guardrails.DEFAULT_MAX_CALLS` such calls is a further branch, so a
-    request that needs two calls at once can be answered in one reply; rescue parsing reads a
-    bare array of calls like any other. A single call stays a bare object, the shape small
-    models write by themselves and the one the proxy streams a ``respond`` message from.
+    With ``shape.parallel`` (the default) a JSON array of 1 to
+    :data:`~forge_rt.guardrails.DEFAULT_MAX_CALLS` such calls is a further branch; a single call
+    stays a bare object, the shape small models write by themselves and the one the proxy streams
+    a ``respond`` message from. With ``shape.listed`` the reply is always the array: every call
+    then ends at a choice between ``,`` and ``]``, where a model weighs whether the request asks
+    for more (as a bare object, a small model nearly always stops after one call). With
+    ``shape.one_tool`` too, the array is of one tool's calls (``anyOf`` one array per tool). See
+    :class:`~forge_rt.guardrails.CallShape`.
 
-    ``shape.listed`` (with ``parallel``): the reply is always the array, of one call or more. Opened
-    with ``[``, a reply's every call ends at a choice between ``,`` (another call) and ``]``,
-    which is where a model weighs whether the request asks for more; written as a bare object,
-    a small model ends after the first call (on BFCL's parallel categories the embedded 0.5B
-    wrote one call in 80 of 80 requests for several, and several in 7 of 10 dev-split requests
-    once the reply opened a list; ``GuardrailOptions.call_list``). With ``shape.one_tool`` too,
-    the array is of one tool's calls (``anyOf`` one array per tool; ``GuardrailOptions.fan_out``).
-
-    ``exclude``: calls the reply may not make (the loop guard blocked them). A tool with an
-    excluded call is offered only with arguments that differ from each of them in at least
-    one argument (one object per way to differ, see :mod:`forge_rt.guardrails._exclude`); a
-    tool whose arguments cannot differ is left out, and
+    ``exclude``: calls the reply may not make. A tool with an excluded call is offered only with
+    arguments that differ from each of them in at least one argument (see
+    :mod:`forge_rt.guardrails._exclude`); a tool whose arguments cannot differ is left out, and
     :class:`~forge_rt.errors.WorkflowDefinitionError` is raised if that leaves none.
 
     ``answers``: the texts a ``respond`` call's ``message`` may be, exactly (an ``enum``); empty,
-    any text. After an answer was sent back for not using the turn's results, the next one is
-    one of them (``Guardrails.answer_choices``).
+    any text (``Guardrails.answer_choices``).
     """
     _check_tools(tools)
     calls: list[dict[str, Any]] = [
@@ -332,10 +320,8 @@ class _Grammar:
         return self.typed_expr(schema, hint)
 
     def literal_expr(self, schema: Mapping[str, Any], hint: str) -> str | None:
-        """The alternatives of a ``const`` or ``enum`` schema; None when it is neither.
-
-        An ``enum`` that is empty or no list is an error in the tool's schema.
-        """
+        """The alternatives of a ``const`` or ``enum`` schema; None when it is neither. An
+        ``enum`` that is empty or no list is an error in the tool's schema."""
         if "const" in schema:
             return _json_literal(schema["const"])
         if "enum" not in schema:
@@ -468,23 +454,17 @@ def tool_call_grammar(
     """A GBNF grammar for the same replies :func:`tool_call_schema` describes.
 
     Types, required and optional properties, enums, consts, string and array lengths are
-    enforced; numeric bounds, ``pattern`` and ``format`` are not (validation still checks them).
-    Keys come in schema order, whitespace between tokens is at most 12 characters, strings and
-    arrays are bounded (:func:`~forge_rt.guardrails.bounded`; a value of any type too), and
-    numbers have at most 16 integer digits, 16 decimals and a two-digit exponent, so sampling
-    cannot run away inside a value or produce a number that does not fit a double. With
-    ``shape.parallel``, a reply may also be a JSON array of 1 to
-    :data:`~forge_rt.guardrails.DEFAULT_MAX_CALLS` calls (only that, with ``shape.listed``; of
-    one tool's calls each, with ``shape.one_tool`` too).
-    ``exclude`` leaves out calls, and ``answers`` narrows ``respond``'s message, as
-    :func:`tool_call_schema` does.
+    enforced; numeric bounds, ``pattern`` and ``format`` are not (validation checks them). Keys
+    come in schema order, whitespace between tokens is at most 12 characters, strings and arrays
+    (and values of any type) are bounded, and numbers have at most 16 integer digits, 16
+    decimals and a two-digit exponent, so sampling cannot run away inside a value or produce a
+    number that does not fit a double. ``shape``, ``exclude`` and ``answers`` act as in
+    :func:`tool_call_schema`.
 
-    ``shape.prose``: a reply may also be text that holds no call -- any text whose first character
-    cannot open one (not ``{``, ``[``, a backtick, ``<`` or whitespace) -- and the calls may
-    come in a code fence. The constraint then leaves to the model *whether* it calls, and
-    holds only *how*: the first token decides, as it would unconstrained, and a small model
-    that opens a fence to call is held to a valid call inside it. Only a grammar can say this
-    (a JSON schema has no text branch); see ``GuardrailOptions.prose_answers``.
+    ``shape.prose``: a reply may also be text whose first character cannot open a call (not
+    ``{``, ``[``, a backtick, ``<`` or whitespace), and the calls may come in a code fence: the
+    model decides *whether* it calls, the grammar holds only *how*. A JSON schema has no text
+    branch (see ``GuardrailOptions.prose_answers``).
     """
     _check_tools(tools)
     grammar = _Grammar()
@@ -529,11 +509,8 @@ _PROSE = r"[^\x5B{`<\x20\t\n\r] .*"
 
 
 def schema_grammar(schema: Mapping[str, Any]) -> str:
-    """A GBNF grammar for the JSON texts of ``schema`` (one :func:`tool_call_schema` built).
-
-    The same conversion :func:`tool_call_grammar` uses, for a schema already made: a constrained
-    call the backend ran under a JSON schema is continued under the rest of this grammar.
-    """
+    """A GBNF grammar for the JSON texts of ``schema`` (one :func:`tool_call_schema` built):
+    a call the backend ran under a JSON schema is continued under the rest of this grammar."""
     grammar = _Grammar()
     return grammar.text(grammar.expr(schema, "reply"))
 
@@ -568,17 +545,13 @@ def choose_constraint(
     - ``never``: no constraint; rescue parsing reads whatever the model writes.
     - ``auto`` (the default): a JSON schema where the backend accepts one, else a GBNF grammar
       where it accepts that, else no constraint (rescue parsing reads the reply). Constrained
-      decoding is the measured best arm on small local models (docs/eval), so it is on
-      wherever it can be.
+      decoding helps small local models most, so it is on wherever it can be.
     - ``always``: the same, but a backend with neither raises
       :class:`~forge_rt.errors.ConstraintUnsupportedError`.
 
     Pass the tools the model is offered, ``respond`` included, so it can still answer in text.
-    ``shape`` says whether one reply may hold several calls, whether they are always written
-    as a list (see :func:`tool_call_schema`) and whether a text reply is a branch of the
-    constraint (see :func:`tool_call_grammar`): with ``shape.prose`` a backend that takes both
-    kinds gets the grammar, one that takes only a JSON schema gets the calls alone.
-    The decision is logged (``guardrails.constraint``) with its reason.
+    With ``shape.prose`` a backend that takes both kinds gets the grammar, one that takes only a
+    JSON schema gets the calls alone. The decision is logged (``guardrails.constraint``).
     """
     if mode not in ("auto", "always", "never"):
         raise ValueError(f"constrain must be 'auto', 'always' or 'never', got {mode!r}")
@@ -634,14 +607,11 @@ class NarrowedConstraint:
 
     The tools offered in the prompt stay the same (so the backend's KV cache of the prompt stays
     valid); only the output constraint shrinks. Each narrowing is built once and kept, in the
-    ``shape`` ``constraint`` was built with (``shape.prose`` applies to a grammar that admits
-    text, the only kind that has it).
-
-    ``grammar``: the backend takes a GBNF grammar too. Then a narrowing that holds the answer to
-    texts with a character JSON escapes (a quote, a backslash, a line break) is a grammar even
-    where ``constraint`` is a JSON schema: llama-server's ``/completion`` lets a string held to
-    such an ``enum`` end early at the escape (``{"name": "Hinge Pin"}`` came back as ``{"na``),
-    which cut every answer held to a JSON result on the embedded model.
+    ``shape`` ``constraint`` was built with. ``grammar``: the backend takes a GBNF grammar too;
+    then a narrowing that holds the answer to texts with a character JSON escapes (a quote, a
+    backslash, a line break) is a grammar even where ``constraint`` is a JSON schema:
+    llama-server's ``/completion`` lets a string held to such an ``enum`` end early at the
+    escape, cutting the answer.
     """
 
     def __init__(
@@ -675,13 +645,8 @@ class NarrowedConstraint:
         excluded, no answers, no pins: unchanged), none of the calls in ``exclude``, ``respond``
         only with one of ``answers`` as its message where there are some, and each tool of
         ``pins`` only with the values its pin's arguments give (``Guardrails.pinned_calls``).
-
-        ``exclude`` holds the calls the reply may not be (``Guardrails.excluded_calls``: a
-        repeat the warning blocked, a fan-out's covered siblings, an answer of markup). A
-        blocked tool stays callable with other arguments (see :func:`tool_call_schema`); one
-        whose arguments cannot differ is left out while another tool is left, else nothing is
-        excluded. ``answers`` is
-        ``Guardrails.answer_choices``.
+        A tool whose arguments cannot differ from ``exclude`` (``Guardrails.excluded_calls``)
+        is left out while another tool is left, else nothing is excluded.
         """
         constraint = self._constraint
         allowed, blocked = _excludable(allowed, exclude)
@@ -742,11 +707,8 @@ _JSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')
 def _excludable(
     allowed: Sequence[ToolSpec], exclude: Sequence[ToolCall]
 ) -> tuple[Sequence[ToolSpec], list[ToolCall]]:
-    """The tools still offered and the blocked calls a constraint leaves out of them.
-
-    A tool whose calls could only be blocked ones is dropped while another tool is left; when
-    none is, every tool stays and nothing is excluded.
-    """
+    """The tools still offered and the blocked calls a constraint leaves out of them (see
+    :meth:`NarrowedConstraint.to`)."""
     names = frozenset(spec.name for spec in allowed)
     blocked = [call for call in exclude if call.tool in names]
     if not blocked:
@@ -779,14 +741,12 @@ def reply_token_budget(request: InferenceRequest) -> int:
       grammar they can have); a grammar without tools is someone else's, and gets
       :data:`~forge_rt.guardrails.MAX_REPLY_TOKENS`.
     - Tools but no constraint (free decoding): one call of the widest tool, since rescue runs
-      every complete call before a cut; at least :data:`~forge_rt.guardrails.FREE_CALL_MIN_TOKENS`,
-      the room real models take to reach their call.
+      every complete call before a cut; at least :data:`~forge_rt.guardrails.FREE_CALL_MIN_TOKENS`.
     - No tools: :data:`~forge_rt.guardrails.PLAIN_REPLY_TOKENS`.
 
-    Never more than :data:`~forge_rt.guardrails.MAX_REPLY_TOKENS`. Any tool schema has a
-    budget: one that cannot be inlined for a constraint (a broken or recursive ``$ref``) is
-    priced from what resolves. The guarded step applies this where the caller set no
-    ``max_tokens``; a caller's own value always wins.
+    Never more than :data:`~forge_rt.guardrails.MAX_REPLY_TOKENS`. A schema that cannot be
+    inlined (a broken or recursive ``$ref``) is priced from what resolves. The guarded step
+    applies this where the caller set no ``max_tokens``.
     """
     constraint, tools = request.constraint, request.tools
     if isinstance(constraint, JsonSchemaConstraint):

@@ -36,11 +36,9 @@ def _grammar(text: str) -> Gbnf:
 
 def continuation_constraint(constraint: OutputConstraint, prefix: str) -> Continuation:
     """The constraint under which a reply begun as ``prefix`` under ``constraint`` may go on.
-
-    A JSON schema is first written as the equivalent grammar (:func:`schema_grammar`); a backend's
-    own conversion of the schema can differ in whitespace or key order, and a prefix that is not
-    a beginning of this grammar has no continuation (the reason says so).
-    """
+    A JSON schema is first written as the equivalent grammar (:func:`schema_grammar`); a prefix
+    that is not a beginning of this grammar (a backend's own conversion may differ in whitespace
+    or key order) has no continuation, and the reason says so."""
     try:
         if isinstance(constraint, GrammarConstraint):
             grammar = _grammar(constraint.gbnf)

@@ -1,21 +1,17 @@
 """An answer given before a listed fan-out is done is sent back once.
 
-Small models stop a fan-out after its first item: asked "Which is warmer right now, Turku or
-Lima?", the real Qwen2.5-Coder-0.5B looked up Turku and answered "Weather in Turku: 2C, sleet";
-given "orders: K-7, K-8" it totalled one order. The answer passes every schema and every
-grounding check (it relays a real result), and the run ends wrong.
+Small models stop a fan-out after its first item (asked about "Turku or Lima", they look up
+Turku and answer). The answer passes every schema and every grounding check (it relays a real
+result), and the run ends wrong.
 
 :class:`ListCoverage` keeps the turn's *sources* -- the user's message and the successful tool
 results -- and every call made in the turn. When the reply is a terminal call alone, it looks
 for a call whose argument value is one item of an enumeration in a source ("Turku or Lima",
-"K-7, K-8", "eggs, butter and flour") and whose sibling items were never sent to that tool in that
-argument. The first time in a turn it refuses the terminal call with the sibling's call, built
-from the model's own arguments, to copy; the next answer is taken as it is (the model may know
-better: a listing it rightly chose one item from).
-
-Only siblings with the same *shape* as the value count (``Turku`` and ``Lima`` are both a
-capitalised word, ``K-7`` and ``K-8`` a letter, a dash and a digit), so the words an
-enumeration is embedded in ("Which is warmer right now, Turku") are never taken for items.
+"K-7, K-8") and whose sibling items were never sent to that tool in that argument. The first
+time in a turn it refuses the terminal call with the sibling's call, built from the model's own
+arguments, to copy; the next answer is taken as it is (the model may know better). Only
+siblings with the same *shape* as the value count (see :func:`shape`), so the words an
+enumeration is embedded in are never taken for items.
 """
 
 from __future__ import annotations
@@ -45,8 +41,7 @@ _SPLIT = re.compile(_SEPARATOR, re.IGNORECASE)
 def enumerations(text: str) -> list[list[str]]:
     """The enumerations in ``text``, each as its items in order (``"Turku or Lima"`` ->
     ``["Turku", "Lima"]``); a list of one item is none. An item may carry words of the
-    sentence around it ("right now, Turku" has ``right now`` as an item): :func:`shape` keeps
-    them from counting."""
+    sentence around it: :func:`shape` keeps them from counting."""
     found = []
     for match in _ENUMERATION.finditer(text):
         items = [i.strip(" .'") for i in _SPLIT.split(match.group())]
@@ -58,8 +53,7 @@ def enumerations(text: str) -> list[list[str]]:
 
 def shape(value: str) -> str:
     """What kind of token ``value`` looks like: each run of capitals ``A``, of small letters
-    ``a``, of digits ``9``, and every other character itself (``Turku`` -> ``Aa``, ``A-12`` ->
-    ``A-9``, ``eggs`` -> ``a``). Two items of one list with the same shape are siblings."""
+    ``a``, of digits ``9``, and every other character itself (``A-12`` -> ``A-9``)."""
     out: list[str] = []
     for char in value:
         kind = "A" if char.isupper() else "a" if char.isalpha() else "9" if char.isdigit() else char
@@ -136,8 +130,7 @@ class ListCoverage:
                 if not _scalar(value):
                     continue
                 sent = _text(value)
-                # A value the user named outside a list is the user's pick from a tool's
-                # listing ("what is in a.txt?" beside list_files' "a.txt, b.txt"), no fan-out.
+                # A value the user named outside a list is a pick from a listing, no fan-out.
                 picked = re.search(rf"(?<!\w){re.escape(sent)}(?!\w)", self._request) is not None
                 for where, items in self._lists:
                     if where == call.tool or (picked and where != REQUEST):
@@ -154,13 +147,10 @@ class ListCoverage:
 
 
 def _siblings(sent: str, items: list[str]) -> list[str]:
-    """The items of ``items`` beside ``sent`` (if it is one of them) with its shape.
-
-    An item at either end of an enumeration may carry words of its sentence ("Buy eggs" in
-    "Buy eggs, butter and flour"; "Lima warmer right" in "Is Turku or Lima warmer right now"),
-    so an item is the run of as many words as ``sent`` has that touches a separator: the first
-    item's last words, the last item's first, a middle item whole. "Lyon" is no item of
-    "Weather and forecast for Lyon" (its last item starts with "forecast")."""
+    """The items of ``items`` beside ``sent`` (if it is one of them) with its shape. An item at
+    either end of an enumeration may carry words of its sentence ("Buy eggs" in "Buy eggs,
+    butter and flour"), so an item is the run of as many words as ``sent`` has that touches a
+    separator: the first item's last words, the last item's first, a middle item whole."""
     width = len(sent.split())
     edges = [_edge(item, width, i, len(items)) for i, item in enumerate(items)]
     lowered = [e.lower() if e is not None else None for e in edges]

@@ -106,11 +106,9 @@ def _xml_value(value: Any) -> str:
 
 
 def render_call(call: ToolCall, dialect: Dialect) -> str:
-    """``call`` written the way a model writing in ``dialect`` would write it.
-
-    :data:`Dialect.JSON_IN_PROSE` gets a one-line lead-in; the other dialects are the call alone.
-    :data:`Dialect.PYTHON_CALL` needs argument names that are Python identifiers.
-    """
+    """``call`` written the way a model writing in ``dialect`` would write it (a one-line
+    lead-in for :data:`Dialect.JSON_IN_PROSE`; :data:`Dialect.PYTHON_CALL` needs argument names
+    that are Python identifiers)."""
     name, args = call.tool, call.args
     plain = {"name": name, "arguments": args}
     if dialect in (Dialect.NATIVE, Dialect.CONSTRAINED_JSON, Dialect.BARE_JSON):
@@ -120,7 +118,7 @@ def render_call(call: ToolCall, dialect: Dialect) -> str:
     if dialect is Dialect.FENCED_JSON:
         return f"{FENCE}json\n{_json(plain, indent=2)}\n{FENCE}"
     if dialect is Dialect.REPAIRED_JSON:
-        # Doubled braces and a trailing comma: the two repairs the real 1.5B model needs most.
+        # Doubled braces and a trailing comma: the two repairs small models need most.
         return f'{{{{"name": {_json(name)}, "arguments": {_json(args)},}}}}'
     if dialect is Dialect.HERMES_XML:
         return f"{HERMES_OPEN}\n{_json(plain)}\n{HERMES_CLOSE}"

@@ -1,21 +1,19 @@
 """The value a tool's error lists for the one it refused: the rule ``error_values``.
 
 A tool that refuses a value often says which ones it takes -- it quotes them, brackets them,
-lists them after a colon ("known ids: outer-dock, inner-basin", "not in [north-ridge,
-east-flat]"). A small model reads the list and sends its own value again. Which listed value
-it meant is read here from the values alone, never from the error's wording:
+lists them after a colon ("known ids: outer-dock, inner-basin"). A small model reads the list
+and sends its own value again. Which listed value it meant is read here from the values alone,
+never from the error's wording:
 
 1. the listed value that *is* the refused one spelled another way -- case, spaces, dashes,
    underscores (``"Inner Basin"`` -> ``"inner-basin"``);
-2. else the one listed value the user's request names, spelled any such way (the request says
-   "North Ridge", the model sent ``"#21059"``, the error lists ``north-ridge``);
+2. else the one listed value the user's request names, spelled any such way;
 3. else the one listed value clearly most like the refused one (``"INV-317"`` ->
    ``"INV-0317"``): similar enough, and ahead of the next by a margin.
 
 The corrected call is shown only where the value fits the argument's schema; a value the error
 merely echoes back is never one. Where the error lists nothing, or nothing matches, no call is
-shown. (An older reading of the error's cue words -- "use", "did you mean" -- was removed: with
-this one on, it changed no run of the generated suite's dev half.)
+shown.
 """
 
 from __future__ import annotations

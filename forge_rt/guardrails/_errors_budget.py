@@ -16,13 +16,10 @@ log = quiet_logger(__name__)
 
 
 class ErrorTracker:
-    """Counts consecutive retries (no usable call) and consecutive tool errors.
-
-    ``max_retries=3`` feeds three corrections back; a fourth bad reply in a row raises
-    :class:`ToolCallError`. ``max_tool_errors=2`` feeds two tool failures back; the third in a
-    row raises :class:`ToolExecutionError`. ``max_tool_errors=0`` makes the first tool failure
-    fatal (no recovery).
-    """
+    """Counts consecutive retries (no usable call) and consecutive tool errors: with
+    ``max_retries=3`` a fourth bad reply in a row raises :class:`ToolCallError`; with
+    ``max_tool_errors=2`` the third tool failure raises :class:`ToolExecutionError`, and with
+    ``max_tool_errors=0`` the first (no recovery)."""
 
     def __init__(self, max_retries: int = 3, max_tool_errors: int = 2) -> None:
         if max_retries < 0 or max_tool_errors < 0:
@@ -47,9 +44,7 @@ class ErrorTracker:
 
     def record_retry(self, raw: str | None, cause: str) -> int:
         """Count one reply that held no usable call; returns how many in a row (the nudge tier).
-
-        Raises :class:`ToolCallError` once the row is longer than ``max_retries``.
-        """
+        Raises :class:`ToolCallError` once the row is longer than ``max_retries``."""
         self._retries += 1
         if self._retries > self.max_retries:
             log.warning("guardrails.retries_exhausted", attempts=self._retries, cause=cause)
@@ -64,11 +59,8 @@ class ErrorTracker:
         return self._retries
 
     def record_tool_error(self, tool: str, exc: BaseException) -> int:
-        """Count one failed tool execution; returns how many in a row.
-
-        Raises :class:`ToolExecutionError` (chained from ``exc``) once the row is longer than
-        ``max_tool_errors``.
-        """
+        """Count one failed tool execution; returns how many in a row. Raises
+        :class:`ToolExecutionError` (from ``exc``) once the row exceeds ``max_tool_errors``."""
         self._tool_errors += 1
         if self._tool_errors > self.max_tool_errors:
             log.warning("guardrails.tool_errors_exhausted", tool=tool, attempts=self._tool_errors)

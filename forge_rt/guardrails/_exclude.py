@@ -1,26 +1,20 @@
 """Excluding a blocked call from a constraint: the tool stays callable, that call does not.
 
-The loop guard blocks a call (tool + canonical arguments) that a model sent ``max_repeats``
-replies in a row; one more identical reply ends the run with a ToolLoopError. Narrowing leaves
-the blocked tool out of the next constraint where something else is callable -- but while it
-is the only pending required step it must stay, and an unchanged constraint lets the model
-write the blocked call again (a small model sends the same ``count_residents(city="Turku")`` a
-fourth time). :func:`argument_variants` rewrites a tool's (bounded, inlined) parameter schema
-into the alternatives whose instances all differ from every blocked call in at least one
-argument:
+A call the loop guard blocked ends the run if sent once more. Narrowing leaves the blocked tool
+out of the next constraint where something else is callable, but while it is the only pending
+required step it must stay, and an unchanged constraint lets a small model write the blocked
+call again. :func:`argument_variants` rewrites a tool's (bounded, inlined) parameter schema into
+the alternatives whose instances all differ from every blocked call in at least one argument:
 
 - a property's value differs: an ``enum`` or ``boolean`` without the blocked values, a
   ``const`` that is not one of them, a string or an integer that is none of them;
 - an optional property the blocked calls all had is left out;
 - an optional property they did not all have is present, with a value none of them gave it.
 
-A blocked string may also be given by its start (:class:`StartsWith`): every string that
-begins with it is excluded, whatever follows -- after an answer of tool-result markup, a
-synthetic ``respond`` may not start with ``<`` (``Guardrails.excluded_calls``).
-
-A property whose values cannot be excluded (a number, an object, a list, a union) offers no
-variant of its own; a tool none of whose arguments can differ (no parameters at all) offers
-none, and the caller leaves it out (see :class:`~forge_rt.guardrails.NarrowedConstraint`).
+A blocked string may also be given by its start (:class:`StartsWith`). A property whose values
+cannot be excluded (a number, an object, a list, a union) offers no variant of its own; a tool
+none of whose arguments can differ offers none, and the caller leaves it out (see
+:class:`~forge_rt.guardrails.NarrowedConstraint`).
 
 An excluded value is an :class:`Excluded` leaf inside the variant; it renders as a JSON schema
 (:meth:`Excluded.json_schema`: ``enum``/``const``, ``anyOf`` integer ranges, a string
@@ -46,12 +40,9 @@ import msgspec
 __all__ = ["EXCLUDED_PREFIX_CHARS", "Excluded", "StartsWith", "argument_variants", "render_json"]
 
 EXCLUDED_PREFIX_CHARS = 40
-"""How many leading characters of a blocked string the exclusion compares.
-
-Each compared character is one nested group of the pattern; Rust's regex parser (llguidance)
-refuses nesting deeper than 250. Forty leaves room and covers the values models loop on (a
-city, an id, a query); a longer blocked value is excluded with every string sharing its first
-forty characters, which are the same call in all but a tail."""
+"""How many leading characters of a blocked string the exclusion compares: each is one nested
+group of the pattern, and Rust's regex parser (llguidance) refuses nesting deeper than 250. A
+longer blocked value is excluded with every string sharing its first forty characters."""
 
 _INTEGER_DIGITS = 16  # the grammars' bound on an integer's digits (see _bounds.INTEGER_TOKENS)
 
@@ -61,18 +52,15 @@ _DIGITS = "0123456789"
 
 
 class StartsWith(msgspec.Struct, frozen=True):
-    """A blocked string argument given by how it starts: every string beginning with ``text``
-    is excluded, whatever follows (``StartsWith("<")`` after an answer of tool-result markup).
-    It stands in a blocked call's arguments where a value would."""
+    """A blocked string argument given by how it starts, in a blocked call's arguments where a
+    value would stand: every string beginning with ``text`` is excluded (``StartsWith("<")``)."""
 
     text: str
 
 
 class Excluded(msgspec.Struct, frozen=True):
-    """A property schema (``schema``) with some of its values (``values``) excluded.
-
-    Built only by :func:`argument_variants`, for a schema it knows how to exclude from.
-    """
+    """A property schema (``schema``) with some of its values (``values``) excluded; built only
+    by :func:`argument_variants`, for a schema it knows how to exclude from."""
 
     schema: dict[str, Any]
     values: tuple[Any, ...]
@@ -122,13 +110,9 @@ def render_json(schema: Any) -> Any:
 def argument_variants(
     schema: Mapping[str, Any], blocked: Sequence[Mapping[str, Any]]
 ) -> list[dict[str, Any]]:
-    """Object schemas whose instances are the instances of ``schema`` that differ from every
-    argument object in ``blocked`` in at least one argument (empty: none can).
-
-    ``schema`` is a tool's parameter schema as the constraint uses it (``$ref`` inlined,
-    bounded). The variants together admit every differing call whose difference is
-    expressible (see the module docstring); each is ``schema`` with one property changed.
-    """
+    """Object schemas whose instances are the instances of ``schema`` (inlined and bounded)
+    that differ from every argument object in ``blocked`` in at least one argument (empty: none
+    can); each is ``schema`` with one property changed (see the module docstring)."""
     props = schema.get("properties")
     if not blocked:
         return [dict(schema)]
@@ -194,8 +178,7 @@ def _enum_exclusion(schema: dict[str, Any], values: tuple[Any, ...]) -> Any:
 
 def _typed_exclusion(schema: dict[str, Any], values: tuple[Any, ...]) -> Any:
     """A boolean, integer or plain string schema without ``values``; ``None`` for any other
-    type (see the module docstring), and for a string with a ``pattern`` or ``format`` of its
-    own."""
+    type, and for a string with a ``pattern`` or ``format`` of its own."""
     kind = _kind(schema)
     if kind == "boolean":
         left = [b for b in (False, True) if not _among(b, values)]
@@ -452,9 +435,8 @@ def _render(node: _Node, *, sep: str) -> str:
     if isinstance(node, _Rep):
         return f"{_class(node.node)}{{{node.low},{node.high}}}"
     if isinstance(node, _Opt):
-        # An empty alternative, not ``?``: llama.cpp refuses a repeated group (``?`` is a
-        # repetition) whose inside expands into 2,000 rules or more, which nested string
-        # tails reach after a few characters.
+        # An empty alternative, not ``?``: llama.cpp refuses a repeated group whose inside
+        # expands into 2,000 rules or more, which nested string tails soon reach.
         return f"({_render(node.node, sep=sep)}|)"
     if isinstance(node, _Alt):
         return "(" + "|".join(_render(o, sep=sep) for o in node.options) + ")"

@@ -3,12 +3,10 @@
 Two calls per turn. ``check(reply)`` returns the :data:`Action` to take -- run these calls
 (refusing those that may not run yet), retry with this nudge, feed back these tool errors, the
 batch is blocked, or stop (a budget is exhausted) -- with the messages to append. After running
-the calls, ``record(results)`` feeds the results (successes and failures) back: it tracks steps
-and the tool-error budget, tells the model about arguments that were ignored, and says whether a
-terminal tool finished the task. The runtime and the proxy use the same object.
-
-The facade remembers what it told the model (its nudges and notes) so that a later argument
-copied from one is caught as the echo it is.
+the calls, ``record(results)`` feeds the results back: it tracks steps and the tool-error budget,
+notes ignored arguments, and says whether a terminal tool finished the task. The runtime and the
+proxy use the same object. It remembers what it told the model, so that an argument copied from
+a nudge or note is caught as an echo.
 """
 
 from __future__ import annotations
@@ -118,11 +116,9 @@ log = quiet_logger(__name__)
 
 
 class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
-    """How one executed call went: its ``output``, or the ``error`` it raised.
-
-    Raise :class:`~forge_rt.errors.ToolResolutionError` from a tool to tell the model it was
-    called wrong; that is fed back without counting as a failure.
-    """
+    """How one executed call went: its ``output``, or the ``error`` it raised. Raise
+    :class:`~forge_rt.errors.ToolResolutionError` from a tool to tell the model it was called
+    wrong; that is fed back without counting as a failure."""
 
     call: ToolCall
     output: str | None = None
@@ -140,15 +136,11 @@ class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class RecordOutcome(msgspec.Struct, frozen=True, kw_only=True):
-    """What recording a batch's results means for the loop.
-
-    ``messages`` are the tool-result messages to append, in call order. ``done`` is set when a
-    terminal tool succeeded (``terminal_call`` / ``terminal_output`` say which and what it
-    returned); the run ends with that result and budgets no longer matter. Otherwise ``fatal``
-    is set when the tool-error budget ran out: append the messages, then end the run with it.
-    ``rules``: the ``results`` rules that added to a message (a corrected call by
-    ``error_values``), once each time, for the run's record.
-    """
+    """What recording a batch's results means for the loop: ``messages`` to append, in call
+    order; ``done`` when a terminal tool succeeded (``terminal_call`` / ``terminal_output``), and
+    the run ends with that result; else ``fatal`` when the tool-error budget ran out (append the
+    messages, then end the run with it). ``rules``: the ``results`` rules that added to a message
+    (such as ``error_values``), for the run's record."""
 
     messages: list[Message]
     rules: tuple[str, ...] = ()
@@ -179,22 +171,19 @@ class Budgets(msgspec.Struct, frozen=True, kw_only=True):
 _DEFAULT_OPTIONS = GuardrailOptions()
 
 STEP_PATIENCE = 3
-"""Batches in a row that ran without completing a pending required step, after which only the
-pending steps are callable: a small model that skips a required lookup tends to call the tool
-that needs its value with guessed ones until the iterations run out; three batches leave room
-for the lookups a step may need first."""
+"""Batches in a row that completed no pending required step, after which only the pending steps
+are callable: a model that skips a required lookup keeps guessing its value; three batches leave
+room for the lookups a step may need first."""
 
 STALE_PATIENCE = 2
 """Batches in a row made only of calls that already succeeded in the turn, after which, with no
-required step pending, only the terminal tools are callable: the same lookup again returns the
-same result, so nothing is left to learn but the answer. Two lookups alternated with the same
-arguments are a loop the loop guard (the same call in a row) never sees."""
+required step pending, only the terminal tools are callable: a repeated lookup teaches nothing.
+This also catches two lookups alternated, which the loop guard (same call in a row) never sees."""
 
 FAILURE_STREAK = 2
 """Replies in a row in which one tool failed (an error, "called wrong", or arguments its schema
-rejects) after which :meth:`Guardrails.callable_now` leaves it out until some call succeeds.
-A small model told where a value comes from often re-sends the failing tool with more guessed
-values instead; one failure is often a typo it fixes by itself."""
+rejects) after which :meth:`Guardrails.callable_now` leaves it out until some call succeeds: a
+model tends to re-send a failing tool with more guesses; one failure is often a typo it fixes."""
 
 
 # The messages whose text the model was given as fact (a correction is not one).
@@ -211,18 +200,16 @@ _FACTS = frozenset(
 class Guardrails:
     """Validation, rescue, nudges, step and prerequisite enforcement, budgets and the loop guard.
 
-    ``options`` says which guardrails are on and their budgets (see :class:`GuardrailOptions`;
-    the eval's ablations switch them off). ``respond_tool=True`` adds the synthetic ``respond``
-    tool -- unless ``tools`` has a tool of that name, which stays the caller's own tool (ask
-    :meth:`is_synthetic_respond` which one a call is); when no ``terminal_tools`` are given,
-    ``respond`` is the terminal tool. Pass ``tracker`` to resume with steps already done.
-    ``withheld`` maps the tools a policy denies (left out of ``tools``) to the policy's reason,
-    which a call of one is refused with (see :func:`~forge_rt.guardrails.apply_policy`).
-    ``markers``: texts that mark the corrections the caller wrote into a history the model
-    reads (the proxy's); an argument holding one is refused (the rule ``placeholders``).
-    ``writes``: the tools that are not idempotent (they book, send, write): a call of one that
-    already succeeded in the turn is answered with its result, not run again (the rule
-    ``answered_calls``).
+    ``options`` says which guardrails are on and their budgets (see :class:`GuardrailOptions`).
+    ``respond_tool=True`` adds the synthetic ``respond`` tool -- unless ``tools`` has a tool of
+    that name, which stays the caller's own (see :meth:`is_synthetic_respond`); when no
+    ``terminal_tools`` are given, ``respond`` is the terminal tool. ``tracker``: resume with
+    steps already done. ``withheld`` maps the tools a policy denies (left out of ``tools``) to
+    the reason a call of one is refused with (see :func:`~forge_rt.guardrails.apply_policy`).
+    ``markers``: texts that mark the corrections the caller wrote into a history the model reads
+    (the proxy's); an argument holding one is refused (rule ``placeholders``). ``writes``: the
+    tools that are not idempotent: a call of one that already succeeded in the turn is answered
+    with its result, not run again (rule ``answered_calls``).
     """
 
     def __init__(
@@ -280,26 +267,16 @@ class Guardrails:
         loop_repeats = options.loop_repeats
         self._loop = LoopGuard(loop_repeats) if loop_repeats is not None else None
         self._succeeded: set[CallKey] = set()  # call keys that ran successfully in this task
-        # The error each call key last failed with in this turn (its tool's own message): a
-        # loop of a failing call is told why it fails, not only that it repeats.
-        self._failed_with: dict[CallKey, str] = {}
+        self._failed_with: dict[CallKey, str] = {}  # this turn's last error, for the loop nudge
         self._grounding = AnswerGrounding()  # this turn's results, for an answer from nowhere
         self._chains = LookupChains()  # which result fed which call, for an answer mid-chain
         self._coverage = ListCoverage()  # this turn's lists and calls, for a fan-out cut short
         self._quantities = RequestQuantities()  # the request's numbers, for one lost on the way
         self._selection = ItemSelection()  # this turn's listings, for an item picked wrong
-        # Set when a terminal call was sent back for an uncovered item: until the next batch
-        # runs, the constraint offers no terminal tool (told in words alone, a small model
-        # answers again, with the correction's own words).
-        self._covering = False
-        # The calls that already covered an item, while the terminal tools are left out for
-        # an uncovered one: the next constraint excludes them (else the item already covered
-        # is looked up again and the answer is about it alone).
-        self._covered: tuple[ToolCall, ...] = ()
-        # Set when a guessed value was sent back to the pending step that finds it: until the
-        # next batch runs, the constraint offers only that step (told in words alone, a small
-        # model sends the same guessed call again).
-        self._finding: str | None = None
+        # Narrowings that hold until the next batch runs (see callable_now, excluded_calls):
+        self._covering = False  # an item is uncovered: no terminal tool is offered
+        self._covered: tuple[ToolCall, ...] = ()  # meanwhile, the calls that covered the others
+        self._finding: str | None = None  # a guessed value's step: only it is offered
         self._failing: dict[str, int] = {}  # tool -> failures in a row
         self._last_ok: frozenset[str] = frozenset()  # tools that succeeded in the last batch
         self._pending_before = len(self._tracker.pending(self._steps.required_steps))
@@ -313,12 +290,9 @@ class Guardrails:
         self._pins: dict[str, dict[str, Any]] = {}  # tool -> values its next call must carry
         self._unrelated_out: frozenset[str] = frozenset()  # tools sent back as unrelated
         self._markup_answered = False  # this turn's answer was tool-result markup
-        # Set once a synthetic ``respond`` that does not end the workflow ran this turn: the
-        # user has been told, and the constraint stops offering ``respond`` until the turn ends.
-        self._told_this_turn = False
-        # Set when this turn's answer was sent back for leaving out its results (with
-        # ``answer_from_results``): the texts to hold the next answers to (a chain's ends), or
-        # empty for "the turn's results", read as they are when the constraint is built.
+        self._told_this_turn = False  # a non-terminal synthetic respond ran: not offered again
+        # The texts the next answers are held to (see :attr:`answer_choices`); empty: the
+        # turn's results as they are when the constraint is built; None: no hold.
         self._answer_hold: tuple[str, ...] | None = None
         self._answer_whole = False  # the hold is to all its texts at once (``every_end``)
         self._request = ""  # this turn's request, where a listed value may be named
@@ -333,8 +307,7 @@ class Guardrails:
         tracker: StepTracker | None = None,
         withheld: Mapping[str, str] | None = None,
     ) -> Guardrails:
-        """Guardrails for ``workflow``: its tools (and respond tool), steps and prerequisites;
-        ``withheld`` as for the constructor."""
+        """Guardrails for ``workflow``: its tools, steps, prerequisites; ``withheld`` as above."""
         return cls(
             [t.spec for t in workflow.tools.values()],
             required_steps=workflow.required_steps,
@@ -348,9 +321,8 @@ class Guardrails:
         )
 
     def is_synthetic_respond(self, call: ToolCall) -> bool:
-        """Whether ``call`` is of the synthetic ``respond`` tool, which the loop answers itself
-        (its ``message`` is the answer). A caller's own tool named ``respond`` is not: it runs
-        like any other tool."""
+        """Whether ``call`` is of the synthetic ``respond`` tool, whose ``message`` the loop takes
+        as the answer; a caller's own tool named ``respond`` runs like any other tool."""
         return self._synthetic_respond and call.tool == RESPOND_TOOL_NAME
 
     @property
@@ -395,22 +367,16 @@ class Guardrails:
     def restore_budgets(self, used: Budgets) -> None:
         """Set the per-turn budgets' use to ``used`` (a snapshot from :attr:`budgets`, kept by
         a session store): a turn resumed after a restart has no more retries, tool errors,
-        premature or prerequisite attempts left than it had. The loop guard's rows start over.
-        """
+        premature or prerequisite attempts left than it had. The loop guard's rows start over."""
         self._errors.restore(retries=used.retries, tool_errors=used.tool_errors)
         self._steps.restore_counts(premature=used.premature, prereq=used.prereq)
 
     def new_turn(self, request: str | None = None) -> None:
-        """A new user turn starts: forget what only described the last one. ``request`` is the
-        user's message, where known: the items it lists are to be covered before the answer
-        (the rule ``list_coverage``).
-
-        The loop guard's rows, the retry, tool-error, premature and prerequisite budgets, the
-        failure rows and what succeeded are per turn: a chat user who asks the same thing
-        twice gets the same call, and the same answer, without it counting as a loop or a
-        repeat. The steps done stay (control state of the whole session), and so does what
-        the model was told (an echo of an earlier nudge is still an echo).
-        """
+        """A new user turn starts, asked by ``request`` where known: forget what only described
+        the last one. The loop guard's rows, the budgets, the failure rows and what succeeded
+        are per turn: a user who asks the same thing twice gets the same call without it
+        counting as a loop or a repeat. The steps done stay (the session's control state), and
+        so does what the model was told (an echo of an earlier nudge is still an echo)."""
         if self._loop is not None:
             self._loop.reset()
         self._errors.reset_retries()
@@ -444,16 +410,10 @@ class Guardrails:
         self._stale = 0
 
     def observe_history(self, messages: Sequence[Message]) -> None:
-        """Start the turn a history is in the middle of: its last user message is the request,
-        and the calls answered after it are the turn's results so far.
-
-        For a caller that hands over the whole conversation with each request (the proxy), so
-        the checks that look at the whole turn -- answer grounding and list coverage -- see
-        what it did before this request. Only those: the loop guard, the budgets and the
-        steps are not touched. The calls answered are this turn's: asked again in a new turn,
-        a call is the user's wish (fill the tank again, read the state a write since changed),
-        not a repeat.
-        """
+        """Start the turn a history is in the middle of (a caller that sends the whole
+        conversation, the proxy): its last user message is the request, and the calls answered
+        after it are the turn's results so far (calls answered before it are no repeats). The
+        loop guard, the budgets and the steps are not touched."""
         starts = [i for i, m in enumerate(messages) if m.type is MessageType.USER_INPUT]
         self._answered.observe(messages[starts[-1] :] if starts else messages, self._specs)
         if not starts:
@@ -475,19 +435,16 @@ class Guardrails:
                 self._learn_result(call, message.content)
 
     def learn_facts(self, messages: Iterable[Message]) -> None:
-        """Take what ``messages`` gave the model as fact -- the system prompt, the user's
-        messages, tool results, summaries -- as values a call may use (see
-        the rules ``placeholders`` and ``guessed_values``): for a history the guardrails did not see
-        being made (a restored session, a seeded run, the proxy's request). Corrections are
-        not facts and are skipped."""
+        """Take what ``messages`` gave the model as fact (not corrections) as values a call may
+        use (rules ``placeholders``, ``guessed_values``): for a history the guardrails did not
+        see being made (a restored session, the proxy's request)."""
         for message in messages:
             if message.type in _FACTS:
                 # A result's [Note] is ours, not the tool's: a copy of it stays an echo.
                 self._guesses.learn(strip_echo_markup(message.content))
 
     def _learn_result(self, call: ToolCall, output: str) -> None:
-        """A non-terminal call of this turn succeeded with ``output``: what answer grounding
-        and list coverage check the answer against."""
+        """Record a non-terminal call's ``output`` for the checks that read the turn's results."""
         self._grounding.add_result(call.tool, output)
         self._grounding.add_subject(call.args.values())
         self._selection.add_result(call.tool, output)
@@ -497,15 +454,12 @@ class Guardrails:
     @property
     def excluded_calls(self) -> tuple[ToolCall, ...]:
         """The calls the next constraint is to exclude (``NarrowedConstraint.to(...,
-        exclude=...)``): right after an answer was sent back for an item a listed fan-out left
-        out, the calls that covered its siblings (a repeat returns what is known; the item is
-        what is missing); the repeats of calls a caller's history answered that the warning
-        blocked, since one more ends the turn (the rule ``answered_calls``); and, once an
-        answer of this turn was the chat's tool-result markup, a synthetic ``respond`` whose
-        message starts with ``<``. The real 0.5B wrote ``"<tool_response>"`` as its answer
-        again after each correction; under the constraint its next answer has to be something
-        else (and, as with every exclusion of a string, one of safe characters: no quote,
-        backslash or line break)."""
+        exclude=...)``): after an answer was sent back for an item a listed fan-out left out,
+        the calls that covered its siblings; the repeats of answered calls the warning blocked
+        (rule ``answered_calls``); and, once an answer of this turn was tool-result markup, a
+        synthetic ``respond`` whose message starts with ``<`` (a model that answered with markup
+        repeats it after each correction). As with every excluded string, the next value must
+        then be of safe characters: no quote, backslash or line break."""
         calls = {call_key(c): c for c in self._covered}
         calls.update((call_key(c), c) for c in self._answered.blocked)
         if self._markup_answered and self._synthetic_respond:
@@ -518,19 +472,16 @@ class Guardrails:
     @property
     def left_out_tools(self) -> frozenset[str]:
         """Tools the next constraint of a caller that owns the loop (the proxy) leaves out:
-        those whose call, answered in the caller's history, the model insisted on past the
-        warning (the rule ``answered_calls``), and after the rule ``unrelated_tools`` sent a
-        reply back, every tool that shares no word with the request, until a batch runs (the
-        runtime's :meth:`callable_now` leaves those out too)."""
+        those whose answered call the model insisted on past the warning (``answered_calls``),
+        and, until a batch runs after an ``unrelated_tools`` refusal, every tool that shares no
+        word with the request (as :meth:`callable_now` does)."""
         return self._answered.warned | self._unrelated_out
 
     @property
     def pinned_calls(self) -> tuple[ToolCall, ...]:
         """The values a tool's next call is constrained to, as calls holding only them (for
         ``NarrowedConstraint.to(..., pins=...)``): set by the rule ``named_row`` to the id of
-        the row the request names, until a call of the tool runs. An enumerable choice belongs
-        in the grammar: shown the corrected call, the real 0.5B sent its made-up id again
-        until the loop guard ended the run."""
+        the row the request names, until a call of the tool runs."""
         return tuple(
             ToolCall(tool=tool, args=dict(values), call_id=f"pin-{tool}")
             for tool, values in self._pins.items()
@@ -539,21 +490,14 @@ class Guardrails:
     @property
     def answer_choices(self) -> tuple[str, ...]:
         """The texts the next synthetic ``respond`` message is constrained to (empty: any), for
-        the constraint (``NarrowedConstraint.to(..., answers=...)``).
+        ``NarrowedConstraint.to(..., answers=...)``.
 
         Set, with ``GuardrailOptions.answer_from_results``, once this turn's answer was sent
-        back for using nothing the tools returned (to the turn's last distinct results of calls
-        that succeeded; with none, nothing is constrained) or for
-        leaving out what a lookup chain ended with (to those ends' results). A small model told
-        so tends to send the same answer again, which is then taken; under the constraint its
-        next answer relays a result word for word instead. The real 0.5B answered "What is Ilse
-        Brandt's email address?" with the search result, was told the email was left out, and
-        wrote the search result again, 3 runs of 3.
-
-        Held to the turn's results, the choices follow them: a result that comes in after the
-        hold is one too (the real 0.5B, held after one city of "Turku or Lima?", then looked
-        Lima up and could still only answer with Turku). Two or more choices also offer all of
-        them, one per line, as one answer (a comparison needs both)."""
+        back for using nothing the tools returned (to the turn's last distinct successful
+        results, later ones included; with none, nothing is constrained) or for leaving out what
+        a lookup chain ended with (to those ends' results): told so in words, a small model
+        sends the same answer again. Two or more choices also offer all of them, one per
+        line, as one answer (a comparison needs both)."""
         if self._answer_hold is None:
             return ()
         choices = self._answer_hold or self._grounding.recent_successes
@@ -567,22 +511,17 @@ class Guardrails:
         """The tools a reply may call right now, for constraining the next one.
 
         An enumerable choice belongs in the grammar, not in a nudge: while required steps are
-        pending the terminal tools are left out, so is every tool whose prerequisite tools have
-        not succeeded yet (a prerequisite that must match an argument is checked once the
-        call's arguments are known). Then, each only while some tool is left: after
-        :data:`STEP_PATIENCE` batches in a row that advanced no required step (or once the loop
-        guard blocked a reply) only the pending steps; with none pending, after :data:`STALE_PATIENCE` batches in a row that only
-        repeated calls that had succeeded, only the terminal tools; not ``avoid`` (a tool the
-        loop guard just blocked); not a tool that failed in
-        :data:`FAILURE_STREAK` replies in a row, until some call succeeds; no terminal tool
-        right after one was sent back for an item a listed fan-out left out (see
-        the rule ``list_coverage``), until the next batch runs; only the step a guessed
-        value was sent back to (the rule ``guessed_values``), until the next batch
-        runs; not the synthetic
-        ``respond`` once it was shown to the user this turn in a workflow it does not end (told
-        the task goes on, a small model answers again, echoing the note). With step
-        enforcement off, every tool but the failing ones and the spent ``respond`` (and, after
-        a coverage refusal, the terminal ones).
+        pending the terminal tools are left out, and so is every tool whose prerequisite tools
+        have not succeeded (one that must match an argument is checked once the arguments are
+        known). Then, each only while some tool is left: after :data:`STEP_PATIENCE` idle
+        batches (or a loop guard block) only the pending steps; with none pending, after
+        :data:`STALE_PATIENCE` stale batches only the terminal tools; not ``avoid`` (a tool the
+        loop guard just blocked); not a tool that failed in :data:`FAILURE_STREAK` replies in a
+        row, until some call succeeds; until the next batch runs, no terminal tool after a
+        ``list_coverage`` refusal and only the step a guessed value was sent back to; not the
+        synthetic ``respond`` once shown to the user this turn in a workflow it does not end.
+        With step enforcement off, every tool but the failing ones and the spent ``respond``
+        (and, after a coverage refusal, the terminals).
         """
         failing = (
             {t for t, n in self._failing.items() if n >= FAILURE_STREAK}
@@ -605,9 +544,7 @@ class Guardrails:
             if not self._prerequisites_met(spec.name):
                 continue
             allowed.append(spec)
-        # The preferences below narrow the choice only while something is left to call: the
-        # overdue steps first, then without the tool the loop guard just blocked, then
-        # without the tools that keep failing.
+        # The preferences below narrow the choice only while something is left to call.
         if pending and self._idle >= STEP_PATIENCE:
             allowed = _kept(allowed, lambda name: name in pending)
         if not pending and self.options.stale_calls and self._stale >= STALE_PATIENCE:
@@ -630,17 +567,16 @@ class Guardrails:
         """Decide what to do with one reply (an LLMResponse, native calls, or text).
 
         ``constrained``: the reply was decoded under a tool-call constraint, so its text is read
-        as the call the constraint promised even with rescue parsing off. ``text_offered``: it
-        was decoded under a constraint that admits plain text beside calls, so text with no
-        call in it is the model's answer where ``GuardrailOptions.prose_answers`` is on (free
-        decoding cannot tell an answer from a call announced in prose, and retries it).
-        ``last_chance``: the caller's budget allows no reply after this one (the runtime's last
-        iteration), so the ``answer`` rules do not judge it: an answer sent back then could
-        only end the run unanswered, and a run that took the answer may still be right.
+        as the call the constraint promised even with rescue parsing off. ``text_offered``: the
+        constraint admitted plain text beside calls, so text with no call is the model's answer
+        where ``GuardrailOptions.prose_answers`` is on (free decoding cannot tell an answer from
+        a call announced in prose, and retries it). ``last_chance``: no reply may follow this
+        one, so the ``answer`` rules do not judge it (sending it back could only end the run
+        unanswered).
 
         Order: rescue and validation (no call → retry nudge; unknown tool or bad arguments →
-        tool errors), then premature terminal calls and prerequisites (those calls are refused,
-        the rest of the reply runs), and the loop guard. An exhausted budget comes back as
+        tool errors), then steps and prerequisites (those calls are refused, the rest runs),
+        then the ``calls`` and ``answer`` rules. An exhausted budget comes back as
         :class:`Fatal`, never raised.
         """
         try:
@@ -733,8 +669,7 @@ class Guardrails:
         return _Passed(runnable=tuple(runnable), dropped=dropped)
 
     def _judges(self) -> tuple[tuple[str, _Judge], ...]:
-        """The ``calls`` and ``answer`` rules that are on, in the registry's order, each with the
-        method that judges a parsed reply's runnable calls."""
+        """The ``calls`` and ``answer`` rules that are on, in the registry's order, with judges."""
         judges: dict[str, _Judge] = {
             "answered_calls": self._answered_again,
             "unrelated_tools": self._unrelated,
@@ -759,8 +694,7 @@ class Guardrails:
         return [c for c in calls if not self.is_synthetic_respond(c)]
 
     def _invalid(self, result: ValidationResult) -> ToolErrors:
-        """A reply with calls the validator refused: the corrections, with the reply's other
-        calls held back (see :mod:`forge_rt.guardrails._actions`)."""
+        """A reply with calls the validator refused: the corrections, the other calls held back."""
         self._errors.record_retry(_last_raw(result), _summary(result.errors))
         self._count_failures(e.tool for e in result.errors if e.tool)
         self._refused_answer(result)
@@ -777,9 +711,7 @@ class Guardrails:
     def _answered_again(
         self, runnable: Sequence[ToolCall], reply: _Reply
     ) -> _Dropped | StepBlocked | None:
-        """The verdict on calls the caller's history already answered (the rule
-        ``answered_calls``; see :mod:`forge_rt.guardrails._answered`): dropped beside fresh
-        ones, else answered from the history or warned about."""
+        """The rule ``answered_calls`` (see :mod:`forge_rt.guardrails._answered`)."""
         repeated = self._answered.again(self._tool_calls(runnable))
         if not repeated:
             return None
@@ -793,8 +725,7 @@ class Guardrails:
 
     def _looping(self, runnable: Sequence[ToolCall], reply: _Reply) -> StepBlocked | None:
         """The loop guard's block of a reply that repeats a call past its warning, if it does;
-        a loop on a lookup that already answered, or with steps pending, narrows what the next
-        constraint offers."""
+        it also narrows what the next constraint offers (see :meth:`callable_now`)."""
         assert self._loop is not None  # judged only with the loop guard on
         looping = self._loop.observe(
             runnable,
@@ -805,20 +736,15 @@ class Guardrails:
         if looping is None:
             return None
         if self.options.stale_calls and any(call_key(c) in self._succeeded for c in looping.calls):
-            # Looping on a lookup that already answered: with nothing pending, only the
-            # terminal tools until a batch runs (see STALE_PATIENCE).
-            self._stale = max(self._stale, STALE_PATIENCE)
+            self._stale = max(self._stale, STALE_PATIENCE)  # a loop on a lookup that answered
         if self._tracker.pending(self.required_steps):
             # A loop with steps pending: only those steps until one is done (STEP_PATIENCE).
             self._idle = max(self._idle, STEP_PATIENCE)
         return looping
 
     def _from_nowhere(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
-        """The corrections for a reply whose every call is made of values the model was never
-        given, where a text answer was open, the first time in a turn (see
-        ``GuardrailOptions.unfounded_calls`` and :mod:`forge_rt.guardrails._unfounded`). An
-        answer written beside such calls is held back with them: it was written without
-        their results, and the calls are the ones to explain."""
+        """The rule ``unfounded_calls`` (see :mod:`forge_rt.guardrails._unfounded`), where a text
+        answer was open; an answer beside such calls is held back with them."""
         if not reply.text_offered:
             return []
         calls = self._tool_calls(runnable)
@@ -828,16 +754,10 @@ class Guardrails:
         return [call_nudge(each.call, unfounded_call_text(each)) for each in found]
 
     def _unrelated(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge] | _Redraw:
-        """The verdict on a turn's first reply, where a text answer was open, whose every
-        call is to a tool that shares no word with the request, once a turn (the rule
-        ``unrelated_tools``; see :mod:`forge_rt.guardrails._relevance`). Until a batch runs,
-        the constraint leaves out every tool that shares no word with the request: told so in
-        words alone, the 0.5B sent the same call again; with only that tool left out, it did
-        too. Where another tool (``respond`` included) is left to call, the reply is drawn
-        again without a note: a small model shown the note answers with a copy of it. Where
-        only the synthetic ``respond`` was open (a workflow's turn), it does not
-        judge: paired on the generated suite's dev half there, it turned two recoveries wrong
-        and no decline right."""
+        """The rule ``unrelated_tools`` (see :mod:`forge_rt.guardrails._relevance`), judged
+        where a text answer was open. Until a batch runs, the constraint leaves out every tool
+        unrelated to the request. Where another tool (``respond`` included) is left, the reply is
+        drawn again without a note, since a small model shown the note copies it."""
         if not reply.text_offered or self._grounding.any_result:
             return []
         calls = self._tool_calls(runnable)
@@ -872,9 +792,7 @@ class Guardrails:
         return nudges
 
     def _guessed(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
-        """The corrections for the calls of a reply with a value from nowhere -- an id, a path,
-        a fractional number that neither the prompt, the requests nor the results hold -- each
-        value the first time in a turn (the rule ``guessed_values``)."""
+        """The rule ``guessed_values`` (see :mod:`forge_rt.guardrails._guesses`)."""
         found = []
         for call in runnable:
             spec = self._specs.get(call.tool)
@@ -900,9 +818,7 @@ class Guardrails:
         return found
 
     def _picked_wrong(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
-        """The correction for the first call of a reply that picked an item of a listing the
-        request does not name while it names another, the first time in a turn (the rule
-        ``listing_pick``; see :mod:`forge_rt.guardrails._selection`)."""
+        """The rule ``listing_pick`` (see :mod:`forge_rt.guardrails._selection`)."""
         for call in runnable:
             spec = self._specs.get(call.tool)
             if spec is None or call.tool in self.terminal_tools:
@@ -926,10 +842,8 @@ class Guardrails:
         return []
 
     def _unlisted(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
-        """The correction for the first call of a reply with an identifier no fact holds,
-        made after a listing of the turn whose rows the request names one of best: that row's
-        identifier in its place, once a value a turn (the rule ``named_row``; see
-        :mod:`forge_rt.guardrails._selection`)."""
+        """The rule ``named_row`` (see :mod:`forge_rt.guardrails._selection`); the row's
+        identifier is pinned for the tool's next call (see :attr:`pinned_calls`)."""
         for call in runnable:
             spec = self._specs.get(call.tool)
             if spec is None or call.tool in self.terminal_tools:
@@ -976,9 +890,7 @@ class Guardrails:
         return all(self._tracker.is_done(p.tool) for p in self._steps.prerequisites.get(tool, ()))
 
     def _uncovered(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
-        """The correction for a reply that is only a terminal call while an item the turn
-        listed was never sent to the tool that ran for its sibling, the first time in a turn
-        (the rule ``list_coverage``; see :mod:`forge_rt.guardrails._coverage`)."""
+        """The rule ``list_coverage`` (see :mod:`forge_rt.guardrails._coverage`)."""
         if len(runnable) != 1 or runnable[0].tool not in self.terminal_tools:
             return []
         call = runnable[0]
@@ -994,9 +906,7 @@ class Guardrails:
         return [call_nudge(call, content)]
 
     def _lost_number(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
-        """The correction for a reply that is only a terminal call while a number the request
-        gives reached no tool, the first time in a turn (the rule ``lost_numbers``; see
-        :mod:`forge_rt.guardrails._quantities`)."""
+        """The rule ``lost_numbers`` (see :mod:`forge_rt.guardrails._quantities`)."""
         if len(runnable) != 1 or runnable[0].tool not in self.terminal_tools:
             return []
         call = runnable[0]
@@ -1008,9 +918,7 @@ class Guardrails:
         return [call_nudge(call, lost_number_nudge(lost.number, spec, lost.call.args))]
 
     def _ungrounded(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
-        """The correction for a reply that is only a ``respond`` whose answer uses nothing the
-        turn's tools returned, the first time in a turn (the rule ``answer_grounding``; see
-        :mod:`forge_rt.guardrails._grounding`)."""
+        """The rule ``answer_grounding`` (see :mod:`forge_rt.guardrails._grounding`)."""
         if len(runnable) != 1 or not self.is_synthetic_respond(runnable[0]):
             return []
         call = runnable[0]
@@ -1022,9 +930,8 @@ class Guardrails:
         return [call_nudge(call, nudge)]
 
     def _markup_answer(self, error: Nudge, calls: Sequence[ToolCall]) -> Nudge | None:
-        """A correction that shows the results to relay, in place of ``error``, when it refuses
-        a synthetic ``respond`` whose message holds tool-result markup and the turn has
-        results to answer from (see :func:`markup_answer_nudge`)."""
+        """The correction :func:`markup_answer_nudge` in place of ``error`` when it refuses a
+        synthetic ``respond`` whose message holds tool-result markup and there are results."""
         if not self.options.markup_answers:
             return None
         call = next((c for c in calls if c.call_id == error.call_id), None)
@@ -1042,17 +949,13 @@ class Guardrails:
         return msgspec.structs.replace(error, content=content)
 
     def _superseded(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
-        """The correction for a reply that is only a terminal call whose text leaves out what
-        the ends of the turn's lookup chains found, the first time in a turn (the rule
-        ``chain_ends``; see :mod:`forge_rt.guardrails._chains`)."""
+        """The rule ``chain_ends`` (see :mod:`forge_rt.guardrails._chains`)."""
         return self._ends_left_out(
             runnable, lambda args, steps: self._chains.check(args, steps=steps), whole=False
         )
 
     def _left_out(self, runnable: Sequence[ToolCall], reply: _Reply) -> list[Nudge]:
-        """The correction for a reply that is only a terminal call whose text names nothing
-        only one of the turn's ends found, the first time in a turn (the rule ``every_end``;
-        see :meth:`LookupChains.left_out`): the next answer is held to all the ends at once."""
+        """The rule ``every_end`` (see :meth:`LookupChains.left_out`)."""
         answered_once = self._grounding.refused
         return self._ends_left_out(
             runnable,
@@ -1069,10 +972,9 @@ class Guardrails:
         *,
         whole: bool,
     ) -> list[Nudge]:
-        """The correction for a reply that is only a terminal call whose text ``left_out``
-        (one of :class:`LookupChains`' readings) finds short of the turn's ends: the model's own
-        call with the ends' results as its text; the next answer is held to them (``whole``:
-        to all of them at once)."""
+        """The correction for a reply that is only a terminal call whose text ``left_out`` (a
+        :class:`LookupChains` reading) finds short of the turn's ends: the call with the ends'
+        results as its text; the next answer is held to them (``whole``: to all at once)."""
         if len(runnable) != 1:
             return []
         call = runnable[0]
@@ -1092,18 +994,15 @@ class Guardrails:
 
     def _refused_answer(self, result: ValidationResult) -> None:
         """A synthetic ``respond`` the validator refused (a copied correction, a placeholder):
-        hold the next answers to the turn's successful results, as after an answer from
-        nowhere. The real 0.5B, warned about a repeated lookup, answered "Your answer is the
-        same as before." twice, then looked up again until the loop guard ended the run."""
+        hold the next answers to the turn's successful results, as after an answer from nowhere."""
         refused = result.failed_ids
         if any(self.is_synthetic_respond(c) and c.call_id in refused for c in result.calls):
             self._answer_from(())
 
     def _answer_from(self, results: Sequence[str], *, whole: bool = False) -> None:
         """Hold the turn's next answers to ``results``, or (empty) to the turn's successful
-        results as they come (see :attr:`answer_choices`); ``whole``: to all of ``results`` at
-        once, not one of them. A later hold to fixed texts replaces an earlier one; a hold to
-        the results keeps fixed texts already held."""
+        results as they come (see :attr:`answer_choices`); ``whole``: to all at once. A later
+        hold to fixed texts replaces an earlier one; one to the results keeps fixed texts held."""
         if not (self.options.answer_from_results and self._synthetic_respond):
             return
         fixed = tuple(dict.fromkeys(r for r in results if r.strip()))
@@ -1141,8 +1040,7 @@ class Guardrails:
             return next_step_text(by_name[pending[0]], finish=False)
         uncovered = self._coverage.peek() if self.options.list_coverage else None
         if uncovered is not None and (spec := by_name.get(uncovered.call.tool)) is not None:
-            # A listed fan-out left an item out: that call is next, even for the stuck tool
-            # (the real 0.5B totalled K-7 three times over with K-8 still to do).
+            # A listed fan-out left an item out: that call is next, even for the stuck tool.
             return (
                 f"Next, call `{spec.name}` for {uncovered.item!r}: "
                 f"{example_call(spec, uncovered.call.args)}"
@@ -1154,20 +1052,17 @@ class Guardrails:
         before = self._steps.first_unmet(choice) if self.options.steps else None
         if before is not None and before != avoid and before in by_name:
             # The terminal cannot run yet: name what it waits for (told only to finish, a
-            # model re-runs the steps it has done until the iterations run out).
+            # model re-runs the steps it has done).
             return next_step_text(by_name[before], finish=False)
         return next_step_text(by_name[choice], finish=True)
 
     def record(self, results: Sequence[ToolResult]) -> RecordOutcome:
-        """Feed back how the calls of an :class:`Execute` went.
-
-        Successes are recorded as steps (before anything else, so control state is right even
-        when a budget runs out) and break the tool-error and blocked-reply rows. A
-        ToolResolutionError is fed back without counting and is not a step, with the corrected
-        call when the values its message lists say which was meant; any other error is fed back and
-        counted. A call that ran without arguments its schema lacks gets a ``[Note]`` naming
-        them. Returns the tool-result messages to append and whether the task is done.
-        """
+        """Feed back how the calls of an :class:`Execute` went. Successes are recorded as steps
+        (first, so control state is right even when a budget runs out) and break the
+        tool-error and blocked-reply rows. A ToolResolutionError is fed back uncounted and is
+        no step, with the corrected call where its message lists the value meant; any other
+        error is fed back and counted. A call that ran without arguments its schema lacks gets
+        a ``[Note]`` naming them."""
         self._covering = False  # a batch ran: the terminal tools are offered again
         self._covered = ()
         self._unrelated_out = frozenset()
@@ -1175,9 +1070,8 @@ class Guardrails:
         repeated = {r.call.call_id for r in results if self._observe_result(r)}
         stale = bool(results) and all(r.call.call_id in repeated for r in results)
         self._stale = self._stale + 1 if stale else 0
-        # The same tool again right after it succeeded, with every required step done: small
-        # models chain a tool on its own result (convert 180, then 154.8, then 133.13...) or wander
-        # among lookups instead of answering; its result says what comes next.
+        # The same tool again right after it succeeded: small models chain a tool on its own
+        # result or wander among lookups instead of answering; its result says what comes next.
         again = self._again(results)
         ignored, self._ignored = self._ignored, {}
         self._results_fired = []
@@ -1196,9 +1090,8 @@ class Guardrails:
         return self._outcome(results, messages, fatal)
 
     def _observe_result(self, result: ToolResult) -> bool:
-        """Learn from one call's result what the later checks read (coverage, quantities, the
-        facts given, steps, the turn's results); ``True`` for a success of a call that already
-        succeeded in the turn."""
+        """Learn from one call's result what the later checks read; ``True`` for a success of a
+        call that already succeeded in the turn."""
         call = result.call
         key = call_key(call)
         self._chains.consult(call.tool, call.args)
@@ -1225,8 +1118,7 @@ class Guardrails:
     def _success_message(
         self, result: ToolResult, note: str, repeated: set[str], again: frozenset[str]
     ) -> Message:
-        """The result message of a call that succeeded, with its notes (none on a terminal
-        call's: the run ends with it)."""
+        """The result message of a call that succeeded, with its notes (none on a terminal's)."""
         call = result.call
         output = result.output or ""
         self._errors.reset_tool_errors()
@@ -1238,9 +1130,8 @@ class Guardrails:
         return Message.tool_result(call, output + note)
 
     def _failure_message(self, result: ToolResult, error: BaseException, note: str) -> Message:
-        """The result message of a call that did not succeed: declined by the user (nothing
-        failed), interrupted (not the model's doing), called wrong (with the corrected call
-        read from the values its error lists), or failed."""
+        """The result message of a call that did not succeed: declined, interrupted, called
+        wrong (with the corrected call its error's values give), or failed."""
         call = result.call
         if isinstance(error, ToolDeclinedError):
             return Message.tool_result(call, self._told(declined_text(call.tool, error.reason)))
@@ -1256,8 +1147,7 @@ class Guardrails:
         return Message.tool_result(call, text + self._skipped_step(call) + note)
 
     def _count_tool_error(self, call: ToolCall, error: BaseException) -> ForgeError | None:
-        """Count one failure against the tool-error budget; the error that ends the run once
-        it is spent."""
+        """Count one failure against the tool-error budget; the error that ends the run, if so."""
         try:
             self._errors.record_tool_error(call.tool, error)
         except ToolExecutionError as exc:
@@ -1267,8 +1157,7 @@ class Guardrails:
     def _outcome(
         self, results: Sequence[ToolResult], messages: list[Message], fatal: ForgeError | None
     ) -> RecordOutcome:
-        """What the batch means for the loop: done with its first successful terminal call,
-        else the budget's fatal error, if any."""
+        """What the batch means: done with its first successful terminal call, else ``fatal``."""
         failed = sum(1 for r in results if not r.ok)
         self._count_failures(r.call.tool for r in results if not r.ok)
         if any(r.ok for r in results):
@@ -1294,10 +1183,10 @@ class Guardrails:
         )
 
     def _result_note(self, call: ToolCall, *, repeated: bool, again: frozenset[str]) -> str:
-        """The note (rule ``result_notes``) for the successful non-terminal ``call``'s result:
-        for an answer shown to the user mid-task, that the task goes on (small models read their
-        own words back as done, and write them again); for a call that already succeeded in the
-        turn, that it did; for a tool that also ran in the last batch, what comes next."""
+        """The note (rule ``result_notes``) for a successful non-terminal ``call``'s result: for
+        an answer shown mid-task, that the task goes on (else it is read as done); for a repeat
+        of a call that succeeded, that it did; for a tool that also ran in the last batch, what
+        comes next."""
         if not self.options.result_notes:
             return ""
         if self._told_user(call):
@@ -1363,8 +1252,7 @@ class Guardrails:
         return self._told(ignored_args_note(self._specs[call.tool], ignored))
 
     def _listed_call(self, call: ToolCall, error: BaseException) -> str | None:
-        """The call with the value ``error`` lists for the refused one, ready to send, if one
-        matches (the rule ``error_values``; see :mod:`forge_rt.guardrails._error_values`)."""
+        """The refused call with the value ``error`` lists, if one matches (``error_values``)."""
         spec = self._specs.get(call.tool)
         if spec is None:
             return None

@@ -316,11 +316,8 @@ class Gbnf:
         return stacks is not None and any(not stack for stack in self._closure(stacks))
 
     def remainder(self, prefix: str) -> str | None:
-        """A GBNF grammar for exactly the texts that complete ``prefix`` to a sentence.
-
-        None when ``prefix`` cannot begin a sentence at all, or its parse is too ambiguous to
-        continue (more than a few hundred live stacks).
-        """
+        """A GBNF grammar for exactly the texts that complete ``prefix`` to a sentence; None
+        when ``prefix`` cannot begin a sentence, or its parse is too ambiguous to continue."""
         stacks = self._after(prefix)
         if stacks is None:
             return None

@@ -1,31 +1,24 @@
 """An answer that uses nothing the tools returned is sent back once.
 
 A small model that has run the right tools often answers with words that come from nowhere in
-its results: the real Qwen2.5-Coder-0.5B answered "You complete your request." after
-``read_gauge`` returned "Gauge at Porto: 27C, clear", and "Hello world!" after a weather
-lookup for a comparison. Both pass every schema, and a run that accepts them ends with a wrong
-answer. :class:`AnswerGrounding` keeps the words and numbers of the turn's tool results; an
-answer that shares none of them is refused **once per turn** with a call to copy that answers
-with the results, and the
-next answer is taken as it is (a model that insists may be right, and a second refusal would
-only burn iterations). An answer that is only a confirmation ("Done.", "OK", "Cannot.") is
-never refused: after an action it is the answer, and a voice request must not pay an inference
-for it.
+its results ("You complete your request."), which passes every schema.
+:class:`AnswerGrounding` keeps the words and numbers of the turn's tool results; an answer that
+shares none of them is refused **once per turn** with a call to copy that answers with the
+results, and the next answer is taken as it is (a model that insists may be right, and a second
+refusal would only burn iterations). An answer that is only a confirmation ("Done.", "OK",
+"Cannot.") is never refused: after an action it is the answer.
 
 What counts as shared is deliberately loose -- any word of three letters or more that is not a
 stop word, or any number, in common -- so an answer that relays a result in its own words
-("It is 27 degrees and clear in Porto") passes; only an answer with no link at all is refused.
-Results with no such words ("ok", "{}") give nothing to check against, and nothing is refused;
-nor do results that are only numbers ("-3 C" is rightly answered "Cold."), though their
-numbers count as shared, and so do the words of the calls' own arguments ("Porto is warm.").
+passes. Results with no such words ("ok", "{}") or only numbers ("-3 C" is rightly answered
+"Cold.") give nothing to check against, though their numbers count as shared, and so do the
+words of the calls' own arguments ("Porto is warm.").
 
 Sharing only words of the user's own request is not enough when the answer goes on to say
-things found nowhere: asked "What's ZENX trading at?", the real 0.5B looked the price up
-("ZENX: 187.45 USD") and then answered with a paragraph about cryptocurrency markets that it had
-written itself -- "ZENX" and "trading" were its only link to anything. An answer whose shared
-words all come from the request, and that brings :data:`INVENTED_WORDS` or more words from
-neither the request nor the results, is refused the same way (still once per turn). A terse
-answer in the request's words ("Lima is warmer.") brings nothing new and passes.
+things found nowhere (a paragraph the model wrote itself around the request's keywords). An
+answer whose shared words all come from the request, and that brings :data:`INVENTED_WORDS` or
+more words from neither the request nor the results, is refused the same way (still once per
+turn). A terse answer in the request's words ("Lima is warmer.") brings nothing new and passes.
 """
 
 from __future__ import annotations
@@ -44,8 +37,7 @@ __all__ = [
     "same_word",
 ]
 
-# Words of an answer found in neither the request nor the results, from which an answer that
-# shares only the request's words is taken as written from nowhere.
+# Words from neither the request nor the results that make a request-only answer invented.
 INVENTED_WORDS = 3
 # The most words an argument value has to count as the subject of a lookup ("Maren Holt").
 SUBJECT_WORDS = 4
@@ -63,8 +55,7 @@ _STOP = frozenset(
     ).split()
 )
 # An answer that is only a confirmation or a refusal says what happened to the action it
-# answers ("Turn off the heating" -> "Done."): a voice assistant must not pay an inference
-# for it. A sentence with more in it ("You complete your request.") is checked.
+# answers ("Turn off the heating" -> "Done."); a sentence with more in it is checked.
 _CONFIRMATION = re.compile(
     r"^(?:(?:all\s+)?done|ok(?:ay)?|sure|yes|no|finished|completed?|success(?:ful)?|"
     r"cannot|can't|unable|failed|not possible)[.!]*$",
@@ -80,8 +71,7 @@ def content_tokens(text: str) -> set[str]:
 
 def same_word(a: str, b: str) -> bool:
     """Whether two content words are one word: equal, or the shorter (three characters or
-    more) begins the longer -- "van" and "vans", "book" and "booking": inflection at the end
-    of a word, in any language that inflects there."""
+    more) begins the longer ("book" and "booking": inflection at the end of a word)."""
     short, long = sorted((a, b), key=len)
     return short == long or (len(short) >= _MIN_STEM and long.startswith(short))
 
@@ -103,37 +93,29 @@ class AnswerGrounding:
 
     def add_result(self, tool: str, output: str, *, failed: bool = False) -> None:
         """Remember one tool result of this turn: a successful call's output, or a failed
-        one's own error message (an answer that explains a failure is about the task too).
-        A failed call's tool name counts as well: "I could not confirm the order" answers
-        for an ``order`` call that was interrupted."""
+        one's error message and tool name (an answer that explains a failure is about the task
+        too)."""
         self._any_result = True
         found = content_tokens(output)
         if failed:
             found |= content_tokens(tool.replace("_", " "))
         self._tokens |= found
         if any(not t[0].isdigit() for t in found):
-            # Only a result with words can tell an answer from nowhere: "-3 C" is rightly
-            # relayed as "Cold.", which shares nothing with it.
+            # Only a result with words can tell an answer from nowhere ("-3 C" -> "Cold.").
             self._results.append((" ".join(output.split()), failed))
 
     def add_subject(self, values: Iterable[object]) -> None:
-        """The argument values of a call of this turn: an answer that names what was looked
-        up ("Porto is warm." after ``read_gauge(city="Porto")`` returned "28 C") is about the
-        task, though the result's own words are too few to share. Only a short value (up to
-        :data:`SUBJECT_WORDS` words) names what was looked up: a longer one is text the model
-        wrote itself (a paragraph the model made up, sent to a tool and then given as the
-        answer), no evidence of anything."""
+        """The argument values of a call of this turn: an answer that names what was looked up
+        is about the task, though the result's own words are too few to share. Only a short
+        value (up to :data:`SUBJECT_WORDS` words) counts: a longer one is text the model wrote."""
         for value in values:
             if isinstance(value, str) and len(value.split()) <= SUBJECT_WORDS:
                 self._tokens |= content_tokens(value)
 
     def check(self, answer: str) -> str | None:
-        """The correction for ``answer`` when it is not about the results (it shares nothing
-        with them, or only the request's words beside words of its own; see
-        :meth:`_linked`) and this turn has not refused one yet (that refusal is then spent),
-        else ``None``. The example it shows answers from the results of calls that succeeded:
-        a tool's error is never offered as an answer, and with none succeeded there is nothing
-        to show, so nothing is sent back."""
+        """The correction for ``answer`` when it is not about the results (see :meth:`_linked`)
+        and this turn has not refused one yet (that refusal is then spent), else ``None``; with
+        no successful result to show, nothing is sent back."""
         successes = self.recent_successes
         if self._refused or not successes or self._linked(content_tokens(answer)):
             return None
@@ -161,8 +143,7 @@ class AnswerGrounding:
     @property
     def recent_successes(self) -> tuple[str, ...]:
         """Of those, the results of calls that succeeded: what an answer may relay word for
-        word (a tool's error is no answer; the 0.5B, held to the recent results, answered
-        "unknown symbol 'AAPL'; try ZENX")."""
+        word (a tool's error is no answer)."""
         return _last_distinct([text for text, failed in self._results if not failed])
 
     def _linked(self, answer: set[str]) -> bool:

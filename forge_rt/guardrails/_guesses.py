@@ -1,10 +1,8 @@
 """An identifier the model made up is sent back once, with where the real one comes from.
 
 A small model fills an id, a path or a rate with a value that comes from nowhere rather than
-looking it up first: it closes item ``1`` before listing the items, opens
-``/home/user/documents/example.pdf`` when asked about ``/docs/roadmap.txt``, or converts at a
-rate of its own (``1.42``) with the rate never looked up. Each value passes its schema, and a
-destructive call with one cannot be taken back.
+looking it up first (it closes item ``1`` before listing the items). Each value passes its
+schema, and a destructive call with one cannot be taken back.
 
 :class:`ArgumentGrounding` keeps the text the run has been given as facts -- the system
 prompt, the user's requests, the tools' results and errors, the arguments of calls that
@@ -15,13 +13,11 @@ succeeded -- and finds a call's *identifier-like* argument whose value appears i
 - a whole number in a field named as an id (``task_id``, ``case_number``, ``index``);
 - a number with a fractional part (``1.42``), in any field.
 
-Nothing is judged before a request is known (a middleware caller that never passes one to
-``new_turn`` gets no refusals: without the user's words, every id looks made up). Such a value
-is refused only where the correction can say where the real one comes from: a
-same-shaped value the run has seen (the request's ``/docs/roadmap.txt``), shown in a corrected
-call, or a pending required step the caller names (``list_tasks``). Each value is refused
-**once per turn**, and at most :data:`MAX_GUESS_REFUSALS` a turn: a model that sends it again
-may know better (a value it worked out), and a second refusal would only burn iterations.
+Nothing is judged before a request is known (without the user's words, every id looks made
+up). Such a value is refused only where the correction can say where the real one comes from: a
+same-shaped value the run has seen, shown in a corrected call, or a pending required step. Each
+value is refused **once per turn**, and at most :data:`MAX_GUESS_REFUSALS` a turn: a model that
+sends it again may know better (a value it worked out).
 """
 
 from __future__ import annotations
@@ -55,11 +51,8 @@ _EDGE = ".:!?"
 
 
 class Guess(msgspec.Struct, frozen=True, kw_only=True):
-    """One argument of a call whose value the run has never seen.
-
-    ``candidates``: values of the same shape it has seen, this turn's request first, then the
-    latest facts -- what the value was probably meant to be.
-    """
+    """One argument of a call whose value the run has never seen; ``candidates``: values of the
+    same shape it has seen, this turn's request first, then the latest facts."""
 
     field: str
     value: str | int | float
@@ -144,9 +137,8 @@ class ArgumentGrounding:
 
     def seen(self, value: str | int | float) -> bool:
         """Whether ``value`` is among the facts: a string anywhere in them (case folded), a
-        number as any number they hold, whatever its sign (the facts' numbers are read
-        without one: a hyphen is as often a date's or a range's as a minus, and ``-74.006``
-        is given by "-74.0060" as ``4`` is by "2024-04")."""
+        number as any number they hold, whatever its sign (a hyphen in the facts is as often a
+        date's or a range's as a minus)."""
         if isinstance(value, str):
             return value.strip().lower() in self._text()
         return abs(float(value)) in self._numeric()
@@ -175,8 +167,7 @@ class ArgumentGrounding:
     def candidates(self, value: str) -> tuple[str, ...]:
         """Values of ``value``'s shape the run has seen: the request's first, then the latest
         (none before a request is known). Also what a placeholder (``/path/to/your/file``)
-        was to be: the real 0.5B sent that path four times for "See /docs/roadmap.txt", told
-        only to use the path the task gives."""
+        was to be: a model told only to use the path the task gives sends it again."""
         if not self._request.strip():
             return ()
         shape = shape_of(value)

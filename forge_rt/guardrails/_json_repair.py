@@ -2,9 +2,8 @@
 
 Two tools, both linear in the text they look at:
 
-- :class:`BraceIndex` finds where a ``{`` or ``[`` closes, string-aware, jumping from bracket to
-  bracket with C-speed regex searches. Every bracket it walks past is remembered, so a run of
-  failed candidates (brace soup, prose with stray braces) never costs more than one pass.
+- :class:`BraceIndex` finds where a ``{`` or ``[`` closes, string-aware, with C-speed regex
+  searches; every bracket it walks past is remembered, so brace soup costs one pass at most.
 - :func:`parse_lenient` reads one value the way a forgiving human would: trailing commas, single
   quotes, Python literals (``True``/``None``), unquoted keys, ``"a" + "b"`` concatenation,
   comments, raw newlines inside strings, doubled outer braces ``{{...}}`` and, when allowed,
@@ -51,12 +50,8 @@ def decode_exact(span: str) -> tuple[bool, Any]:
 
 
 class BraceIndex:
-    """Where each JSON-looking bracket in one text closes.
-
-    ``end(start)`` is the index just past the bracket that closes the one at ``start``, or -1 when
-    the text ends first. Quotes are honoured, so braces inside strings do not count. Results for
-    every bracket met on the way are cached, which keeps repeated queries linear overall.
-    """
+    """Where each JSON-looking bracket in one text closes (see :meth:`end`), string-aware;
+    every bracket met on the way is cached, which keeps repeated queries linear overall."""
 
     __slots__ = ("_ends", "_text")
 
@@ -321,11 +316,9 @@ class _Lenient:
 def parse_lenient(
     text: str, start: int = 0, stop: int | None = None, *, close_at_end: bool = False
 ) -> tuple[Any, int]:
-    """Read one near-JSON value at ``text[start]``; return it and the index just past it.
-
-    With ``close_at_end`` a reply cut off inside an object or array (not inside a string) is
-    closed at ``stop``. Raises :class:`JsonRepairError` when even the lenient reading fails.
-    """
+    """Read one near-JSON value at ``text[start]``; return it and the index just past it. With
+    ``close_at_end`` a reply cut off inside an object or array (not inside a string) is closed
+    at ``stop``. Raises :class:`JsonRepairError` when even the lenient reading fails."""
     reader = _Lenient(text, start, len(text) if stop is None else stop, close_at_end=close_at_end)
     value = reader.value(0)
     return value, reader.pos

@@ -31,8 +31,7 @@ class LoopGuard:
 
     ``max_repeats=3``: the first two identical replies run, the third is blocked with a loop
     nudge, a fourth in a row raises :class:`ToolLoopError`. A reply without the call breaks its
-    row. Only replies passed to :meth:`observe` count (the facade passes those that got past
-    validation and step enforcement).
+    row. Only replies passed to :meth:`observe` count.
     """
 
     def __init__(self, max_repeats: int = 3) -> None:
@@ -70,11 +69,9 @@ class LoopGuard:
         failed_with: Callable[[ToolCall], str | None] | None = None,
     ) -> StepBlocked | None:
         """Count this reply's calls; a blocked batch at the limit, ``None`` when it may run.
-
-        Raises :class:`ToolLoopError` when a call is repeated past the limit. ``next_step``
-        names the call that moves the task on (given the stuck tool); ``failed_with`` the error
-        a call last failed with, if it did, which the nudge then quotes instead.
-        """
+        Raises :class:`ToolLoopError` past the limit. ``next_step`` names the call that moves
+        the task on (given the stuck tool); ``failed_with`` the error a call last failed with,
+        which the nudge then quotes instead."""
         streaks = {k: self._streaks.get(k, 0) + 1 for k in dict.fromkeys(map(call_key, calls))}
         self._streaks = streaks
         self._calls = {call_key(c): c for c in calls}

@@ -4,11 +4,11 @@ Small local models repeat a rejected format unchanged when told only *that* it w
 correction here says what was wrong, where, and shows a concrete valid call to copy -- built from
 the model's own arguments, its valid values kept and its wrong ones corrected; a field no value
 can be inferred for is described in words, never shown as a placeholder (``<city>``) the model
-would copy back. No text here is empty or ends in a bare colon: the first line of each is also
-what an exception or a log says about it. Nudges that
-repeat (retries, premature terminal calls, unmet prerequisites) escalate in tiers: 1 is polite,
-2 direct, 3 insistent. The builders return plain text; the validator and the step enforcer wrap it
-in a :class:`Nudge` that knows its channel and the call it answers.
+would copy back; a wrong value is never repeated (a model reads a value in a correction as one
+to send). No text here is empty or ends in a bare colon: the first line of each is also what an
+exception or a log says about it. Nudges that repeat (retries, premature terminal calls, unmet
+prerequisites) escalate in tiers: 1 is polite, 2 direct, 3 insistent. The builders return plain
+text; the validator and the step enforcer wrap it in a :class:`Nudge`.
 """
 
 from __future__ import annotations
@@ -86,11 +86,9 @@ class RetryCause(enum.StrEnum):
 
 
 class Nudge(msgspec.Struct, frozen=True, kw_only=True):
-    """One corrective message: its compaction tag, its channel, its text.
-
-    A nudge on the tool channel (``role=Role.TOOL``) answers the call named by ``call_id`` (and
-    ``tool``); a nudge on the user channel stands alone. ``tier`` is how insistent it is (1..3).
-    """
+    """One corrective message: its compaction tag, its channel, its text. A tool-channel nudge
+    (``role=Role.TOOL``) answers the call named by ``call_id`` (and ``tool``); a user-channel
+    one stands alone. ``tier`` is how insistent it is (1..3)."""
 
     kind: MessageType
     role: Role
@@ -172,11 +170,9 @@ def retry_nudge(
     cause: RetryCause | None = None,
     fragment: str | None = None,
 ) -> str:
-    """The user-channel nudge after a reply with no usable tool call, escalating with ``tier``.
-
-    ``cause`` opens the nudge with what was wrong; ``fragment`` (a call-like piece of the reply
-    that could not be read) is quoted so the model sees exactly which part to fix.
-    """
+    """The user-channel nudge after a reply with no usable tool call, escalating with ``tier``;
+    ``cause`` opens it with what was wrong; ``fragment`` (a call-like piece of the reply that
+    could not be read) is quoted so the model sees exactly which part to fix."""
     if not tools:
         raise ValueError("retry_nudge needs at least one tool to point the model at")
     level = _tier(tier)
@@ -339,11 +335,8 @@ def _size_words(schema: Mapping[str, Any], kind: str) -> list[str]:
 
 
 def describe_field(spec: ToolSpec, name: str) -> str:
-    """``name`` of ``spec`` in words: its type and limits, then its description.
-
-    "an integer >= 2000 (Four-digit year)". Shown for a field the model must fill with a value
-    from the task, instead of an example value it would copy.
-    """
+    """``name`` of ``spec`` in words, its type and limits, then its description ("an integer
+    >= 2000 (Four-digit year)"): for a field the model must fill from the task."""
     schema = schema_of(spec)
     props: Mapping[str, Any] = schema.get("properties") or {}
     if name not in props:
@@ -376,14 +369,12 @@ def bad_args_nudge(
 ) -> str:
     """The tool-channel error for arguments that fail ``spec``'s schema, with the fixed call.
 
-    ``args`` are the arguments as the model sent them (schema-known ones), ``unusable`` the
-    fields whose value is a placeholder or an echo, ``ignored`` the arguments dropped as not in
-    the schema (by name, with their values: one may be a required field under another name),
-    ``given`` a value the task gave for an unusable field (the request's path for
-    ``/path/to/your/file``), put in the call to send. Every error is listed, expected against
-    got; the call to send is built from ``args`` by
-    :func:`~forge_rt.guardrails._rescue_args.repair_args`, and each field it could not fill is
-    described.
+    ``args``: the schema-known arguments as sent; ``unusable``: fields whose value is a
+    placeholder or an echo; ``ignored``: the arguments dropped as not in the schema, with their
+    values (one may be a required field misnamed); ``given``: values the task gave for unusable
+    fields, put in the call to send. Every error is listed, expected against got; the call to
+    send is built by :func:`~forge_rt.guardrails._rescue_args.repair_args`, and each field it
+    could not fill is described.
     """
     if not errors:
         raise ValueError("bad_args_nudge needs at least one argument error to report")
@@ -418,8 +409,7 @@ def bad_args_nudge(
             f"shown: {example}"
         )
     elif repair.missing:
-        # Nothing of the call is left to keep: an example would be a call its tool refuses
-        # (``"arguments": {}``), and a small model copies what it is shown.
+        # Nothing is left to keep: an example would be a call its tool refuses, and be copied.
         lines.append(f"Send the call again with a real value for {_names(repair.missing)}.")
     else:
         lines.append(f"Send this corrected call: {example}")
@@ -456,11 +446,9 @@ def _running(running: Sequence[str]) -> str:
 def premature_terminal_nudge(
     tier: int, terminal: str, pending: Sequence[str], *, running: Sequence[str] = ()
 ) -> str:
-    """The tool-channel error for a terminal tool called before the required steps are done.
-
+    """The tool-channel error for a terminal tool called before the required steps are done;
     ``running`` names the tools of the same reply that run anyway: the nudge says so and names
-    what is left after them, so the model calls the terminal tool once, at the end.
-    """
+    what is left after them, so the model calls the terminal tool once, at the end."""
     if not pending:
         raise ValueError("premature_terminal_nudge needs the pending steps to name")
     level = _tier(tier)
@@ -509,13 +497,9 @@ def prerequisite_nudge(
     args: Mapping[str, Any] | None = None,
     running: Sequence[str] = (),
 ) -> str:
-    """The tool-channel error for a call whose prerequisite tool has not succeeded yet.
-
-    With ``args`` (the blocked call's arguments) an argument-matched prerequisite is shown with
-    the concrete value it needs. ``running`` names the tools of the same reply that run anyway;
-    when a missing prerequisite is among them, the model is told to call ``tool`` again once it
-    succeeded.
-    """
+    """The tool-channel error for a call whose prerequisite tool has not succeeded yet. With
+    ``args`` (the blocked call's), an argument-matched prerequisite is shown with the value it
+    needs; ``running`` as for :func:`premature_terminal_nudge`."""
     if not missing:
         raise ValueError("prerequisite_nudge needs the missing prerequisites to name")
     level = _tier(tier)
@@ -559,12 +543,9 @@ def loop_nudge(
     """The tool-channel error for the same call repeated ``repeats`` times in a row.
 
     ``next_step`` (from :meth:`Guardrails.next_step`) names the call that moves the task on:
-    small models follow a concrete next call far better than "do something else".
-    ``failed_with`` is the tool's own error from the last time this exact call ran: a model
-    that re-sends a failing call has not read why it fails (the real 0.5B and 1.5B re-sent
-    a lookup for a city after an error that named the one the tool takes), so the
-    reason is put in front of it again, with no next step (the failing tool is usually the
-    step still to do; pointing at the terminal would invite a premature answer).
+    small models follow a concrete next call far better than "do something else". With
+    ``failed_with`` (the error this exact call last failed with) the reason is shown again
+    instead, with no next step: the failing tool is usually the step still to do.
     """
     sent = _json(dict(args))
     if failed_with is not None:
@@ -600,8 +581,7 @@ def shown_note(terminal: Sequence[str], next_step: str) -> str:
 
 def again_note(tool: str, next_step: str, *, pending: Sequence[str] = ()) -> str:
     """Appended to the result of ``tool`` run again right after it succeeded: with every
-    required step done the task may be finished; otherwise the step still missing is named
-    (see ``Guardrails.record``)."""
+    required step done the task may be finished; otherwise the step still missing is named."""
     if pending:
         return f"\n[Note] `{tool}` ran again; still required: {_names(pending)}. {next_step}"
     return (
@@ -611,13 +591,8 @@ def again_note(tool: str, next_step: str, *, pending: Sequence[str] = ()) -> str
 
 
 def next_step_text(spec: ToolSpec, *, finish: bool) -> str:
-    """ "Next, call X" (or "Now finish with X"), saying what each required argument is.
-
-    No example values: the model must take them from the task and the results so far. An
-    example call with ``<name>`` placeholders was copied verbatim by the real 0.5B model into
-    other tools' arguments; the call's shape is what the output constraint (or the tool list)
-    already shows.
-    """
+    """ "Next, call X" (or "Now finish with X"), saying what each required argument is, with no
+    example values: the model must take them from the task and the results so far."""
     required = [n for n in spec.json_schema().get("required", []) if isinstance(n, str)]
     if spec.name == RESPOND_TOOL_NAME and len(required) == 1:
         # The tool's own field: a caller's own ``respond`` need not take a ``message``.
@@ -633,11 +608,8 @@ def next_step_text(spec: ToolSpec, *, finish: bool) -> str:
 
 
 def held_back_nudge(tool: str, blocked: Sequence[str]) -> str:
-    """The tool-channel note for a valid call not run because another call in its reply failed.
-
-    The model re-sends the batch once it is fixed, so the valid calls are held back rather than
-    run twice.
-    """
+    """The tool-channel note for a valid call not run because another call in its reply failed:
+    the model re-sends the fixed batch, so the valid calls are held back rather than run twice."""
     if not blocked:
         raise ValueError("held_back_nudge needs the rejected call(s) to name")
     return (
@@ -709,14 +681,9 @@ def _shown_results(results: str) -> str:
 def guessed_argument_nudge(
     spec: ToolSpec, field: str, *, fixed: Mapping[str, Any] | None, source: ToolSpec | None
 ) -> str:
-    """The tool-channel correction for a call whose ``field`` holds a value found nowhere in
-    the request or the results (see :mod:`forge_rt.guardrails._guesses`).
-
-    With ``fixed`` (the call with a value of the same shape the run has seen), it shows that
-    call, ready to send; else it names the pending step ``source`` that finds the value. The
-    guessed value itself is not repeated: the model reads a value in a correction as one to
-    send.
-    """
+    """The tool-channel correction for a call whose ``field`` holds a value found nowhere (see
+    :mod:`forge_rt.guardrails._guesses`): the call ``fixed`` with a value the run has seen,
+    ready to send, else the pending step ``source`` that finds the value."""
     lead = (
         f"[ArgumentError] `{spec.name}` was not run: `{field}` is in neither the request nor "
         "any tool result, so it is a guess."
@@ -729,13 +696,9 @@ def guessed_argument_nudge(
 
 
 def ungrounded_answer_nudge(results: str) -> str:
-    """The tool-channel correction for an answer that uses nothing the tools returned.
-
-    It ends with a call to copy whose message is the results themselves: a small model copies
-    the text it is shown (the real 0.5B answered a prose version of this correction with the
-    correction's own words), so what it is shown to copy is right. The example is JSON, which
-    the echo check leaves to the model (see :func:`~forge_rt.guardrails._placeholders.prose`).
-    """
+    """The tool-channel correction for an answer that uses nothing the tools returned: a call
+    to copy whose message is the results themselves, as JSON, which the echo check leaves to the
+    model (see :func:`~forge_rt.guardrails._placeholders.prose`)."""
     return (
         "[AnswerError] Your answer uses nothing the tools returned. Answer from the results, "
         f"for example: {example_call(respond_spec(), {'message': _shown_results(results)})}"
@@ -743,12 +706,9 @@ def ungrounded_answer_nudge(results: str) -> str:
 
 
 def markup_answer_nudge(results: str) -> str:
-    """The correction for a ``respond`` whose message is the chat template's tool-result
-    markup instead of an answer: the real 0.5B wrote ``"<tool_response>"`` as its answer, was
-    told to send a real value, and called the same lookup again, then wrote the markup again,
-    until the loop guard ended the run. What it meant was to relay the result, so the
-    correction shows the call that does, with the turn's ``results`` (shown only inside the
-    call, and without the markup, which it would copy)."""
+    """The correction for a ``respond`` whose message is tool-result markup instead of an
+    answer: the model meant to relay the result, so it shows the call that does, with the
+    turn's ``results`` (only inside the call, and without the markup, which it would copy)."""
     return (
         "[ArgumentError] `respond` was not run: its `message` is the chat's tool-result markup, "
         "not an answer. Write the answer itself, from the results, for example: "
@@ -766,8 +726,7 @@ def superseded_answer_nudge(
     """The correction for an answer that leaves out what the ends of the turn's lookup chains
     found (see :mod:`forge_rt.guardrails._chains`): ``tools`` returned ``results`` last, and
     the call to copy is the model's own (``spec``, ``args``) with those results as its text
-    ``field``. The results are shown only inside the call: text quoted in the correction's
-    own words would read as an echo of it when copied."""
+    ``field`` (only there: quoted in the prose, a copy of them would read as an echo)."""
     shown = _shown_results(" | ".join(results))
     return (
         f"[AnswerError] Your answer leaves out what {_names(tools)} found at the end of your "
@@ -792,8 +751,7 @@ def other_item_nudge(
     spec: ToolSpec, args: Mapping[str, Any], *, field: str, picked: str, named: str, source: str
 ) -> str:
     """The correction for a call that picked an item of ``source``'s listing the request does
-    not name (``picked``) while it names another (``named``; see
-    :mod:`forge_rt.guardrails._selection`): it shows the call with that item's id."""
+    not name (``picked``) while it names another (``named``): the call with that item's id."""
     return (
         f"[ArgumentError] `{spec.name}` was not run: the `{field}` you sent is {picked!r} in "
         f"`{source}`'s result, which your request does not mention; it names {named!r}. "
@@ -805,9 +763,7 @@ def unlisted_item_nudge(
     spec: ToolSpec, args: Mapping[str, Any], *, field: str, named: str, source: str
 ) -> str:
     """The correction for a call whose ``field`` holds an identifier no result gave, while
-    ``source``'s listing has one row the request names (``named``; see
-    :mod:`forge_rt.guardrails._selection`): it shows the call with that row's identifier. The
-    made-up value is not repeated (the model reads a value in a correction as one to send)."""
+    ``source``'s listing has one row the request names (``named``): the call with its id."""
     return (
         f"[ArgumentError] `{spec.name}` was not run: the `{field}` you sent is in no tool "
         f"result. `{source}` listed the one your request names: {named!r}. "
@@ -835,11 +791,8 @@ def interrupted_text(tool: str, error: BaseException) -> str:
 
 
 def resolution_text(tool: str, error: BaseException, *, corrected: str | None = None) -> str:
-    """The tool result fed back when ``tool`` raised ToolResolutionError ("called wrong").
-
-    ``corrected`` is the call with the value the message lists put in (see
-    :mod:`~forge_rt.guardrails._error_values`), shown ready to send.
-    """
+    """The tool result fed back when ``tool`` raised ToolResolutionError ("called wrong");
+    ``corrected``: the call with the value the message lists put in, shown ready to send."""
     detail = _detail(error)
     text = (
         f"[ToolResolutionError] `{tool}`: {detail}"

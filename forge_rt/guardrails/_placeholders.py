@@ -1,17 +1,15 @@
 """Argument values that stand in for content instead of being it: placeholders and echoes.
 
 A small model that cannot fill a field writes the *shape* of a value: a bracketed instruction
-(``"[Your complete profile report, in plain text]."``), an angle-bracket slot (``"<city>"``),
-"Your message here", ``TODO``, the schema's own description of the field, or words from a
-correction it was just sent (``"Please call `load_ledger` first."``). Each of these passes a
-``string`` schema, and a run that accepts one ends with a wrong answer, so the validator refuses
-them with an error that says which rule fired.
+(``"[Your report here]."``), an angle-bracket slot (``"<city>"``), "Your message here",
+``TODO``, the schema's own description of the field, or words from a correction it was just
+sent. Each passes a ``string`` schema, so the validator refuses them with an error that says
+which rule fired.
 
-Every rule is written to leave real content alone, and the tests hold both sides: JSON written
-as a string (``"[1, 2]"``), plain lists (``"[Lyon, London]"``), markdown links and citations,
-HTML and generic types (``"<div>"``, ``"List<String>"``, ``"#include <iostream>"``), "What is
-your name?", "Your order is here.", and facts copied from a tool's result (relaying a result is
-what an answer is for; only text the guardrails wrote counts as an echo).
+Every rule is written to leave real content alone (the tests hold both sides): JSON written as
+a string, plain lists, markdown links and citations, HTML and generic types (``"<div>"``,
+``"List<String>"``), "Your order is here.", and facts copied from a tool's result (only text the
+guardrails wrote counts as an echo).
 """
 
 from __future__ import annotations
@@ -40,7 +38,7 @@ __all__ = [
 # Chat-template markup a model echoes into argument values instead of real content.
 ECHO_MARKUP = ("<tool_response", "</tool_response>", "<tool_call>", "</tool_call>")
 # The markers our corrections open with (``[LoopError] ...``). A value that is a marker's name
-# alone is an echo too: the real 0.5B answered "AnswerError" after an [AnswerError].
+# alone is an echo too (a model may answer "AnswerError" after an [AnswerError]).
 _MARKER_NAMES = frozenset(
     {
         "AnswerError",
@@ -54,8 +52,8 @@ _MARKER_NAMES = frozenset(
         "ToolResolutionError",
     }
 )
-# A marker, or the phrasing of the insistent corrections (ours and other guardrail layers':
-# "Your next response MUST be a tool call" seen from Qwen 0.5B).
+# A marker, or the phrasing of insistent corrections, ours or another guardrail layer's
+# ("Your next response MUST be a tool call").
 _CORRECTION = re.compile(
     rf"\[(?:{'|'.join(sorted(_MARKER_NAMES))})\]|\byour next (?:reply|response|call) must\b",
     re.IGNORECASE,
@@ -106,8 +104,7 @@ _SLOT_WORDS = frozenset(
     }
 )
 _WHOLE_ANGLE = re.compile(r"^<\s*([A-Za-z][\w\- ]*?)\s*>[.!,;:]*$")
-# Lower-case multi-word or snake_case slots (``<fetched_content>``, ``<your name>``) anywhere.
-# Not right after a word (``vector<my_type>`` is code).
+# Lower-case multi-word or snake_case slots (``<your name>``); not after a word (``vector<my_t>``).
 _INNER_ANGLE = re.compile(r"(?<![\w:])<([a-z][a-z0-9]*(?:[_ \-][a-z0-9]+)+)>")
 _ANGLE_WORD = re.compile(r"(?<![\w:])<([A-Za-z_]\w*)>")
 # HTML elements: a value of just ``<div>`` is markup, not a slot.
@@ -129,9 +126,8 @@ _INSERT_HERE = re.compile(r"^(?:insert|enter|fill in)\s+.{1,60}?\s+here$", re.IG
 _VERBS = frozenset({"is", "are", "was", "were", "has", "have", "had", "will", "can", "be", "am"})
 _FILLERS = frozenset({"todo", "tbd", "fixme", "xxx", "placeholder", "...", "…"})
 _EDGE = " \t\n[]<>.!,;:"
-# A documentation path: "/path/to/your/file", "C:\\path\\to\\file", "~/your_project/notes.txt".
-# Its segments are the tell ("path" then "to", or one that starts with "your"), so a real path
-# that merely has "path" or "to" in it ("/srv/paths/to-do.txt") is left alone.
+# A documentation path: "/path/to/your/file", "~/your_project/notes.txt". Its segments are the
+# tell ("path" then "to", or one that starts with "your"), not "path" or "to" inside a name.
 _PATH_SPLIT = re.compile(r"[/\\]+")
 _TEMPLATE_SEGMENT = re.compile(
     r"^your(?:[_\-][a-z0-9]+)*$|^your(?:name|username|file|filename|project|folder|dir|path)$",
@@ -187,15 +183,10 @@ def _quote(text: str) -> str:
 
 
 class EchoCorpus:
-    """The corrections and notes the model was shown, kept for telling an echo from a value.
-
-    Only text the guardrails wrote goes in (nudges, notes), without its JSON (the example calls
-    carry the model's own values). The last ``limit`` texts are kept. ``known`` says whether a
-    folded value is among the facts the model was given (a tool's result): that is never an
-    echo, though a correction quoted it (the real 0.5B, told that an answer of its was a copied
-    correction, had its next answer -- the tool's own result, "summary of 13 characters" --
-    refused as a copy of that correction's quote).
-    """
+    """The corrections and notes the model was shown (the last ``limit``), without their JSON
+    (the example calls carry the model's own values), for telling an echo from a value.
+    ``known`` says whether a folded value is among the facts the model was given (a tool's
+    result): that is never an echo, though a correction quoted it."""
 
     def __init__(self, limit: int = 32, known: Callable[[str], bool] | None = None) -> None:
         self._texts: collections.deque[str] = collections.deque(maxlen=limit)
@@ -203,9 +194,8 @@ class EchoCorpus:
         self._known = known
 
     def learn_own(self, args: Mapping[str, Any]) -> None:
-        """The string values of a reply's call that copy no text shown so far: the model's own.
-        A correction that quotes one later (a note naming the values of the call it sends
-        back) does not make sending it again a copy of that correction."""
+        """The string values of a reply's call that copy no text shown so far: the model's own,
+        so a correction that quotes one later does not make sending it again a copy."""
         for _path, _key, value in _strings(args, "$", None):
             folded = normalise(value)
             if len(folded) >= _MIN_COPY and folded not in self._own and not self.copies(folded):
@@ -223,8 +213,7 @@ class EchoCorpus:
         A character counts as copied where it lies in a block of at least ``_MIN_BLOCK``
         characters that one shown text holds too, and a shown text counts only where it gives
         ``_MIN_COPY`` such characters or more; the value is an echo once ``_ECHO_SHARE`` of it
-        is copied. The blocks may come from several texts: a small model splices the ends of two
-        corrections into one reply as readily as it repeats one.
+        is copied, from one text or several (a small model splices corrections together).
         """
         if len(folded) < _MIN_COPY or (self._known is not None and self._known(folded)):
             return False
@@ -248,11 +237,9 @@ def placeholder_errors(
     echoes: EchoCorpus | None = None,
 ) -> list[ArgumentError]:
     """One error per string value in ``args`` (at any depth) that is not real content.
-
-    ``descriptions`` are the tool's own descriptions (:func:`normalise`-d) a value must not
-    copy; ``names`` every argument name of every tool (``<city>`` is a slot for a city);
-    ``echoes`` the corrections the model was shown.
-    """
+    ``descriptions``: the tool's own (:func:`normalise`-d), which a value must not copy;
+    ``names``: every argument name of every tool (``<city>`` is a slot); ``echoes``: the
+    corrections the model was shown."""
     found: list[ArgumentError] = []
     for path, key, value in _strings(args, "$", None):
         problem = _problem(value, key, descriptions, names, echoes)
@@ -271,9 +258,8 @@ def marked_errors(
     args: Mapping[str, Any], markers: re.Pattern[str], *, answer: bool = False
 ) -> list[ArgumentError]:
     """One error per string value in ``args`` (at any depth) that holds text ``markers`` marks
-    as the guardrails' own (a caller that writes corrections into a history the model reads
-    says how to know them). An ``answer`` (the synthetic ``respond`` message) is refused only
-    where nothing stands before the marker: the caller cuts the rest away."""
+    as the caller's corrections. An ``answer`` (the synthetic ``respond`` message) is refused
+    only where nothing stands before the marker: the caller cuts the rest away."""
     found: list[ArgumentError] = []
     for path, _key, value in _strings(args, "$", None):
         marker = markers.search(value)
@@ -288,9 +274,8 @@ _EDGE_MARKUP = re.compile(
 )
 
 
-# The notes forge_rt appends to a tool result ("\n[Note] You already called ..."): a model that
-# relays the result copies them along, on a new line or the same one (the real 0.5B wrote
-# "Weather in Porto: 27C, clear [Note] You already called ..."); the result before is the answer.
+# The notes forge_rt appends to a tool result ("\n[Note] ..."): a model that relays the result
+# copies them along, on a new line or the same one; the result before is the answer.
 _NOTE_TAIL = re.compile(r"\s*\[Note\] .*\Z", re.S)
 # The same place in a reply's raw JSON text, where the line break is also JSON's escape.
 _NOTE_IN_JSON = re.compile(r"(?:\\n|\s)*\[Note\] ")
@@ -303,22 +288,16 @@ def has_echo_markup(value: str) -> bool:
 
 def before_copied_note(raw: str) -> str | None:
     """A reply's raw JSON text cut where a string value goes on into a copied ``[Note]``, the
-    string closed there (the brackets left open are the lenient reader's to close); ``None``
-    without one."""
+    string closed there (the lenient reader closes the brackets); ``None`` without one."""
     found = _NOTE_IN_JSON.search(raw)
     return None if found is None or found.start() == 0 else raw[: found.start()] + '"'
 
 
 def strip_echo_markup(value: Any) -> Any:
-    """``value`` with the chat template's result and call tags taken off the ends of strings,
-    and with a ``[Note]`` forge_rt appended to a tool result cut off the end (the real 0.5B
-    answered "Weather in Lyon: 16C, drizzle\n[Note] You already called read_gauge ...").
-
-    Small models (Qwen2.5-Coder-0.5B on its own template) open an answer with the
-    ``<tool_response>`` tag they saw around tool results: "<tool_response>The weather in Porto
-    is 27C." The tag is markup, the rest is the answer. Markup inside a value, or a value that
-    is nothing but markup, is left as it is, for the echo check to refuse.
-    """
+    """``value`` with the chat template's result and call tags taken off the ends of strings
+    (small models open an answer with the ``<tool_response>`` tag they saw) and a copied
+    ``[Note]`` (see ``_NOTE_TAIL``) cut off the end. Markup inside a value, or a value that is
+    nothing but markup, is left as it is, for the echo check to refuse."""
     if isinstance(value, str):
         stripped = _NOTE_TAIL.sub("", _EDGE_MARKUP.sub("", value))
         return stripped if stripped.strip() else value
@@ -425,12 +404,9 @@ def _template_path(core: str) -> bool:
 
 
 def _reads_as_slot(inner: str, key: str | None, names: frozenset[str]) -> bool:
-    """Whether the text inside ``[...]`` is a slot to fill rather than content.
-
-    JSON (``[1, 2]``, ``["a"]``), citations (``[1]``), checkboxes (``[x]``) and plain lists of
-    single words or names (``[Lyon, London]``) are content; a phrase with a slot word in it
-    ("Your report", "Summary of findings") or a lone argument name (``[city]``) is a slot.
-    """
+    """Whether the text inside ``[...]`` is a slot to fill rather than content: JSON,
+    citations (``[1]``), checkboxes (``[x]``) and plain lists of words are content; a phrase
+    with a slot word in it ("Your report") or a lone argument name (``[city]``) is a slot."""
     text = inner.strip()
     if len(re.findall(r"[A-Za-z]", text)) < 2:
         return False

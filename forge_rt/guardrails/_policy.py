@@ -75,11 +75,8 @@ class Deny(msgspec.Struct, frozen=True, tag="deny"):
 
 
 class Approve(msgspec.Struct, frozen=True, tag="approve"):
-    """The tool is offered, but each call waits for a yes or no before it runs.
-
-    ``question`` is what the approver is asked ("Turn off the heating?"); without one the
-    request names the tool and its arguments.
-    """
+    """The tool is offered, but each call waits for a yes or no before it runs; ``question`` is
+    what the approver is asked (without one, the request names the tool and its arguments)."""
 
     question: str | None = None
 
@@ -94,10 +91,9 @@ _SEVERITY: dict[type[Verdict], int] = {Allow: 0, Approve: 1, Deny: 2}
 
 
 class Decision(msgspec.Struct, frozen=True, kw_only=True):
-    """The verdict for one tool and why: ``rule`` names the rule that decided (``tool
-    'wipe_disk'``, ``capability 'network'``, ``default``). ``needs`` are the capabilities the
-    decision went by; ``declared`` is false when the tool declared none (so it was taken to
-    need them all)."""
+    """The verdict for one tool and why: ``rule`` names the rule that decided (``tool 'x'``,
+    ``capability 'network'``, ``default``); ``needs``: the capabilities it went by; ``declared``
+    is false when the tool declared none (so it was taken to need them all)."""
 
     tool: str
     verdict: Verdict
@@ -171,10 +167,9 @@ def _capability(value: Capability | str) -> Capability:
 class Policy:
     """Verdicts for tools, by name, by the capabilities they need, and by default.
 
-    ``tools`` and ``capabilities`` map a tool name or a capability to a verdict (a
-    :data:`Verdict`, or its TOML form: ``"allow"``, ``"approve"``, a mapping with
-    ``verdict`` and ``reason`` / ``question``). Raises :class:`PolicyError` for an unknown
-    capability or verdict, or a deny without a reason.
+    ``tools`` and ``capabilities`` map a tool name or a capability to a :data:`Verdict` or its
+    TOML form. Raises :class:`PolicyError` for an unknown capability or verdict, or a deny
+    without a reason.
     """
 
     def __init__(
@@ -266,9 +261,8 @@ class Policy:
         )
 
     def check_names(self, names: Iterable[str], *, where: str) -> None:
-        """Raise :class:`PolicyError` if a tool rule names a tool not in ``names``: a rule
-        that can never apply is a misspelling (``turn_of_heating``) that would let the
-        intended tool through."""
+        """Raise :class:`PolicyError` if a tool rule names a tool not in ``names``: a rule that
+        can never apply is a misspelling that would let the intended tool through."""
         known = set(names)
         unknown = sorted(set(self.tools) - known)
         if unknown:
@@ -307,13 +301,10 @@ def _rule_form(value: Verdict | str | Mapping[str, Any], rule: str) -> Verdict |
 
 
 class WorkflowPolicy(msgspec.Struct, frozen=True, kw_only=True):
-    """A policy applied to one workflow.
-
-    ``workflow`` is the workflow without its denied tools (what the prompt, the grammar and
-    execution see); ``withheld`` maps each denied tool to the policy's reason (what a call the
-    model invents for it is refused with); ``approve`` maps each tool whose calls need an
-    approval to its verdict; ``decisions`` is every tool's decision, in the workflow's order.
-    """
+    """A policy applied to one workflow: ``workflow`` without its denied tools (what the
+    prompt, the grammar and execution see); ``withheld`` maps each denied tool to the policy's
+    reason (what a call of it is refused with); ``approve`` maps each tool whose calls need an
+    approval to its verdict; ``decisions`` is every tool's decision, in the workflow's order."""
 
     workflow: Workflow
     withheld: Mapping[str, str]
@@ -323,11 +314,9 @@ class WorkflowPolicy(msgspec.Struct, frozen=True, kw_only=True):
 
 def apply_policy(workflow: Workflow, policy: Policy) -> WorkflowPolicy:
     """``workflow`` under ``policy``: its denied tools removed, the rest verdicts recorded.
-
     Raises :class:`PolicyError` when a tool rule names a tool the workflow lacks, or a denied
     tool is one the workflow cannot do without: a required step, the prerequisite of a tool
-    that stays, or its only terminal tool(s).
-    """
+    that stays, or its only terminal tool(s)."""
     policy.check_names(workflow.tools, where=f"workflow {workflow.name!r}")
     decisions = tuple(policy.decide(tool) for tool in workflow.tools.values())
     denied = {d.tool: d for d in decisions if isinstance(d.verdict, Deny)}

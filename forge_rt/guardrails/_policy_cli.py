@@ -101,10 +101,8 @@ def _table(workflow: Workflow, decisions: list[Decision]) -> Table:
 )
 def capabilities_command(target: str, policy_path: Path | None) -> None:
     """Show each tool of MODULE:WORKFLOW: its declared needs, the policy's verdict and why.
-
     Exits 2 for a target that is not a workflow, a bad policy file, or a policy the workflow
-    cannot run under (a denied required step or only terminal tool).
-    """
+    cannot run under (a denied required step or only terminal tool)."""
     workflow = load_workflow(target)
     try:
         policy = Policy.load(policy_path) if policy_path is not None else Policy()

@@ -1,18 +1,16 @@
 """An answer given while a number of the request never reached a tool is sent back once.
 
-Asked "How many pounds is 180 euros?", the real Qwen2.5-Coder-0.5B looked the rate up ("1
-EUR = 0.86 GBP"), called ``convert(amount=1, rate=0.86)`` -- the 1 of the result, not the 180
-of the request -- and answered "0.86 GBP", 2 runs of 3. Every call was valid and every answer
-grounded in a result; only the user's own number was lost on the way.
+A small model may use a number of a result where the request gave its own (converting 1, from
+"1 EUR = 0.86 GBP", instead of the 180 asked for): every call valid and every answer grounded,
+only the user's number lost on the way.
 
 :class:`RequestQuantities` keeps the numbers the turn's request states as words of their own
-("180", "0.5"; not the 3 of "Q3" or the digits of "INV-317"), the numbers every call of the turn
-sent (in numbers, and as digits inside strings: ``"INV-0317"`` uses 317), and the latest
-successful call that takes a number. When the reply is a terminal call whose text does not state
-a request number that no call used either, it is refused **once per turn** with that call, the
-number put in the field it most likely belongs in (one whose value is not the request's own, a
-whole number for a whole number), to copy. Without such a call there is nothing to show, and
-nothing is refused: "the next 3 days" asked of a tool that takes no number is no lost input.
+("180", "0.5"; not the 3 of "Q3"), the numbers every call of the turn sent (also as digits
+inside strings), and the latest successful call that takes a number. When the reply is a
+terminal call whose text does not state a request number that no call used either, it is
+refused **once per turn** with that call, the number put in the field it most likely belongs in
+(one whose value is not the request's own, a whole number for a whole number), to copy. Without
+such a call nothing is refused (a tool that takes no number loses none).
 """
 
 from __future__ import annotations

@@ -1,20 +1,17 @@
 """Degeneration on the stream: a reply that repeats one call or one line is stopped early.
 
-Small models fall into a loop inside one reply: the real Qwen2.5-Coder-0.5B writes one call, or a
-cycle of two to five, until the token cap (29 to 41 calls in one reply), a model that echoes
-a tool definition or grows a JSON list repeats the same lines, and under a constraint the 0.5B
-may write nothing but whitespace. Once a reply loops, the rest of it
-is wasted decoding -- the guardrails collapse identical calls anyway -- so the guarded step feeds
-every streamed chunk to a :class:`RepetitionDetector` and cancels the inference the moment it
-reports a :class:`Repetition`; the partial reply goes to the guardrails as it stands.
+Small models fall into a loop inside one reply: one call, or a cycle of a few, until the token
+cap; the same lines (an echoed tool definition, a growing JSON list); or, under a constraint,
+nothing but whitespace. Once a reply loops, the rest of it is wasted decoding -- the guardrails
+collapse identical calls anyway -- so the guarded step feeds every streamed chunk to a
+:class:`RepetitionDetector` and cancels the inference the moment it reports a
+:class:`Repetition`; the partial reply goes to the guardrails as it stands.
 
 The detector is pure and incremental: it reads each delta once. Calls written as text are found
 with a string-aware brace scan (every top-level JSON object naming a tool, whatever surrounds it:
 fences, tags, an array of calls); native calls are read from the tool-call deltas. Two calls are
-the same when their JSON is equal with keys sorted and whitespace dropped.
-
-The thresholds come from the 288 real replies in ``qwen25coder_raw_outputs.jsonl`` (0.5B and
-1.5B, tools in the request); see :data:`CALL_REPEATS` and :data:`LINE_REPEATS`.
+the same when their JSON is equal with keys sorted and whitespace dropped. The thresholds are
+set from real small-model replies, above what healthy ones do.
 """
 
 from __future__ import annotations
@@ -44,39 +41,23 @@ REPETITION_FINISH_REASON = "repetition"
 backend's own reasons are ``stop``, ``length``, ``tool_calls``)."""
 
 CALL_REPEATS = 3
-"""A reply is degenerate once it has written the same call this many times.
-
-In the real replies the most copies of one call are: two in 3 replies (a duplicated terminal
-call: slips the validator collapses), three in 1 (which then ended), 8 to 18 in 6 loops that ran
-to the cap (one call, or a cycle of 2 to 5 calls, 29 to 41 calls in all). Stopping at the third
-copy fires on those 7 replies only, loses no call the full reply held (only the fragment the cap
-cut off), and stops the 6 loops at 14-60% of their length: 72% of their text is never generated.
-Stopping at the second copy would lose 17 distinct calls of loops that enumerate variations.
-"""
+"""A reply is degenerate once it has written the same call this many times: a healthy reply
+rarely repeats a call (the validator collapses a duplicate), and stopping at the second copy
+would lose the distinct calls of replies that enumerate variations."""
 
 LINE_REPEATS = 8
 """A reply is degenerate once the same line (with at least :data:`LINE_MIN_CHARS` letters or
-digits) has appeared this many times.
-
-Healthy replies repeat a line at most 4 times in the real data (a ``"service": "payments"``
-argument line in four pretty-printed calls); the two that loop in text rather than in calls (an
-echoed tool list, a JSON list growing item by item) repeat lines 9 and 10 times before the cap.
-Eight is twice the healthy maximum, so even the widest real fan-out (7 calls, five sharing one
-argument) written one argument per line does not trip it, and it still ends those two loops.
-"""
+digits) has appeared this many times: twice the most a healthy reply repeats one (an argument
+line shared by pretty-printed calls of a fan-out)."""
 
 CYCLE_LINES = 4
 """The longest block of lines inside a JSON string value that is looked for repeating back to
-back (see ``RepetitionDetector``): the real 0.5B's loop in a respond message was two lines."""
+back (see ``RepetitionDetector``)."""
 
 SPACE_RUN = 64
-"""A reply is degenerate once it has written this many whitespace characters in a row.
-
-The longest run in the 288 real replies is 21 (a line break and 20 spaces of indentation), and in
-the eval's 2,400-odd replies of the embedded models under 20; the 7 degenerate ones wrote 1,600
-to 259,000 characters of whitespace up to the token cap (the real 0.5B under a tool-call
-constraint, which admits whitespace between JSON tokens: 2,048 tokens each, about a minute).
-Three times the healthy maximum stops them within 64 tokens."""
+"""A reply is degenerate once it has written this many whitespace characters in a row: about
+three times the longest healthy run (indentation), while a model stuck writing the whitespace a
+tool-call constraint admits between JSON tokens would run to the token cap."""
 
 LINE_MIN_CHARS = 4
 """Letters or digits a line needs to be counted: braces, fences and blank lines repeat in every
@@ -114,13 +95,10 @@ class _Native(msgspec.Struct):
 
 
 class RepetitionDetector:
-    """Reads one reply's stream chunk by chunk and says when it has started to repeat itself.
-
-    :meth:`feed` takes every chunk of the reply (text and tool-call deltas are read; reasoning
-    is not, a :class:`~forge_rt.core.ResetChunk` starts over) and returns the first
-    :class:`Repetition` found, then keeps returning it. ``call_repeats`` and ``line_repeats``
-    default to :data:`CALL_REPEATS` and :data:`LINE_REPEATS`.
-    """
+    """Reads one reply's stream chunk by chunk and says when it has started to repeat itself:
+    :meth:`feed` takes every chunk (text and tool-call deltas are read, reasoning is not, a
+    :class:`~forge_rt.core.ResetChunk` starts over) and returns the first :class:`Repetition`
+    found, then keeps returning it."""
 
     def __init__(
         self, *, call_repeats: int = CALL_REPEATS, line_repeats: int = LINE_REPEATS
@@ -231,12 +209,8 @@ class RepetitionDetector:
     def _end_string_line(self) -> None:
         """A line of a JSON string value ended (an escaped line break): a loop is the same block
         of one to :data:`CYCLE_LINES` lines over and over, at least :data:`LINE_REPEATS` lines
-        (and three blocks) in a row.
-
-        The real 0.5B looped in a respond message, "Total of one order: 35 EUR\\nTotal of one
-        order: 80 EUR\\n..." for 2,048 tokens (67 s) with no raw line break. A value is data,
-        so a line that recurs is no loop by itself ("Quarter: Q3" heads each of ten records);
-        only a block repeated back to back is.
+        (and three blocks) in a row. A value is data, so a line that recurs is no loop by
+        itself (a heading of each record); only a block repeated back to back is.
         """
         line = self._take_line()
         if line is None:
@@ -286,11 +260,8 @@ class RepetitionDetector:
 
 
 def _call_key(span: str) -> str | None:
-    """The identity of the call ``span`` writes (None: the object names no tool).
-
-    A valid JSON object is identified by its content, keys sorted; one that does not decode
-    (doubled braces, a missing quote) by its text without whitespace.
-    """
+    """The identity of the call ``span`` writes (None: the object names no tool): its content,
+    keys sorted; for one that does not decode, its text without whitespace."""
     try:
         value: Any = _decode(span)
     except msgspec.DecodeError:

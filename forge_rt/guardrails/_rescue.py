@@ -58,15 +58,11 @@ log = quiet_logger(__name__)
 
 
 class RescueResult(msgspec.Struct, frozen=True, kw_only=True):
-    """Everything rescue parsing found in one reply.
-
-    ``calls`` are calls of known tools, arguments coerced to the schema's types, in text order,
-    with ``dialects`` naming the shape of each (same order). ``unknown_calls`` are well-formed
-    call shapes naming tools that do not exist (the validator tells the model which tools do).
-    ``reasoning`` is the text of any think blocks and ``text`` the reply without them.
-    ``malformed`` holds call-like fragments that could not be read even after repair (for the
-    retry nudge to quote).
-    """
+    """Everything rescue parsing found in one reply: ``calls`` of known tools, arguments coerced
+    to the schema's types, in text order, with ``dialects`` naming the shape of each;
+    ``unknown_calls``, well-formed call shapes naming tools that do not exist; ``reasoning``, the
+    text of any think blocks, and ``text`` the reply without them; ``malformed``, call-like
+    fragments that could not be read even after repair (for the retry nudge to quote)."""
 
     calls: list[ToolCall]
     unknown_calls: list[ToolCall]
@@ -78,9 +74,8 @@ class RescueResult(msgspec.Struct, frozen=True, kw_only=True):
 
 # --- reasoning blocks -------------------------------------------------------------------------
 
-# An opening tag counts at the start of a line (reasoning comes first, or between calls); a
-# closing tag with no opener counts where it ends a line. Tags inside a JSON string value are
-# neither: JSON strings carry no raw newlines.
+# An opening tag counts at the start of a line, a closing tag with no opener where it ends a
+# line; so tags inside a JSON string value (which carries no raw newline) never count.
 _REASONING_TAG = re.compile(r"<think>|<thinking>|<reasoning>|\[THINK\]")
 _REASONING_ORPHAN = re.compile(r"(</think>|</thinking>|</reasoning>|\[/THINK\])[ \t]*(?:\n|$)")
 _REASONING_CLOSE = {
@@ -106,11 +101,10 @@ def _open_tag(text: str, pos: int, stop: int) -> re.Match[str] | None:
 def split_reasoning(text: str) -> tuple[str | None, str]:
     """``(reasoning, rest)``: think blocks (``<think>``, ``[THINK]`` ...) split off the text.
 
-    Blocks open at the start of a line. One that is never closed makes the rest of the text
-    reasoning (the reply was cut off while thinking). A closing tag ending a line with no
-    opener before it -- templates that open the block in the prompt -- makes everything before
-    it reasoning. ``reasoning`` is None when there was none; ``rest`` is stripped of the
-    whitespace the blocks leave behind.
+    Blocks open at the start of a line. One never closed makes the rest of the text reasoning
+    (cut off while thinking); a closing tag ending a line with no opener before it (the template
+    opened the block) makes everything before it reasoning. ``reasoning`` is None when there was
+    none; ``rest`` is stripped of the whitespace the blocks leave behind.
     """
     if "think" not in text and "THINK" not in text and "reasoning>" not in text:
         return None, text
@@ -258,11 +252,8 @@ def _calls_in(value: Any, depth: int = 0) -> list[_Raw] | _Echo | None:
 
 
 def _calls_in_list(items: list[Any], depth: int) -> list[_Raw] | _Echo | None:
-    """The calls of every item of a JSON array, in order.
-
-    ``_ECHO`` only when no item is a call and one echoes a tool definition: an array that
-    holds a call is read as calls, whatever else it holds.
-    """
+    """The calls of every item of a JSON array, in order; ``_ECHO`` only when no item is a call
+    and one echoes a tool definition."""
     found: list[_Raw] = []
     echo = False
     for item in items:
@@ -276,9 +267,7 @@ def _calls_in_list(items: list[Any], depth: int) -> list[_Raw] | _Echo | None:
 
 def _calls_in_wrapper(value: dict[str, Any], depth: int) -> list[_Raw] | _Echo | None:
     """The calls under the first wrapper key (``tool_calls``, ...) that holds any; else None.
-
-    Checked first: an object that wraps calls (an OpenAI message) is not itself a call.
-    """
+    Checked first: an object that wraps calls (an OpenAI message) is not itself a call."""
     for key in _WRAPPER_KEYS:
         wrapped = value.get(key)
         if isinstance(wrapped, list | dict):
@@ -289,12 +278,9 @@ def _calls_in_wrapper(value: dict[str, Any], depth: int) -> list[_Raw] | _Echo |
 
 
 def _openai_call(function: dict[str, Any]) -> list[_Raw] | _Echo | None:
-    """The call in an OpenAI-style ``{"function": {...}}`` object.
-
-    Its ``arguments`` are the call's; a ``description`` without them is a tool definition
-    echoed back; ``parameters`` without one is a call written with the definition's key; a
-    bare name is a call whose arguments are missing.
-    """
+    """The call in an OpenAI-style ``{"function": {...}}`` object: its ``arguments``; a
+    ``description`` without them is an echoed tool definition; ``parameters`` without one is a
+    call written with the definition's key; a bare name is a call whose arguments are missing."""
     name = function.get("name")
     if not isinstance(name, str):
         return None
@@ -308,12 +294,10 @@ def _openai_call(function: dict[str, Any]) -> list[_Raw] | _Echo | None:
 
 
 def _named_call(value: dict[str, Any]) -> list[_Raw] | _Echo | None:
-    """The call in an object that names its tool under one of :data:`NAME_KEYS`.
-
-    The first argument key present holds the arguments (``parameters`` beside a
-    ``description`` is an echoed definition instead); with none, a ``description`` marks a
-    definition, and otherwise the other keys are the arguments, written beside the name.
-    """
+    """The call in an object that names its tool under one of :data:`NAME_KEYS`: the first
+    argument key present holds the arguments (``parameters`` beside a ``description`` is an
+    echoed definition); with none, a ``description`` marks a definition, and otherwise the
+    other keys are the arguments."""
     name = next((value[k] for k in NAME_KEYS if isinstance(value.get(k), str)), None)
     if name is None:
         return None
@@ -441,9 +425,8 @@ class _Scanner:
 
         Strict readings come first: the value filling its line (one call per line, the usual
         case), the value filling its region (a pretty-printed call alone in a fence), the exact
-        bracketed span. Then the lenient reader, on that span, and finally up to the region's
-        closer and up to the end of the line, closing what was left open -- a guess kept only
-        if it holds a call (or, without ``want_call``, an object of arguments).
+        bracketed span. Then the lenient reader, on that span, and finally (:meth:`read_guess`)
+        up to the region's closer and up to the end of the line, closing what was left open.
         """
         if self.exhausted:
             return None
@@ -464,11 +447,7 @@ class _Scanner:
         return self.text.find(closer, start, stop) if closer is not None else -1
 
     def read_filling(self, start: int, stop: int, region_end: int) -> tuple[Any, int, bool] | None:
-        """The strict value filling the rest of its line, else the rest of its region.
-
-        Tried first: one call per line, or one pretty-printed call alone in a fence, is the
-        usual case.
-        """
+        """The strict value filling the rest of its line, else the rest of its region."""
         line_end = self.text.find("\n", start, stop)
         limits = [stop if line_end < 0 else line_end]
         if region_end >= 0 and (line_end < 0 or region_end > line_end):
@@ -480,10 +459,8 @@ class _Scanner:
         return None
 
     def decode_until(self, start: int, limit: int) -> tuple[Any, int, bool] | None:
-        """``text[start:limit]``, trailing space dropped, as strict JSON; None if it is not.
-
-        Only a span that ends in ``}`` or ``]`` is tried: anything else cannot be one value.
-        """
+        """``text[start:limit]``, trailing space dropped, as strict JSON; None if it is not
+        (only a span that ends in ``}`` or ``]`` is tried)."""
         text = self.text
         while limit > start and text[limit - 1] in " \t\r\n":
             limit -= 1
@@ -496,10 +473,8 @@ class _Scanner:
 
     def read_span(self, start: int, end: int, stop: int) -> tuple[Any, int, bool] | None:
         """The value in the bracketed span ``[start, end)``: strict, else leniently repaired.
-
-        A lenient reading counts only if it uses the whole span, or leaves nothing visible
-        after it: text it skipped would be a part of the call it lost.
-        """
+        A lenient reading counts only if it leaves nothing visible of the span unread: text it
+        skipped would be a part of the call it lost."""
         if not 0 < end <= stop:
             return None
         if not self.spend(end - start):
@@ -518,11 +493,9 @@ class _Scanner:
     def read_guess(
         self, start: int, end: int, bound: int, *, want_call: bool
     ) -> tuple[Any, int, bool] | None:
-        """A value closed by the lenient reader at ``bound``, else at the end of the line.
-
-        A guess at where a cut-off value ends, so it is kept only if it holds what was wanted:
-        a call, or (without ``want_call``) an object of arguments.
-        """
+        """A value closed by the lenient reader at ``bound``, else at the end of the line: a
+        guess at where a cut-off value ends, kept only if it holds a call (or, without
+        ``want_call``, an object of arguments)."""
         line_end = self.text.find("\n", start, bound)
         for limit in (bound,) if line_end < 0 else (bound, line_end):
             if 0 < end <= limit:
@@ -590,12 +563,9 @@ class _Scanner:
         return hi
 
     def next_token(self, pos: int, hi: int) -> re.Match[str] | None:
-        """The first structural token in ``[pos, hi)``.
-
-        ``str.find`` per first character (memchr speed) picks the candidates; the regex only
-        confirms them. A plain ``_STRUCT.search`` walks prose character by character in Python's
-        regex engine, several times slower.
-        """
+        """The first structural token in ``[pos, hi)``: ``str.find`` per first character
+        (memchr speed) picks the candidates and the regex only confirms them, several times
+        faster than ``_STRUCT.search`` walking prose."""
         text = self.text
         nexts = self.next_chars
         while True:
@@ -899,16 +869,13 @@ def _known_args(raw: _Raw, props: tuple[str, ...]) -> dict[str, Any] | None:
 
 
 def rescue(text: str, tools: Sequence[ToolSpec], *, constrained: bool = False) -> RescueResult:
-    """Every tool call in ``text``, in any dialect small models write.
-
-    Reasoning blocks are split off first and never parsed. Calls of tools in ``tools`` (matched
-    exactly, else by a unique case-insensitive match) go to ``calls`` with arguments coerced by
-    :func:`coerce_args`; well-formed calls of other names go to ``unknown_calls``. With
-    ``constrained`` (the reply was produced under :func:`tool_call_schema`), a reply that is
-    exactly one call object, or an array of them, is reported as
-    :data:`Dialect.CONSTRAINED_JSON`; one that is not is rescued like any other text and the
-    mismatch is logged.
-    """
+    """Every tool call in ``text``, in any dialect small models write. Reasoning blocks are
+    split off first and never parsed. Calls of tools in ``tools`` (matched exactly, else by a
+    unique case-insensitive match) go to ``calls`` with arguments coerced by :func:`coerce_args`;
+    well-formed calls of other names go to ``unknown_calls``. With ``constrained`` (the reply was
+    produced under :func:`tool_call_schema`), a reply that is exactly one call object, or an
+    array of them, is :data:`Dialect.CONSTRAINED_JSON`; one that is not is rescued like any
+    other text and the mismatch is logged."""
     reasoning, body = split_reasoning(text)
     index = _index(tools)
     scanner = _Scanner(body, index)

@@ -2,14 +2,9 @@
 
 XML dialects deliver every value as a string and small models quote numbers, so ``"4"`` for an
 integer parameter is common. :func:`coerce_args` converts only where the schema leaves exactly one
-reading; anything ambiguous (a parameter that also accepts strings, a value that parses as two
-types) is left as written so validation can report it to the model.
-
-When a call is rejected anyway, the correction shows the call as it should have been, built from
-the model's own arguments: :func:`repair_args` keeps the valid values and corrects the wrong ones
-where the value says what was meant (and :mod:`~forge_rt.guardrails._error_values` puts in the
-value a tool's own error lists). Small models copy a concrete call far more reliably than they
-follow a description of one.
+reading; anything ambiguous is left as written so validation can report it to the model. When a
+call is rejected anyway, :func:`repair_args` builds the call as it should have been from the
+model's own arguments, for the correction to show.
 """
 
 from __future__ import annotations
@@ -45,8 +40,7 @@ _TRUE = frozenset({"true", "True", "TRUE"})
 _FALSE = frozenset({"false", "False", "FALSE"})
 _NULL = frozenset({"null", "None", "NULL"})
 
-# Rendering a pydantic model's schema costs tens of microseconds; rescue runs per reply, so the
-# schema is cached per spec object (held strongly here, so an id is never reused while cached).
+# Schemas cached per spec object (held strongly, so an id is not reused): rescue runs per reply.
 _SCHEMAS: OrderedDict[int, tuple[ToolSpec, dict[str, Any]]] = OrderedDict()
 _SCHEMA_CACHE_SIZE = 512
 
@@ -162,11 +156,8 @@ def _from_string(text: str, kinds: set[str]) -> Any:
 
 
 def _number_readings(stripped: str, kinds: set[str]) -> list[Any]:
-    """``stripped`` as the integer or number ``kinds`` allows (none or one reading).
-
-    A whole number stays an ``int`` even where only "number" is allowed, so ``"4"`` is not
-    turned into ``4.0``.
-    """
+    """``stripped`` as the integer or number ``kinds`` allows (none or one reading); a whole
+    number stays an ``int`` even where only "number" is allowed (``"4"`` is not ``4.0``)."""
     if "integer" in kinds and _INTEGER.fullmatch(stripped):
         return [int(stripped)]
     if "number" in kinds and _NUMBER.fullmatch(stripped):
@@ -187,11 +178,8 @@ def _keyword_readings(stripped: str, kinds: set[str]) -> list[Any]:
 
 
 def _container_readings(stripped: str, kinds: set[str]) -> list[Any]:
-    """``stripped`` as a JSON-encoded array or object that ``kinds`` allows.
-
-    Read as near-JSON (single quotes, ``True``, trailing commas pass): the value is what the
-    model wrote, and validation still checks what comes out.
-    """
+    """``stripped`` as a JSON-encoded array or object that ``kinds`` allows, read as near-JSON
+    (single quotes, ``True``, trailing commas pass): validation still checks what comes out."""
     if not (
         ("array" in kinds and stripped.startswith("["))
         or ("object" in kinds and stripped.startswith("{"))
@@ -211,10 +199,9 @@ def _container_readings(stripped: str, kinds: set[str]) -> list[Any]:
 def coerce_args(spec: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:
     """``args`` with string values converted to the type the schema gives them, where unambiguous.
 
-    ``"4"`` becomes ``4`` for an integer parameter, ``"true"`` becomes ``True`` for a boolean,
-    ``'["a", "b"]'`` becomes a list for an array, recursively through nested objects and arrays.
-    Parameters that accept strings, unknown parameters and values with no single reading are
-    returned untouched, so validation can report them. The input dict is not modified.
+    ``"4"`` becomes ``4`` for an integer parameter, ``'["a", "b"]'`` a list for an array,
+    recursively. Parameters that accept strings, unknown parameters and values with no single
+    reading are returned untouched, so validation can report them. ``args`` is not modified.
     """
     schema = schema_of(spec)
     as_written = _strings_kept(spec, schema)
@@ -251,12 +238,11 @@ class ArgRepair(msgspec.Struct, frozen=True, kw_only=True):
     """A rejected call's arguments as they should have been, built from the model's own.
 
     ``args`` keeps every valid value, with wrong ones corrected where the model's value says
-    what it meant (``"Q3"`` for an integer quarter is 3, ``"celcius"`` for an enum is
-    ``"celsius"``, a misnamed argument is renamed); ``corrected`` names the fields changed.
-    ``missing`` names the fields no rule could fill: they are left out of ``args`` (never filled
-    with a placeholder the model could copy) and must be described to the model instead. With
-    ``missing`` empty, ``args`` passes the schema. ``renamed`` maps a field filled from an
-    unknown argument to the name the model sent it under.
+    what it meant (``"Q3"`` for an integer quarter is 3, ``"celcius"`` is ``"celsius"``, a
+    misnamed argument is renamed); ``corrected`` names the fields changed. ``missing`` names the
+    fields no rule could fill: left out of ``args`` (never a placeholder), to be described to
+    the model. With ``missing`` empty, ``args`` passes the schema. ``renamed`` maps a field
+    filled from an unknown argument to the name the model sent it under.
     """
 
     args: dict[str, Any]
@@ -272,12 +258,9 @@ def repair_args(
     unusable: Iterable[str] = (),
     unknown: Mapping[str, Any] | None = None,
 ) -> ArgRepair:
-    """The closest valid arguments to ``args`` (unknown names already taken out).
-
-    ``unusable`` names top-level fields whose value is no value at all (a placeholder, an
-    echo); ``unknown`` holds the arguments the schema does not have, which may be a required
-    field under another name (``medication`` for ``medication_name``).
-    """
+    """The closest valid arguments to ``args`` (unknown names already taken out); ``unusable``
+    names top-level fields whose value is no value at all (a placeholder, an echo); ``unknown``
+    holds the arguments the schema does not have, which may be a required field misnamed."""
     schema = schema_of(spec)
     props: Mapping[str, Any] = schema.get("properties") or {}
     required = [r for r in schema.get("required", []) if r in props]
@@ -324,12 +307,9 @@ class _Repair:
         self.missing = missing
 
     def run(self) -> None:
-        """Settle the fields the schema rejects, round by round, until it rejects none.
-
-        A fix can uncover another error (a value coerced into place now fails a bound), so
-        validation runs again after each round; one round per property, and one more, bounds
-        the work when fixes keep failing.
-        """
+        """Settle the fields the schema rejects, round by round, until it rejects none: a fix
+        can uncover another error, so validation runs again after each round, at most one
+        round per property and one more."""
         for _ in range(len(self.props) + 1):
             wrong = _wrong_fields(self.spec, self.candidate)
             if not wrong:
@@ -375,11 +355,9 @@ def _renames(
     required: list[str], candidate: Mapping[str, Any], unknown: Mapping[str, Any]
 ) -> dict[str, str]:
     """Missing required fields the model sent under another name: field -> the name it used.
-
-    A name matches when it is the same word in another case or spelling (``patientId``), a
-    close spelling, or one contains the other (``medication`` / ``medication_name``); when
-    exactly one field is missing and exactly one argument is unknown, that argument is it.
-    """
+    A name matches when it folds alike, is a close spelling, or one contains the other
+    (``medication`` / ``medication_name``); when exactly one field is missing and exactly one
+    argument is unknown, that argument is it."""
     absent = [r for r in required if r not in candidate]
     free = [name for name in unknown if name not in SCHEMA_KEYWORDS]
     found: dict[str, str] = {}

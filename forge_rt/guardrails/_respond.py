@@ -53,11 +53,8 @@ def respond_spec() -> ToolSpec:
 
 
 def with_respond(tools: Sequence[ToolSpec], *, enabled: bool = True) -> tuple[ToolSpec, ...]:
-    """``tools`` plus ``respond`` when there are tools and ``enabled``; else ``tools`` unchanged.
-
-    A request without tools is plain chat and gets no respond tool; tools that already hold one
-    named ``respond`` keep it, and nothing is added.
-    """
+    """``tools`` plus ``respond`` when there are tools and ``enabled``; else ``tools`` unchanged
+    (a request without tools is plain chat; a tool already named ``respond`` is kept)."""
     if not enabled or not tools or any(spec.name == RESPOND_TOOL_NAME for spec in tools):
         return tuple(tools)
     return (*tools, respond_spec())
@@ -70,11 +67,9 @@ def workflow_tool_specs(workflow: Workflow) -> tuple[ToolSpec, ...]:
 
 
 def split_respond(calls: Sequence[ToolCall]) -> tuple[str | None, list[ToolCall]]:
-    """``(text for the user, the other calls)``.
-
-    The text is the ``message`` of the respond call (several are joined by blank lines), or None
-    when the model did not call respond. Pass validated calls: a respond call whose ``message``
-    is not a string raises :class:`ValueError`.
+    """``(text for the user, the other calls)``: the text is the ``message`` of the respond
+    call (several are joined by blank lines), or None when the model did not call respond. Pass
+    validated calls: a respond call whose ``message`` is not a string raises :class:`ValueError`.
     """
     messages: list[str] = []
     others: list[ToolCall] = []

@@ -1,10 +1,8 @@
 """A call that picks an item of a listing the request does not name is sent back once, with
 the item it does name.
 
-Asked "I renewed my passport, tick that off", the real Qwen2.5-Coder-0.5B listed the todos ("1:
-wash car; 2: renew passport; 3: call plumber") and completed todo 1, 3 runs of 3 -- the first id
-of the list, not the one the user named. The value is a real id from a real result, so neither
-the schema nor :mod:`~forge_rt.guardrails._guesses` can object.
+A small model that lists items to act on one tends to pick the first id of the listing, not the
+one the user named: a real id from a real result, which nothing else objects to.
 
 :class:`ItemSelection` keeps the turn's request words and its successful results. A call whose
 argument value is the id of one item of a result's listing (items split on ``;``, line breaks
@@ -14,12 +12,10 @@ does, the call is refused **once per turn** with that item's id in its place, to
 Listings the request names nothing of, or several items of, are left to the model.
 
 :meth:`ItemSelection.named_row` (the rule ``named_row``) is the same reading for an id in *no*
-row: a call whose identifier the run was never given (as
-:mod:`~forge_rt.guardrails._guesses` judges one), made after a listing of the turn whose rows
-the request names one of best (more of its words than any other row), is sent back **once a
-value** with that row's one identifier in its place. The guess is made, refused for want of a
-listing, the listing comes, and the guess is sent again: nothing else tells the model which of
-the rows it asked for.
+row: a call whose identifier the run was never given (as :mod:`~forge_rt.guardrails._guesses`
+judges one), made after a listing of the turn whose rows the request names one of best (more of
+its words than any other row), is sent back **once a value** with that row's one identifier in
+its place: nothing else tells the model which row it asked for.
 """
 
 from __future__ import annotations
@@ -95,9 +91,8 @@ class ItemSelection:
         accepts: Callable[[str, str | int], bool],
     ) -> OtherItem | None:
         """The row the request names, for an argument of ``call`` that ``unfounded`` says no
-        fact holds, once a value a turn (the refusal is then spent), else ``None``. The row's
-        identifier is the one of its tokens that ``accepts`` takes for the field (its schema):
-        none or several, and the row says nothing."""
+        fact holds, once a value a turn, else ``None``. The row's identifier is its one token
+        that ``accepts`` takes for the field (its schema); none or several, and it says nothing."""
         if not self._asked:
             return None
         for field, value in call.args.items():
@@ -162,8 +157,7 @@ def _identifier(token: str) -> bool:
 
 def _items(output: str, shape: str) -> list[tuple[str, str]]:
     """The listing in ``output`` as (id, text) pairs: each row's first token of ``shape`` and
-    the rest of the row; rows without one are no items. Empty unless two or more rows have
-    one."""
+    the rest of the row; empty unless two or more rows have one."""
     rows = [r for r in _ROWS.split(output) if r.strip()]
     if len(rows) < 2:
         rows = [r for r in output.split(",") if r.strip()]

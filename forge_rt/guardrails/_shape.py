@@ -17,9 +17,7 @@ class CallShape(msgspec.Struct, frozen=True, kw_only=True):
     (with ``listed``): the calls of that array are calls of one tool, a fan-out over items
     (``GuardrailOptions.fan_out``); calls of different tools come one reply each. ``prose``: text
     that holds no call is a branch too -- a grammar's only (``GuardrailOptions.prose_answers``).
-
-    Built from the options by :meth:`GuardrailOptions.call_shape`, so the first constraint of a
-    run, each narrowing of it and each escalation have the same shape.
+    Built by :meth:`GuardrailOptions.call_shape`, so every constraint of a run has the same shape.
     """
 
     parallel: bool = True

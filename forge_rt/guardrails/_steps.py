@@ -64,12 +64,10 @@ def _normalise(
 
 class StepEnforcer:
     """Blocks premature terminal calls and calls whose prerequisites have not succeeded.
-
     ``prerequisites`` maps a tool name to what must have succeeded before it: a tool name, or a
     :class:`Prerequisite` that also requires a matching argument value. ``max_premature`` and
     ``max_prereq`` are how many blocked replies in a row are corrected; the next one raises
-    :class:`StepEnforcementError` / :class:`PrerequisiteError`.
-    """
+    :class:`StepEnforcementError` / :class:`PrerequisiteError`."""
 
     def __init__(
         self,
@@ -121,11 +119,9 @@ class StepEnforcer:
 
     def first_unmet(self, tool: str) -> str | None:
         """The tool to call before ``tool`` can run: its first prerequisite that never
-        succeeded, followed down to one whose own prerequisites all have (``publish`` needs
-        ``package``, which needs ``lint``: with only ``lint`` done, ``package``).
-        ``None`` when nothing ``tool`` needs is missing. A prerequisite with ``match_arg``
-        counts as met once its tool succeeded with any value: the refusal of the call itself
-        names the value."""
+        succeeded, followed down to one whose own prerequisites all have; ``None`` when nothing
+        is missing. A prerequisite with ``match_arg`` counts as met once its tool succeeded
+        with any value: the refusal of the call itself names the value."""
         found: str | None = None
         seen: set[str] = set()
         current = tool
@@ -144,13 +140,10 @@ class StepEnforcer:
     def check(
         self, calls: Sequence[ToolCall], *, text: str = ""
     ) -> StepBlocked | list[Refusal] | None:
-        """Which calls of a reply may not run yet: premature terminal calls, then unmet
-        prerequisites.
-
-        ``None`` when every call may run; the :class:`Refusal` of each call that may not when
-        others may (run those); :class:`StepBlocked` when no call may run. Raises the rule's
-        typed error when its budget is exhausted.
-        """
+        """Which calls of a reply may not run yet (premature terminal calls, then unmet
+        prerequisites): ``None`` when every call may run; the :class:`Refusal` of each call
+        that may not when others may; :class:`StepBlocked` when no call may run. Raises the
+        rule's typed error when its budget is exhausted."""
         pending = self.pending
         early = [c for c in calls if c.tool in self.terminal_tools] if pending else []
         early_ids = {c.call_id for c in early}
@@ -216,12 +209,9 @@ class StepEnforcer:
     def _prerequisite_refusals(
         self, waiting: list[tuple[ToolCall, list[Prerequisite]]], running: list[str]
     ) -> list[Refusal]:
-        """Refuse each call whose prerequisites have not succeeded yet.
-
-        Only calls that already succeeded count: a prerequisite in the same reply has not run
-        yet, and may fail, so the call waits while the prerequisite runs, and the model is told
-        to send it again once that succeeded.
-        """
+        """Refuse each call whose prerequisites have not succeeded yet: a prerequisite in the
+        same reply may fail, so the call waits while it runs, and the model is told to send it
+        again once that succeeded."""
         self._prereq += 1
         call, missing = waiting[0]
         if self._prereq > self.max_prereq:

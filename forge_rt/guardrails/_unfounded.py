@@ -1,22 +1,17 @@
 """A call made of values from nowhere, where a text answer was open, is sent back once.
 
 Asked something none of the offered tools does, a small model calls one of them anyway and
-fills it with values of its own: a question about a sport answered by a stock prediction for a
-ticker nobody named, an identifier like ``"12345"`` that appears nowhere. Where the reply could
-have been text (a constraint that admits text beside the calls), the model chose among tools
-that do not fit. The signal is structural: every value the call carries -- each string and
-number in its arguments, nested ones included -- is absent from everything the model was given:
-the system prompt, the requests and the tools' results (see
-:class:`~forge_rt.guardrails._guesses.ArgumentGrounding`), and the called tool's own description
-and schema, where a value may be spelled out ("a position between 0 and 1"). A string counts as
-present when any of its words of three characters or more is. Values the tool's schema itself
-lists (``enum``, ``const``, ``default``) and booleans say nothing either way; a call with no
-other value is not judged.
+fills it with values of its own. Where the reply could have been text (a constraint that admits
+text beside the calls), the model chose among tools that do not fit. The signal is structural:
+every value the call carries -- each string and number in its arguments, nested ones included --
+is absent from everything the model was given: the system prompt, the requests and the tools'
+results (see :class:`~forge_rt.guardrails._guesses.ArgumentGrounding`), and the called tool's
+own description and schema. A string counts as present when any of its words of three
+characters or more is. Values the tool's schema itself lists (``enum``, ``const``, ``default``)
+and booleans say nothing either way; a call with no other value is not judged.
 
 Such a reply is sent back **once per turn** with a note that names the values and says both
-ways on: call with the request's own values, or answer in text. The next reply is taken as it
-is: a model that insists may have worked its values out, and a second refusal would only burn
-an inference.
+ways on: call with the request's own values, or answer in text.
 """
 
 from __future__ import annotations
@@ -41,8 +36,7 @@ __all__ = [
 
 # The most values a note names: enough to recognise the call, short enough to read.
 _NAMED = 4
-# A word that can be looked for in the facts: three letters or digits or more. A string with
-# none ("hi", "ok") cannot be judged.
+# A word that can be looked for in the facts; a string with none ("hi", "ok") cannot be judged.
 _WORD = re.compile(r"[^\W_]{3,}")
 # A string longer than this is composed text (a message body), not a value to look up.
 _MAX_VALUE_CHARS = 200
@@ -69,12 +63,9 @@ class UnfoundedCalls:
         self._spent = False
 
     def check(self, calls: Sequence[ToolCall], specs: Mapping[str, ToolSpec]) -> list[Unfounded]:
-        """The calls to send back (all of ``calls``), or none.
-
-        ``specs`` are the tools by name. A reply is sent back only when every call in it is
-        unfounded, before the turn's request is known never, and at most once a turn (spent
-        here).
-        """
+        """The calls to send back (all of ``calls``), or none: only when every call is
+        unfounded, never before the turn's request is known, and at most once a turn (spent
+        here). ``specs`` are the tools by name."""
         if self._spent or not calls or not self._facts.request_known:
             return []
         found = []

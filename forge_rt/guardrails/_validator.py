@@ -68,24 +68,21 @@ log = quiet_logger(__name__)
 
 Reply = LLMResponse | list[ToolCall] | TextResponse | str
 
-# Text that echoes our own corrections back (see the phrasing in _nudges).
+# Text that opens a call: a brace or bracket, then a call's key.
 _CALL_LIKE = re.compile(r"[{\[]\s*\"?(name|tool|function|arguments)\"?\s*:", re.IGNORECASE)
 
 
 class ValidationResult(msgspec.Struct, frozen=True, kw_only=True):
-    """What one reply amounts to.
-
-    ``calls`` are the reply's calls in order, identical repeats collapsed (``collapsed`` says how
-    many were dropped); a call that passed validation carries its schema-coerced arguments.
-    ``errors`` holds one tool-channel nudge per call that cannot run (unknown tool, bad
-    arguments), paired by ``call_id``. ``needs_retry`` is set when the reply held no call at
-    all; ``cause`` then says why and ``malformed`` quotes a call-like fragment that could not
-    be read, if rescue found one. ``text`` is the reply's prose that accompanies native calls
-    (empty for rescued calls, which are re-rendered structurally), ``raw`` the reply's text as
-    received. ``ignored`` maps the id of a call that may run to the arguments dropped from it
-    because its schema does not have them. ``placeholders`` is set when some refused value
-    stood for a value rather than being one (the rule ``placeholders``), not only broke the
-    schema.
+    """What one reply amounts to: ``calls`` are its calls in order, identical repeats collapsed
+    (``collapsed`` says how many were dropped); a call that passed validation carries its
+    schema-coerced arguments. ``errors`` holds one tool-channel nudge per call that cannot run
+    (unknown tool, bad arguments), paired by ``call_id``. ``needs_retry`` is set when the reply
+    held no call at all; ``cause`` then says why and ``malformed`` quotes a call-like fragment
+    that could not be read, if rescue found one. ``text`` is the prose beside native calls (empty
+    for rescued calls, which are re-rendered structurally), ``raw`` the reply as received.
+    ``ignored`` maps the id of a call that may run to the arguments dropped from it as not in
+    its schema. ``placeholders``: some refused value stood for a value rather than being one
+    (the rule ``placeholders``), not only broke the schema.
     """
 
     calls: list[ToolCall]
@@ -123,11 +120,8 @@ def call_key(call: ToolCall) -> CallKey:
 
 
 def collapse_calls(calls: Sequence[ToolCall]) -> tuple[list[ToolCall], int]:
-    """The calls with identical ones (same tool, same arguments) kept once, first id wins.
-
-    Small models repeat one call dozens of times in a single reply; running each copy blows the
-    context for nothing. Returns the kept calls in order and how many were dropped.
-    """
+    """The calls with identical ones (same tool, same arguments) kept once, first id wins, and
+    how many were dropped: small models repeat one call many times in a reply."""
     seen: set[tuple[str, bytes]] = set()
     kept: list[ToolCall] = []
     for call in calls:
@@ -218,11 +212,8 @@ def _msgspec_style(error: Mapping[str, Any]) -> ArgumentError:
 
 
 def argument_errors(exc: ToolArgumentError) -> list[ArgumentError]:
-    """The errors of ``exc`` in msgspec wording ("Expected `int`, got `str`" - at `$.year`).
-
-    ``ToolSpec.validate_args`` keeps the pydantic error as ``__cause__``; its errors are
-    re-worded from their structured form.
-    """
+    """The errors of ``exc`` in msgspec wording ("Expected `int`, got `str`" - at `$.year`),
+    re-worded from the pydantic error ``ToolSpec.validate_args`` keeps as ``__cause__``."""
     cause = exc.__cause__
     if not isinstance(cause, pydantic.ValidationError):
         return list(exc.errors)
@@ -260,9 +251,9 @@ class ResponseValidator:
     (see :func:`placeholder_errors`), and, with ``markers``, a value that holds the text those
     mark as a correction's (see :func:`marked_errors`; ``answer_tool`` is the synthetic
     ``respond``, whose message may go on into it); off, only the schema judges the arguments.
-    ``withheld`` maps tools a policy denies (not among ``tools``) to the reason: a call of
-    one is refused with that reason rather than as an unknown tool. ``facts``: what the task
-    gave, for the correction of a placeholder to show the same-shaped value it holds.
+    ``withheld`` maps tools a policy denies (not among ``tools``) to the reason a call of one is
+    refused with. ``facts``: what the task gave, for the correction of a placeholder to show the
+    same-shaped value it holds.
     """
 
     def __init__(
@@ -310,12 +301,9 @@ class ResponseValidator:
         self, response: Reply, *, echoes: EchoCorpus | None = None, constrained: bool = False
     ) -> ValidationResult:
         """Validate one reply: native calls, a text reply, or an LLMResponse holding either.
-
-        ``echoes`` holds the corrections the model was shown; an argument copied from one is
-        refused. ``constrained``: the reply was decoded under a tool-call constraint, so its
-        text is parsed as the promised call even with rescue off (that is not a rescue), and
-        its dialect is recorded as ``constrained_json``.
-        """
+        ``echoes``: the corrections the model was shown (an argument copied from one is
+        refused). ``constrained``: the reply was decoded under a tool-call constraint, so its
+        text is parsed as the promised call even with rescue off (dialect ``constrained_json``)."""
         raw, reasoning, native = _unpack(response)
         # Why the reply was stopped before its end, if it was.
         finish = response.finish_reason if isinstance(response, LLMResponse) else None
@@ -347,8 +335,7 @@ class ResponseValidator:
         calls = [*found.calls, *found.unknown_calls]
         if not calls and cut is not None and (kept := before_copied_note(raw)) is not None:
             # Stopped while copying a result on into the note we appended to it: the result
-            # copied before the note is the value (the real 0.5B, relaying "Ottawa: 1,017,000
-            # people", went on into the note's lines until the repetition stop, five times).
+            # copied before the note is the value.
             salvaged = rescue(kept, self.tools, constrained=constrained)
             if salvaged.calls:
                 log.info("guardrails.salvaged_before_note", chars=len(raw) - len(kept))
@@ -537,10 +524,9 @@ def _call_reasoning(calls: Sequence[ToolCall]) -> str | None:
 def _retry_cause(
     raw: str, echoes: EchoCorpus | None, markers: re.Pattern[str] | None
 ) -> RetryCause:
-    """Why a reply with no call needs a retry: empty, an echo -- of chat markup, of a
-    correction the model was shown (read from the corrections themselves, not from a list of
-    their phrases), or of the text the caller marks as its guardrails' own (``markers``) --,
-    a call that could not be read, or prose."""
+    """Why a reply with no call needs a retry: empty, an echo (of chat markup, of a correction
+    the model was shown, or of the text ``markers`` marks as the caller's guardrails'), a call
+    that could not be read, or prose."""
     text = raw.strip()
     if not text:
         return RetryCause.EMPTY

@@ -30,6 +30,7 @@ from forge_rt.guardrails._respond import respond_spec as respond_spec
 from forge_rt.guardrails._respond import split_respond as split_respond
 from forge_rt.guardrails._respond import with_respond as with_respond
 from forge_rt.guardrails._respond import workflow_tool_specs as workflow_tool_specs
+from forge_rt.guardrails._respond import workflow_writes as workflow_writes
 from forge_rt.guardrails._shape import CallShape as CallShape
 
 # isort: split
@@ -146,6 +147,7 @@ __all__: list[str] = [  # noqa: RUF022 -- grouped by owning block (see above), e
     "tool_call_schema",
     "with_respond",
     "workflow_tool_specs",
+    "workflow_writes",
     # validation block names
     "Action",
     "BlockReason",

@@ -178,19 +178,19 @@ def tool_call_schema(
         by_tool: dict[str, list[dict[str, Any]]] = {}
         for call in calls:
             by_tool.setdefault(call["properties"]["name"]["const"], []).append(call)
-        return {"anyOf": [_array_of(group) for group in by_tool.values()]}
+        return {
+            "anyOf": [
+                _array_of(group, most=1 if name in shape.single else DEFAULT_MAX_CALLS)
+                for name, group in by_tool.items()
+            ]
+        }
     batch = _array_of(calls)
     return batch if shape.listed else {"anyOf": [*calls, batch]}
 
 
-def _array_of(calls: list[dict[str, Any]]) -> dict[str, Any]:
-    """A JSON array of 1 to :data:`~forge_rt.guardrails.DEFAULT_MAX_CALLS` of ``calls``."""
-    return {
-        "type": "array",
-        "items": {"anyOf": calls},
-        "minItems": 1,
-        "maxItems": DEFAULT_MAX_CALLS,
-    }
+def _array_of(calls: list[dict[str, Any]], most: int = DEFAULT_MAX_CALLS) -> dict[str, Any]:
+    """A JSON array of 1 to ``most`` of ``calls``."""
+    return {"type": "array", "items": {"anyOf": calls}, "minItems": 1, "maxItems": most}
 
 
 def _call_arguments(
@@ -483,7 +483,9 @@ def tool_call_grammar(
     if shape.parallel and shape.listed and shape.one_tool:
         lists = []
         for name, group in by_tool.items():
-            lists.append(_gbnf_list(grammar.define(f"calls-of-{name}", " | ".join(group))))
+            of_tool = grammar.define(f"calls-of-{name}", " | ".join(group))
+            most = 1 if name in shape.single else DEFAULT_MAX_CALLS
+            lists.append(_gbnf_list(of_tool, most=most))
         root = " | ".join(lists)
     elif shape.parallel:
         call = grammar.define("call", " | ".join(alternatives))
@@ -499,9 +501,10 @@ def tool_call_grammar(
     return grammar.text(root)
 
 
-def _gbnf_list(call: str) -> str:
-    """A GBNF JSON array of 1 to :data:`~forge_rt.guardrails.DEFAULT_MAX_CALLS` of ``call``."""
-    return f'"[" ws {call} ( ws "," ws {call} ){{0,{DEFAULT_MAX_CALLS - 1}}} ws "]"'
+def _gbnf_list(call: str, most: int = DEFAULT_MAX_CALLS) -> str:
+    """A GBNF JSON array of 1 to ``most`` of ``call``."""
+    more = f' ( ws "," ws {call} ){{0,{most - 1}}}' if most > 1 else ""
+    return f'"[" ws {call}{more} ws "]"'
 
 
 # Text that cannot be the start of a call: its first character opens no JSON value, fence or tag.

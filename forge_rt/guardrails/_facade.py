@@ -94,9 +94,10 @@ from forge_rt.guardrails._placeholders import (
 from forge_rt.guardrails._quantities import RequestQuantities
 from forge_rt.guardrails._relevance import judged, related, same_note_text, unrelated_call_text
 from forge_rt.guardrails._rescue_args import schema_of, valid_with
-from forge_rt.guardrails._respond import respond_spec
+from forge_rt.guardrails._respond import respond_spec, workflow_writes
 from forge_rt.guardrails._rules import RULES, SCHEMA_RULE
 from forge_rt.guardrails._selection import ItemSelection
+from forge_rt.guardrails._shape import CallShape
 from forge_rt.guardrails._steps import StepEnforcer
 from forge_rt.guardrails._unfounded import (
     UnfoundedCalls,
@@ -317,8 +318,13 @@ class Guardrails:
             tracker=tracker,
             options=options,
             withheld=withheld,
-            writes=[n for n, t in workflow.tools.items() if not t.idempotent],
+            writes=workflow_writes(workflow),
         )
+
+    def call_shape(self, *, parallel: bool = True) -> CallShape:
+        """The shape of this run's constrained replies: the options' (see
+        :meth:`GuardrailOptions.call_shape`), a fan-out list of one call for the tools that write."""
+        return self.options.call_shape(parallel=parallel, writes=self._writes)
 
     def is_synthetic_respond(self, call: ToolCall) -> bool:
         """Whether ``call`` is of the synthetic ``respond`` tool, whose ``message`` the loop takes

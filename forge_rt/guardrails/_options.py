@@ -6,6 +6,8 @@ take a :class:`GuardrailOptions`, so an option is spelled, defaulted and checked
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import msgspec
 
 from forge_rt.errors import ConfigurationError
@@ -82,15 +84,18 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
                 f"{self.loop_repeats}"
             )
 
-    def call_shape(self, *, parallel: bool = True) -> CallShape:
+    def call_shape(self, *, parallel: bool = True, writes: Iterable[str] = ()) -> CallShape:
         """The shape of a constrained reply under these options: several calls where
         ``parallel``, always as a list with ``call_list`` (or ``fan_out``: a list of one tool's
-        calls, where ``call_list`` is off), text as a branch with ``prose_answers``. Every
-        constraint of a run is built in this shape."""
+        calls, where ``call_list`` is off; of one call for the tools in ``writes``, those that
+        are not idempotent), text as a branch with ``prose_answers``. Every constraint of a run
+        is built in this shape."""
+        one_tool = self.fan_out and not self.call_list
         return CallShape(
             parallel=parallel,
             listed=self.call_list or self.fan_out,
-            one_tool=self.fan_out and not self.call_list,
+            one_tool=one_tool,
+            single=frozenset(writes) if one_tool else frozenset(),
             prose=self.prose_answers,
         )
 

@@ -15,7 +15,13 @@ from collections.abc import Sequence
 
 from forge_rt.core import RESPOND_TOOL_NAME, ToolCall, ToolSpec, Workflow
 
-__all__ = ["respond_spec", "split_respond", "with_respond", "workflow_tool_specs"]
+__all__ = [
+    "respond_spec",
+    "split_respond",
+    "with_respond",
+    "workflow_tool_specs",
+    "workflow_writes",
+]
 
 _DESCRIPTION = (
     "Answer the user. Call this tool whenever you reply to the user -- to give the final "
@@ -64,6 +70,11 @@ def workflow_tool_specs(workflow: Workflow) -> tuple[ToolSpec, ...]:
     """What the model is offered for ``workflow``: its tools, plus ``respond`` unless opted out."""
     specs = tuple(tool.spec for tool in workflow.tools.values())
     return with_respond(specs, enabled=workflow.respond_tool)
+
+
+def workflow_writes(workflow: Workflow) -> frozenset[str]:
+    """The tools of ``workflow`` that are not idempotent: they book, send or delete."""
+    return frozenset(name for name, tool in workflow.tools.items() if not tool.idempotent)
 
 
 def split_respond(calls: Sequence[ToolCall]) -> tuple[str | None, list[ToolCall]]:

@@ -224,11 +224,11 @@ RULES: tuple[Rule, ...] = (
     Rule(
         name="fan_out",
         stage="next",
-        reads="the request's tools",
+        reads="the request's tools, and which of them write",
         does=(
             "writes a constrained reply as a JSON list of one tool's calls: a fan-out over "
-            "items in one reply, calls of different tools one reply each (call_list, when on, "
-            "takes precedence)"
+            "items in one reply, calls of different tools one reply each; a tool that writes "
+            "is called once a reply (call_list, when on, takes precedence)"
         ),
     ),
     Rule(

@@ -29,6 +29,7 @@ from forge_rt.guardrails import (
     Policy,
     choose_constraint,
     workflow_tool_specs,
+    workflow_writes,
 )
 from forge_rt.runtime._approvals import ApprovalCallback, ApprovalGate, ApprovalRequest, gated
 from forge_rt.runtime._budget import BudgetMonitor, BudgetSource
@@ -75,7 +76,7 @@ def _decide_constraint(
         client.capabilities,
         workflow_tool_specs(workflow),
         backend=client.model,
-        shape=options.call_shape(),
+        shape=options.call_shape(writes=workflow_writes(workflow)),
     )
 
 

@@ -357,7 +357,7 @@ class GuardedStep:
         if self._escalation is None:
             tools = self.guardrails.tools
             constraint: OutputConstraint | None = None
-            shape = self.guardrails.options.call_shape(parallel=self._parallel)
+            shape = self.guardrails.call_shape(parallel=self._parallel)
             try:
                 constraint = choose_constraint("auto", capabilities, tools, shape=shape).constraint
             except ToolSchemaError as exc:

@@ -190,7 +190,7 @@ class WorkflowActor(Actor):
         self._narrowed = NarrowedConstraint(
             constraint,
             self._guardrails.tools,
-            shape=guardrail_options.call_shape(),
+            shape=self._guardrails.call_shape(),
             grammar=slot.client_for(model).capabilities.grammar,
         )
         self._avoid: frozenset[str] = frozenset()  # tools a loop nudge just blocked

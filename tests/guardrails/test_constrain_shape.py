@@ -11,10 +11,18 @@ import json
 
 import pytest
 
-from forge_rt.core import ClientCapabilities, GrammarConstraint, JsonSchemaConstraint, ToolSpec
+from forge_rt.core import (
+    ClientCapabilities,
+    GrammarConstraint,
+    JsonSchemaConstraint,
+    ToolDef,
+    ToolSpec,
+    Workflow,
+)
 from forge_rt.guardrails import (
     CallShape,
     GuardrailOptions,
+    Guardrails,
     NarrowedConstraint,
     choose_constraint,
     respond_spec,
@@ -98,6 +106,36 @@ def test_a_one_tool_schema_is_one_list_per_tool() -> None:
     assert all(branch["type"] == "array" and branch["minItems"] == 1 for branch in lists)
     names = [{o["properties"]["name"]["const"] for o in b["items"]["anyOf"]} for b in lists]
     assert names == [{"lamp_switch"}, {"garden_timer"}, {"respond"}]
+
+
+def test_a_write_tool_s_list_holds_one_call() -> None:
+    """A tool that changes records (``single``) is called once a reply: a list of its calls
+    would change records the request did not name; a lookup's list stays a fan-out."""
+    shape = CallShape(listed=True, one_tool=True, single=frozenset({"lamp_switch"}))
+    grammar = Gbnf(tool_call_grammar(TOOLS, shape=shape))
+    assert grammar.accepts(_text([KITCHEN]))
+    assert not grammar.accepts(_text([KITCHEN, PORCH]))
+    assert grammar.accepts(_text([TIMER_CALL, TIMER_CALL]))
+    most = {
+        next(iter(b["items"]["anyOf"]))["properties"]["name"]["const"]: b["maxItems"]
+        for b in tool_call_schema(TOOLS, shape=shape)["anyOf"]
+    }
+    assert most["lamp_switch"] == 1
+    assert most["garden_timer"] > 1
+
+
+def test_a_workflow_s_fan_out_shape_knows_its_write_tools() -> None:
+    """The runtime's tools say whether they are idempotent; its replies' shape follows."""
+    workflow = Workflow(
+        name="porch-evening",
+        tools={
+            "lamp_switch": ToolDef(spec=LAMP, callable=lambda room, on: "ok", idempotent=False),
+            "garden_timer": ToolDef(spec=TIMER, callable=lambda minutes: "ok"),
+        },
+    )
+    guard = Guardrails.from_workflow(workflow, options=GuardrailOptions(fan_out=True))
+    assert guard.call_shape().single == frozenset({"lamp_switch"})
+    assert Guardrails.from_workflow(workflow).call_shape().single == frozenset()
 
 
 def test_fan_out_shapes_one_tool_lists_and_call_list_takes_precedence() -> None:

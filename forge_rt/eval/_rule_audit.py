@@ -7,8 +7,9 @@ module reads one results file and gives each rule of :data:`~forge_rt.guardrails
 
 - **fired**: the baseline arm's runs in which the rule decided at least one reply (the records'
   ``rules``; for ``rescue``, a call read from text: ``rescued``), and how many of those ended
-  correct. The ``next`` and ``results`` rules shape a request or a result rather than decide a
-  reply: their firings are not counted (``counted`` is ``False``), only their pairing;
+  correct; for a ``results`` rule, the runs in which it added to or fed back a result. The
+  ``next`` rules shape the requests rather than decide a reply: their firings are not counted
+  (``counted`` is ``False``), only their pairing;
 - **paired**, where the file holds the arm ``without:RULE``: the runs the rule turned right
   (correct with it, wrong without), the runs it turned wrong, and McNemar's exact p -- paired by
   (case, run), as every comparison of the eval.
@@ -47,7 +48,7 @@ class RuleLine(msgspec.Struct, frozen=True, kw_only=True):
     p: float | None = None
 
 
-_DECIDING = frozenset({"read", "calls", "answer"})
+_DECIDING = frozenset({"read", "calls", "answer", "results"})
 
 
 def _fired(record: RunRecord, rule: str) -> bool:

@@ -1093,6 +1093,8 @@ class Guardrails:
             messages.append(self._failure_message(result, result.error, note))
             if fatal is None and _counts_as_failure(result.error, self.options.recovery):
                 fatal = self._count_tool_error(result.call, result.error)
+        if fatal is None and self.options.recovery and any(_failed(r) for r in results):
+            self._results_fired.append("recovery")  # a failure fed back, not the run's end
         return self._outcome(results, messages, fatal)
 
     def _observe_result(self, result: ToolResult) -> bool:
@@ -1132,8 +1134,10 @@ class Guardrails:
             return Message.tool_result(call, output)
         if self._told_user(call):
             self._told_this_turn = self.options.result_notes
-        output += self._result_note(call, repeated=call.call_id in repeated, again=again)
-        return Message.tool_result(call, output + note)
+        result_note = self._result_note(call, repeated=call.call_id in repeated, again=again)
+        if result_note:
+            self._results_fired.append("result_notes")
+        return Message.tool_result(call, output + result_note + note)
 
     def _failure_message(self, result: ToolResult, error: BaseException, note: str) -> Message:
         """The result message of a call that did not succeed: declined, interrupted, called
@@ -1315,6 +1319,14 @@ _WHOLE_REPLY = frozenset(
     for r in RULES
     if r.stage in ("calls", "answer") and r.name not in ("steps", "answered_calls", "loop_guard")
 )
+
+
+def _failed(result: ToolResult) -> bool:
+    """Whether a call failed in a way the rule ``recovery`` feeds back (off, it ends the run):
+    an error that is not a user's no or an interruption."""
+    return result.error is not None and not isinstance(
+        result.error, ToolDeclinedError | ToolInterruptedError
+    )
 
 
 def _counts_as_failure(error: BaseException, recovery: bool) -> bool:

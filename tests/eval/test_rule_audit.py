@@ -33,7 +33,7 @@ RECORDS = [
     _run("a", "full", True, chain_ends=1),
     _run("b", "full", False, chain_ends=2),
     _run("c", "full", True),
-    _run("d", "full", True, retry_nudges=1),
+    _run("d", "full", True, retry_nudges=1, result_notes=2),
     _run("a", "without:chain_ends", False),
     _run("b", "without:chain_ends", False),
     _run("c", "without:chain_ends", True),
@@ -51,7 +51,10 @@ def test_firings_and_the_outcome_after_them() -> None:
     chain = lines["chain_ends"]
     assert (chain.runs, chain.fired, chain.correct_when_fired) == (4, 2, 1)
     assert (lines["retry_nudges"].fired, lines["retry_nudges"].correct_when_fired) == (1, 1)
-    assert not lines["result_notes"].counted
+    # A results rule is counted where it added to a result; a next rule shapes every request.
+    assert (lines["result_notes"].fired, lines["result_notes"].correct_when_fired) == (1, 1)
+    assert lines["result_notes"].counted
+    assert not lines["failure_streak"].counted
 
 
 def test_a_rule_is_paired_with_the_pipeline_without_it() -> None:

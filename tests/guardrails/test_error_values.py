@@ -113,8 +113,9 @@ def test_the_record_names_the_rule_that_added_the_corrected_call() -> None:
     guard.new_turn("How high is the river at Ford End?")
     call = ToolCall(tool="river_gauge", args={"station": "#4471"})
     error = ToolResolutionError("station not in [low-weir, mill-race, ford-end]")
-    assert guard.record([ToolResult(call=call, error=error)]).rules == ("error_values",)
+    # The failure was fed back (recovery), with the corrected call (error_values).
+    assert guard.record([ToolResult(call=call, error=error)]).rules == ("error_values", "recovery")
     guard = Guardrails([GAUGE], respond_tool=True, options=GuardrailOptions(error_values=False))
     guard.new_turn("How high is the river at Ford End?")
     outcome = guard.record([ToolResult(call=call, error=ToolResolutionError("no such gauge"))])
-    assert outcome.rules == ()
+    assert outcome.rules == ("recovery",)

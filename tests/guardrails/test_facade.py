@@ -343,6 +343,22 @@ def test_recovery_off_makes_first_failure_fatal() -> None:
         assert outcome.fatal.last_error is error
 
 
+def test_the_record_names_the_results_rules_that_acted() -> None:
+    """A failure fed back is the rule ``recovery`` at work (off, it ends the run); a note on a
+    result is ``result_notes``'s. Each is named in the outcome, for the run's record."""
+    guard = _guard()
+    outcome = guard.record([ToolResult(call=_call("search", query="q"), error=OSError("x"))])
+    assert outcome.rules == ("recovery",)
+    first = guard.record([ToolResult(call=_call("search", "c2", query="tides"), output="low")])
+    assert first.rules == ()
+    again = guard.record([ToolResult(call=_call("search", "c3", query="tides"), output="low")])
+    assert again.rules == ("result_notes",)
+    quiet = _guard(result_notes=False)
+    quiet.record([ToolResult(call=_call("search", "c2", query="tides"), output="low")])
+    outcome = quiet.record([ToolResult(call=_call("search", "c3", query="tides"), output="low")])
+    assert outcome.rules == ()
+
+
 def test_terminal_success_wins_over_exhausted_budget_in_same_batch() -> None:
     """If the terminal tool succeeded, the run is done even if a sibling exhausted the budget."""
     guard = _guard(recovery=False)

@@ -51,8 +51,8 @@ digits) has appeared this many times: twice the most a healthy reply repeats one
 line shared by pretty-printed calls of a fan-out)."""
 
 CYCLE_LINES = 4
-"""The longest block of lines inside a JSON string value that is looked for repeating back to
-back (see ``RepetitionDetector``)."""
+"""The longest block of lines inside a JSON string value (or of sentences, anywhere) that is
+looked for repeating back to back (see ``RepetitionDetector``)."""
 
 SPACE_RUN = 64
 """A reply is degenerate once it has written this many whitespace characters in a row: about
@@ -75,7 +75,7 @@ _encode = msgspec.json.Encoder(order="sorted").encode
 class Repetition(msgspec.Struct, frozen=True, kw_only=True):
     """What made a reply degenerate: ``kind`` of thing repeated, the thing itself, how often."""
 
-    kind: Literal["call", "line", "space"]
+    kind: Literal["call", "line", "sentence", "space"]
     text: str
     count: int
 
@@ -84,8 +84,7 @@ class Repetition(msgspec.Struct, frozen=True, kw_only=True):
         """One sentence for logs and errors."""
         if self.kind == "space":
             return f"the reply wrote {self.count} whitespace characters in a row"
-        what = "call" if self.kind == "call" else "line"
-        return f"the reply wrote the same {what} {self.count} times: {self.text}"
+        return f"the reply wrote the same {self.kind} {self.count} times: {self.text}"
 
 
 class _Native(msgspec.Struct):
@@ -120,6 +119,8 @@ class RepetitionDetector:
         self._lines: Counter[str] = Counter()
         self._line: list[str] = []
         self._string_lines: list[str] = []  # the last lines of JSON string values
+        self._sentence: list[str] = []
+        self._sentences: list[str] = []  # the last sentences, of prose and of string values
         self._span: list[str] = []
         self._depth = 0
         self._in_string = False
@@ -156,13 +157,17 @@ class RepetitionDetector:
         for c in piece:
             if c == "\n":
                 self._end_line()
+                self._end_sentence()
             elif c == "n" and self._in_string and self._escaped:
                 # A line break written inside a JSON string: see _end_string_line.
-                if self._line and self._line[-1] == "\\":
-                    self._line.pop()
+                for part in (self._line, self._sentence):
+                    if part and part[-1] == "\\":
+                        part.pop()
                 self._end_string_line()
+                self._end_sentence()
             else:
                 self._line.append(c)
+                self._read_sentence(c)
             self._brace(c)
             if self.found is not None:
                 return
@@ -213,10 +218,31 @@ class RepetitionDetector:
         itself (a heading of each record); only a block repeated back to back is.
         """
         line = self._take_line()
-        if line is None:
+        if line is not None:
+            self._cycle(self._string_lines, line, "line")
+
+    def _read_sentence(self, c: str) -> None:
+        """A sentence ends at a space after ``.``, ``!`` or ``?`` (and at a line break)."""
+        if c == " " and self._sentence and self._sentence[-1] in ".!?":
+            self._end_sentence()
+        else:
+            self._sentence.append(c)
+
+    def _end_sentence(self) -> None:
+        """A sentence ended: a loop is a block of one to :data:`CYCLE_LINES` sentences written
+        over and over, as for the lines of a string value -- a model looping inside one
+        paragraph writes no line break for a line counter to see."""
+        sentence = "".join(self._sentence).strip()
+        self._sentence = []
+        if len(_ALNUM.findall(sentence)) >= LINE_MIN_CHARS:
+            self._cycle(self._sentences, sentence, "sentence")
+
+    def _cycle(self, recent: list[str], item: str, kind: Literal["line", "sentence"]) -> None:
+        """Add ``item`` to ``recent``; a block of one to :data:`CYCLE_LINES` items repeated back
+        to back, at least :data:`LINE_REPEATS` items (and three blocks) in a row, is a loop."""
+        if self.found is not None:
             return
-        recent = self._string_lines
-        recent.append(line)
+        recent.append(item)
         del recent[: -CYCLE_LINES * self._line_repeats]
         for size in range(1, CYCLE_LINES + 1):
             blocks = max(3, -(-self._line_repeats // size))
@@ -225,7 +251,7 @@ class RepetitionDetector:
                 recent[-i] == recent[-i - size] for i in range(1, span - size + 1)
             ):
                 text = " / ".join(recent[-size:])
-                self.found = Repetition(kind="line", text=text[:_SAMPLE_CHARS], count=blocks)
+                self.found = Repetition(kind=kind, text=text[:_SAMPLE_CHARS], count=blocks)
                 return
 
     def _end_object(self, span: str) -> None:

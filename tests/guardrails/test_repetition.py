@@ -142,6 +142,30 @@ def test_lines_inside_a_json_string_are_counted() -> None:
     assert fed < len(message) / 4
 
 
+def test_sentences_looping_inside_one_paragraph_are_found() -> None:
+    """A respond message that loops inside one paragraph -- no line break for the line count
+    to see -- is found at the fourth copy of a block of two sentences, not at the token cap."""
+    loop = "The quay was rebuilt in 1911 by the Marten yard. The yard closed the same winter. "
+    message = json.dumps(
+        {"name": "respond", "arguments": {"message": "Nobody logged the tides. " + loop * 60}}
+    )
+    found, fed = stream(RepetitionDetector(), message)
+    assert found is not None
+    assert (found.kind, found.count) == ("sentence", 4)
+    assert found.text == (
+        "The quay was rebuilt in 1911 by the Marten yard. / The yard closed the same winter."
+    )
+    assert fed < 6 * len(loop)
+    assert found.reason.startswith("the reply wrote the same sentence 4 times")
+
+
+def test_a_sentence_that_recurs_between_others_is_no_loop() -> None:
+    """Prose that says "Status: open." of each of twelve tickets repeats a sentence, but never
+    back to back: an answer, not a loop."""
+    answer = " ".join(f"Ticket T-{i} was filed by desk {i % 5}. Status: open." for i in range(12))
+    assert stream(RepetitionDetector(), answer) == (None, len(answer))
+
+
 def test_a_line_that_heads_each_record_of_a_value_is_no_loop() -> None:
     """Ten records in one report, each with "Quarter: Q4": data, not a loop."""
     records = [f"Quarter: Q4\nYear: {2015 + i}\nSales: ${15 + i},000" for i in range(10)]

@@ -34,6 +34,7 @@ __all__ = [
     "SPACE_RUN",
     "Repetition",
     "RepetitionDetector",
+    "before_the_loop",
 ]
 
 REPETITION_FINISH_REASON = "repetition"
@@ -64,6 +65,7 @@ LINE_MIN_CHARS = 4
 multi-call reply and say nothing about degeneration."""
 
 _SAMPLE_CHARS = 160
+_UNIT_END = re.compile(r"(?<=[.!?]) +|\\n")  # a sentence's end, or a line break in a JSON string
 _ALNUM = re.compile(r"[A-Za-z0-9]")
 _NAMES = "|".join(re.escape(k) for k in NAME_KEYS)
 _NAME_KEY = re.compile(rf"""["'](?:{_NAMES})["']\s*:""")
@@ -294,4 +296,24 @@ def _call_key(span: str) -> str | None:
         return _SPACE.sub("", span) if _NAME_KEY.search(span) else None
     if isinstance(value, dict) and any(isinstance(value.get(k), str) for k in NAME_KEYS):
         return _encode(value).decode()
+    return None
+
+
+def before_the_loop(raw: str) -> str | None:
+    """A reply's raw text cut after the first copy of the block of sentences (or of a string
+    value's lines) it went on writing back to back, as the detector found it, with a string
+    closed there (the lenient reader closes the brackets): the value the model wrote, once.
+    ``None`` where the text does not end in such a loop."""
+    seps = list(_UNIT_END.finditer(raw))
+    starts = [0, *(m.end() for m in seps)]
+    units = [raw[starts[i] : m.start()].strip() for i, m in enumerate(seps)]
+    for size in range(1, CYCLE_LINES + 1):
+        first = len(units) - size  # walk back while each unit equals the one a block later
+        while first > 0 and units[first - 1] == units[first - 1 + size]:
+            first -= 1
+        if first > 0 and units[first - 1].endswith(units[first - 1 + size]):
+            first -= 1  # the loop's first sentence opens the value: the call's text before it
+        blocks = (len(units) - first) // size
+        if first < len(units) - size and blocks >= max(3, -(-LINE_REPEATS // size)):
+            return raw[: seps[first + size - 1].start()] + '"'
     return None

@@ -46,7 +46,7 @@ from forge_rt.guardrails._placeholders import (
     placeholder_errors,
     strip_echo_markup,
 )
-from forge_rt.guardrails._repetition import REPETITION_FINISH_REASON
+from forge_rt.guardrails._repetition import REPETITION_FINISH_REASON, before_the_loop
 from forge_rt.guardrails._rescue import rescue
 from forge_rt.guardrails._rescue_args import schema_of, top_field, valid_with
 
@@ -333,12 +333,10 @@ class ResponseValidator:
     ) -> ValidationResult:
         found = rescue(raw, self.tools, constrained=constrained)
         calls = [*found.calls, *found.unknown_calls]
-        if not calls and cut is not None and (kept := before_copied_note(raw)) is not None:
-            # Stopped while copying a result on into the note we appended to it: the result
-            # copied before the note is the value.
+        if not calls and cut is not None and (kept := _salvaged_text(raw, cut)) is not None:
             salvaged = rescue(kept, self.tools, constrained=constrained)
             if salvaged.calls:
-                log.info("guardrails.salvaged_before_note", chars=len(raw) - len(kept))
+                log.info("guardrails.salvaged_cut_reply", chars=len(raw) - len(kept))
                 found, calls = salvaged, list(salvaged.calls)
         thought = reasoning if reasoning is not None else found.reasoning
         if not calls:
@@ -537,3 +535,14 @@ def _retry_cause(
     if _CALL_LIKE.search(text):
         return RetryCause.BROKEN_CALL
     return RetryCause.PROSE
+
+
+def _salvaged_text(raw: str, cut: RetryCause) -> str | None:
+    """The part of a reply stopped before its end that holds a whole call, if one does: cut
+    where a string value goes on into a copied ``[Note]`` (the result copied before the note
+    is the value), or, for a reply stopped for repeating itself, after the first copy of the
+    sentences it went on writing (the value it wrote, once)."""
+    kept = before_copied_note(raw)
+    if kept is None and cut is RetryCause.REPEATED:
+        kept = before_the_loop(raw)
+    return kept

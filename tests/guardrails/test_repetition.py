@@ -15,6 +15,7 @@ from forge_rt.guardrails import (
     Repetition,
     RepetitionDetector,
 )
+from forge_rt.guardrails._repetition import before_the_loop
 
 CHECK = (
     '{"name": "check_interactions", "arguments": {"patient_id": "john_doe", "medication": "%s"}}'
@@ -268,6 +269,30 @@ def test_a_reply_stopped_for_repeating_is_told_so_not_that_it_hit_the_limit() ->
     assert "kept writing the same lines" in texts[REPETITION_FINISH_REASON]
     assert "length limit" not in texts[REPETITION_FINISH_REASON]
     assert "cut off at the length limit" in texts["length"]
+
+
+def test_a_value_stopped_for_looping_is_the_value_written_once() -> None:
+    """A respond message stopped while it wrote the same two sentences over and over is the
+    answer it wrote, once; cut at the token limit instead, nothing says where it went wrong,
+    and the reply is sent back."""
+    from forge_rt.core import LLMResponse, TextResponse
+    from forge_rt.guardrails import REPETITION_FINISH_REASON, Execute, Guardrails, RetryWithNudge
+
+    once = "The quay was rebuilt in 1911 by the Marten yard. The yard closed the same winter."
+    message = "Nobody logged the tides. " + " ".join([once] * 5) + " The quay was reb"
+    looped = json.dumps({"name": "respond", "arguments": {"message": message}})[:-3]
+    stopped = LLMResponse(
+        result=TextResponse(content=looped), finish_reason=REPETITION_FINISH_REASON
+    )
+    action = Guardrails([], respond_tool=True).check(stopped, constrained=True)
+    assert isinstance(action, Execute)
+    [answer] = action.calls
+    assert answer.args == {"message": "Nobody logged the tides. " + once}
+    capped = LLMResponse(result=TextResponse(content=looped), finish_reason="length")
+    assert isinstance(
+        Guardrails([], respond_tool=True).check(capped, constrained=True), RetryWithNudge
+    )
+    assert before_the_loop(json.dumps({"name": "respond", "arguments": {"message": once}})) is None
 
 
 # The shape of a real 0.5B reply under a constraint: the call, then spaces to the token cap.

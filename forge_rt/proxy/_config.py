@@ -223,7 +223,9 @@ class ProxyConfig(BaseModel):
     ``call_list`` has a constrained reply written as a list of calls, so a request for several
     calls gets several (off by default: the 0.5B also chains a dependent call with a guessed
     value into the list, and the guard built for that, ``unseen_values``, failed the audit on
-    test; docs/eval/rules.md), ``prose_answers`` takes a plain-text reply without a call as the
+    test; docs/eval/rules.md), ``fan_out`` has it written as a list of one tool's calls, so a
+    request for the same call over several items gets them in one reply (a list cannot chain a
+    call of one tool on another's result; see :class:`GuardrailOptions`), ``prose_answers`` takes a plain-text reply without a call as the
     answer where ``tool_choice`` allows one, as the OpenAI and Anthropic APIs do (under a
     grammar the text is a branch of the constraint; see :class:`GuardrailOptions`),
     ``unfounded_calls`` sends back once a call made only of values found nowhere in the
@@ -268,6 +270,7 @@ class ProxyConfig(BaseModel):
     respond_tool: bool = True
     constrain: ConstrainMode = "auto"
     call_list: bool = False
+    fan_out: bool = True
     prose_answers: bool = True
     unfounded_calls: bool = True
     rules_off: tuple[str, ...] = ()

@@ -142,6 +142,7 @@ class InferenceEngine:
         constrain: ConstrainMode,
         deadline_s: float | None,
         call_list: bool = False,
+        fan_out: bool = False,
         prose_answers: bool = False,
         unfounded_calls: bool = False,
         rules_off: Sequence[str] = (),
@@ -160,6 +161,7 @@ class InferenceEngine:
                 steps=False,
                 loop_repeats=None,
                 call_list=call_list,
+                fan_out=fan_out,
                 prose_answers=prose_answers,
                 unfounded_calls=unfounded_calls,
             )

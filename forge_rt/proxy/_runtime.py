@@ -87,6 +87,7 @@ class ProxyRuntime:
             respond_tool=config.respond_tool,
             constrain=config.constrain,
             call_list=config.call_list,
+            fan_out=config.fan_out,
             prose_answers=config.prose_answers,
             unfounded_calls=config.unfounded_calls,
             rules_off=config.rules_off,

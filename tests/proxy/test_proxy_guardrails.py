@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from forge_rt.backends.sim import Dialect, FailureRates, SimConfig, SimReply, SimToolCall
 from forge_rt.core import Message, MessageType, Role
+from forge_rt.guardrails._gbnf import Gbnf
 from forge_rt.proxy import KeyProfile, ProxyConfig, ReasoningReplay
 from forge_rt.proxy._engine import apply_reasoning_replay
 
@@ -442,3 +443,40 @@ async def test_a_call_of_an_unrelated_tool_is_drawn_again_without_it() -> None:
     assert "tide_table" in first.grammar
     assert "tide_table" not in second.grammar
     assert "unrelated_tools=1" in response.headers["x-forge-rules"]
+
+
+async def test_by_default_a_constrained_reply_is_a_list_of_one_tool_s_calls() -> None:
+    """The proxy's default shape (``fan_out``): one list per tool, so a request for the same
+    call over several items gets every item in one reply, and a mixed list is not offered."""
+    harbour = {
+        "type": "function",
+        "function": {
+            "name": "tide_table",
+            "description": "Tide heights of a harbour.",
+            "parameters": {
+                "type": "object",
+                "properties": {"harbour": {"type": "string"}},
+                "required": ["harbour"],
+            },
+        },
+    }
+    cities = ("Vesk", "Orl", "Tamsby")
+    listed = [{"name": "get_weather", "arguments": {"city": city}} for city in cities]
+    oracle = Recorder(json.dumps(listed))  # the list as the model writes it under the grammar
+    ask = [{"role": "user", "content": "Weather in Vesk, Orl and Tamsby?"}]
+    with trio.fail_after(20):
+        async with (
+            sim_proxy(SimConfig(oracle=oracle)) as (_sim, url),
+            httpx.AsyncClient(base_url=url) as http,
+        ):
+            body = {"model": "m", "messages": ask, "tools": [WEATHER_TOOL, harbour]}
+            response = await http.post(CHAT, json=body)
+    calls = response.json()["choices"][0]["message"]["tool_calls"]
+    assert [json.loads(c["function"]["arguments"])["city"] for c in calls] == list(cities)
+    [view] = oracle.views
+    assert view.grammar is not None
+    grammar = Gbnf(view.grammar)
+    weather = {"name": "get_weather", "arguments": {"city": "Orl"}}
+    tide = {"name": "tide_table", "arguments": {"harbour": "Orl"}}
+    assert grammar.accepts(json.dumps([weather, weather]))
+    assert not grammar.accepts(json.dumps([weather, tide]))

@@ -54,16 +54,15 @@ def _respond(message: str) -> list[ToolCall]:
 
 
 def _call_options(request: InferenceRequest) -> list[dict[str, Any]]:
-    """The call objects the request's constraint admits, alone or as items of a list."""
+    """The call objects the request's constraint admits, alone or as items of a list (one
+    list of every call, or one list per tool)."""
     assert isinstance(request.constraint, JsonSchemaConstraint)
     schema = request.constraint.schema
     branches = schema.get("anyOf", [schema])
     calls = [b for b in branches if b["type"] == "object"]
     if calls:
         return calls  # single calls, beside a list of the same calls
-    [listed] = branches
-    options: list[dict[str, Any]] = listed["items"]["anyOf"]
-    return options
+    return [call for listed in branches for call in listed["items"]["anyOf"]]
 
 
 def _offered(request: InferenceRequest) -> list[str]:

@@ -447,7 +447,10 @@ class InferenceEngine:
             escalate=True,
             parallel=parallel,
         )
-        call = self._call(plan, gate, sink, deadline_at)
+        # Streamed from the backend even for a client that does not stream: the guarded step
+        # reads the stream to stop a reply that repeats itself, which fetched whole would run
+        # to the token cap.
+        call = msgspec.structs.replace(self._call(plan, gate, sink, deadline_at), whole=False)
         try:
             accepted = await step.run(prepare, call, on_rejected)
         except BudgetExhaustedError as exc:

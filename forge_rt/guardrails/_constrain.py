@@ -180,12 +180,16 @@ def tool_call_schema(
             by_tool.setdefault(call["properties"]["name"]["const"], []).append(call)
         return {
             "anyOf": [
-                _array_of(group, most=1 if name in shape.single else DEFAULT_MAX_CALLS)
-                for name, group in by_tool.items()
+                _array_of(group, most=_most_calls(shape, name)) for name, group in by_tool.items()
             ]
         }
     batch = _array_of(calls)
     return batch if shape.listed else {"anyOf": [*calls, batch]}
+
+
+def _most_calls(shape: CallShape, tool: str) -> int:
+    """How many calls a list of ``tool``'s calls may hold: one for a tool that writes."""
+    return 1 if tool in shape.single else DEFAULT_MAX_CALLS
 
 
 def _array_of(calls: list[dict[str, Any]], most: int = DEFAULT_MAX_CALLS) -> dict[str, Any]:
@@ -484,8 +488,7 @@ def tool_call_grammar(
         lists = []
         for name, group in by_tool.items():
             of_tool = grammar.define(f"calls-of-{name}", " | ".join(group))
-            most = 1 if name in shape.single else DEFAULT_MAX_CALLS
-            lists.append(_gbnf_list(of_tool, most=most))
+            lists.append(_gbnf_list(of_tool, most=_most_calls(shape, name)))
         root = " | ".join(lists)
     elif shape.parallel:
         call = grammar.define("call", " | ".join(alternatives))

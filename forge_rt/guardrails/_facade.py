@@ -1093,7 +1093,8 @@ class Guardrails:
             messages.append(self._failure_message(result, result.error, note))
             if fatal is None and _counts_as_failure(result.error, self.options.recovery):
                 fatal = self._count_tool_error(result.call, result.error)
-        if fatal is None and self.options.recovery and any(_failed(r) for r in results):
+        failed = any(r.error is not None and _is_failure(r.error) for r in results)
+        if fatal is None and self.options.recovery and failed:
             self._results_fired.append("recovery")  # a failure fed back, not the run's end
         return self._outcome(results, messages, fatal)
 
@@ -1106,7 +1107,7 @@ class Guardrails:
         self._coverage.add_call(call, ok=result.ok)
         self._quantities.add_call(self._specs.get(call.tool), call, ok=result.ok)
         if result.error is not None:
-            if not isinstance(result.error, ToolDeclinedError | ToolInterruptedError):
+            if _is_failure(result.error):
                 self._failed_with[key] = error_detail(result.error)
                 self._guesses.learn(str(result.error))
             self._grounding.add_result(call.tool, str(result.error), failed=True)
@@ -1321,20 +1322,16 @@ _WHOLE_REPLY = frozenset(
 )
 
 
-def _failed(result: ToolResult) -> bool:
-    """Whether a call failed in a way the rule ``recovery`` feeds back (off, it ends the run):
-    an error that is not a user's no or an interruption."""
-    return result.error is not None and not isinstance(
-        result.error, ToolDeclinedError | ToolInterruptedError
-    )
+def _is_failure(error: BaseException) -> bool:
+    """Whether a call's ``error`` is the tool failing: not a user's no, not an interruption
+    (the failures the rule ``recovery`` feeds back; off, they end the run)."""
+    return not isinstance(error, ToolDeclinedError | ToolInterruptedError)
 
 
 def _counts_as_failure(error: BaseException, recovery: bool) -> bool:
-    """Whether a call's ``error`` counts against the tool-error budget: not a user's no, not an
-    interruption, and not "called wrong" while failures are fed back."""
-    if isinstance(error, ToolDeclinedError | ToolInterruptedError):
-        return False
-    return not (isinstance(error, ToolResolutionError) and recovery)
+    """Whether a call's ``error`` counts against the tool-error budget: a failure, and not
+    "called wrong" while failures are fed back."""
+    return _is_failure(error) and not (isinstance(error, ToolResolutionError) and recovery)
 
 
 def _with_refusals(

@@ -247,7 +247,7 @@ class RepetitionDetector:
         recent.append(item)
         del recent[: -CYCLE_LINES * self._line_repeats]
         for size in range(1, CYCLE_LINES + 1):
-            blocks = max(3, -(-self._line_repeats // size))
+            blocks = _blocks_needed(size, self._line_repeats)
             span = size * blocks
             if len(recent) >= span and all(
                 recent[-i] == recent[-i - size] for i in range(1, span - size + 1)
@@ -299,6 +299,12 @@ def _call_key(span: str) -> str | None:
     return None
 
 
+def _blocks_needed(size: int, repeats: int) -> int:
+    """How many copies of a block of ``size`` items make a loop: ``repeats`` items in all, and
+    three blocks at least."""
+    return max(3, -(-repeats // size))
+
+
 def before_the_loop(raw: str) -> str | None:
     """A reply's raw text cut after the first copy of the block of sentences (or of a string
     value's lines) it went on writing back to back, as the detector found it, with a string
@@ -314,6 +320,6 @@ def before_the_loop(raw: str) -> str | None:
         if first > 0 and units[first - 1].endswith(units[first - 1 + size]):
             first -= 1  # the loop's first sentence opens the value: the call's text before it
         blocks = (len(units) - first) // size
-        if first < len(units) - size and blocks >= max(3, -(-LINE_REPEATS // size)):
+        if first < len(units) - size and blocks >= _blocks_needed(size, LINE_REPEATS):
             return raw[: seps[first + size - 1].start()] + '"'
     return None

@@ -292,7 +292,7 @@ class InferenceEngine:
             if kind == "none":
                 gate = StreamGate(GateMode.PASS)
                 response = await self._infer(
-                    plan.request, self._call(plan, gate, sink, deadline_at)
+                    plan.request, self._call(plan, gate, sink, deadline_at, whole=sink is None)
                 )
                 self._check_diverged(gate)
                 await self._report_usage(plan, response)
@@ -302,10 +302,16 @@ class InferenceEngine:
             raise from_forge_error(exc) from exc
 
     def _call(
-        self, plan: RequestPlan, gate: StreamGate, sink: Sink | None, deadline_at: float | None
+        self,
+        plan: RequestPlan,
+        gate: StreamGate,
+        sink: Sink | None,
+        deadline_at: float | None,
+        *,
+        whole: bool,
     ) -> SlotCall:
-        """How this request's inferences go through the slot: streamed through ``gate`` to
-        ``sink``, or, when nobody streams, fetched whole."""
+        """How this request's inferences go through the slot: streamed, through ``gate`` to
+        ``sink`` where there is one, or fetched in one piece (``whole``)."""
         on_chunk: Sink | None = None
         if sink is not None:
             forward = sink
@@ -324,7 +330,7 @@ class InferenceEngine:
             deadline_at=deadline_at,
             on_chunk=on_chunk,
             affinity_key=plan.client,
-            whole=sink is None,
+            whole=whole,
         )
 
     async def _infer(self, request: InferenceRequest, call: SlotCall) -> LLMResponse:
@@ -450,7 +456,7 @@ class InferenceEngine:
         # Streamed from the backend even for a client that does not stream: the guarded step
         # reads the stream to stop a reply that repeats itself, which fetched whole would run
         # to the token cap.
-        call = msgspec.structs.replace(self._call(plan, gate, sink, deadline_at), whole=False)
+        call = self._call(plan, gate, sink, deadline_at, whole=False)
         try:
             accepted = await step.run(prepare, call, on_rejected)
         except BudgetExhaustedError as exc:

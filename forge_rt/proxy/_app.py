@@ -823,7 +823,7 @@ def _estimate(estimator: TokenEstimator, request: InferenceRequest) -> int:
 
 
 def _forge_headers(outcome: Outcome) -> list[tuple[bytes, bytes]]:
-    out = run_headers(outcome.attempts, outcome.rules)
+    out = run_headers(outcome.attempts, outcome.rules, outcome.repetition_stops)
     if outcome.rescued:
         out.append((b"x-forge-rescued", ",".join(outcome.rescued).encode()))
     return out

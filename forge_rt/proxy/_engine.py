@@ -99,7 +99,8 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     ``text_with_calls`` is prose that came with tool calls (the wire formats carry both, the
     ``LLMResponse`` one or the other); ``attempts`` counts inferences, ``rescued`` the dialects
     calls were recovered from, ``rules`` how often each guardrail rule decided one of the
-    request's replies (see :data:`~forge_rt.guardrails.RULES`).
+    request's replies (see :data:`~forge_rt.guardrails.RULES`), ``repetition_stops`` how many
+    replies were cut off because they repeated themselves.
     """
 
     response: LLMResponse
@@ -107,6 +108,7 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     attempts: int = 1
     rescued: tuple[str, ...] = ()
     rules: dict[str, int] = msgspec.field(default_factory=dict)
+    repetition_stops: int = 0
 
 
 def apply_reasoning_replay(
@@ -469,7 +471,12 @@ class InferenceEngine:
                 error=str(exc),
             )
             # What the request did goes with its error, as with an answer (x-forge-rules).
-            raise from_forge_error(exc, attempts=stats.inferences, rules=stats.rules) from exc
+            raise from_forge_error(
+                exc,
+                attempts=stats.inferences,
+                rules=stats.rules,
+                repetition_stops=stats.repetition_stops,
+            ) from exc
         self._observe_stats(stats)
         accepted = without_guardrail_text(accepted, respond=kind == "respond")
         action, response = accepted.action, accepted.response
@@ -479,7 +486,9 @@ class InferenceEngine:
             outcome = await self._text(action.text, response, gate, sink, stats.inferences)
         for dialect in outcome.rescued:
             self._metrics.rescues.labels(dialect).inc()
-        return msgspec.structs.replace(outcome, rules=dict(stats.rules))
+        return msgspec.structs.replace(
+            outcome, rules=dict(stats.rules), repetition_stops=stats.repetition_stops
+        )
 
     def _observe_stats(self, stats: RunStats) -> None:
         """One request's inferences and the verdicts of each guardrail rule, into the metrics

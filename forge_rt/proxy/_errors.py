@@ -81,9 +81,9 @@ class ProxyHTTPError(Exception):
     ``code`` and ``param`` fill OpenAI's fields of the same name; ``details`` is a JSON object
     added as ``error.forge`` (attempts, last raw reply, ...); ``retry`` is the
     ``x-should-retry`` header both SDKs obey (``None``: let the SDK decide by status);
-    ``retry_after`` seconds go to a ``retry-after`` header. ``attempts`` and ``rules``: what a
-    request that failed after inferences did, as the ``x-forge-attempts`` and ``x-forge-rules``
-    headers of an answer say it (the inferences, and how often each guardrail rule decided).
+    ``retry_after`` seconds go to a ``retry-after`` header. ``attempts``, ``rules`` and
+    ``repetition_stops``: what a request that failed after inferences did, as the headers of an
+    answer say it (see :func:`run_headers`).
     """
 
     def __init__(
@@ -98,6 +98,7 @@ class ProxyHTTPError(Exception):
         retry_after: int | None = None,
         attempts: int | None = None,
         rules: Mapping[str, int] | None = None,
+        repetition_stops: int = 0,
     ) -> None:
         super().__init__(message)
         self.kind = kind
@@ -109,6 +110,7 @@ class ProxyHTTPError(Exception):
         self.retry_after = retry_after
         self.attempts = attempts
         self.rules = dict(rules or {})
+        self.repetition_stops = repetition_stops
 
     @property
     def status(self) -> int:
@@ -123,7 +125,7 @@ class ProxyHTTPError(Exception):
         if self.kind is ErrorKind.GUARDRAIL:
             out.append((b"x-forge-error", (self.code or "guardrail").encode()))
         if self.attempts is not None:
-            out += run_headers(self.attempts, self.rules)
+            out += run_headers(self.attempts, self.rules, self.repetition_stops)
         return out
 
 
@@ -176,18 +178,27 @@ def _backend_message(body: str | None) -> str | None:
     return _kept(parsed.message)
 
 
-def run_headers(attempts: int, rules: Mapping[str, int]) -> list[tuple[bytes, bytes]]:
+def run_headers(
+    attempts: int, rules: Mapping[str, int], repetition_stops: int = 0
+) -> list[tuple[bytes, bytes]]:
     """What one request did, as its answer and its error both say it: ``x-forge-attempts`` (the
-    inferences) and, where a rule decided, ``x-forge-rules`` (``rule=count`` by name)."""
+    inferences); where a rule decided, ``x-forge-rules`` (``rule=count`` by name); where a reply
+    was cut off because it repeated itself, ``x-forge-repetition-stops`` (how many were)."""
     out = [(b"x-forge-attempts", str(attempts).encode())]
     if rules:
         counts = ",".join(f"{rule}={n}" for rule, n in sorted(rules.items()))
         out.append((b"x-forge-rules", counts.encode()))
+    if repetition_stops:
+        out.append((b"x-forge-repetition-stops", str(repetition_stops).encode()))
     return out
 
 
 def from_forge_error(
-    error: ForgeError, *, attempts: int | None = None, rules: Mapping[str, int] | None = None
+    error: ForgeError,
+    *,
+    attempts: int | None = None,
+    rules: Mapping[str, int] | None = None,
+    repetition_stops: int = 0,
 ) -> ProxyHTTPError:
     """The error response for a failure of the inference behind one request.
 
@@ -197,12 +208,13 @@ def from_forge_error(
     Backend faults are 502 (a backend refusing the proxy's own credentials too: that is the
     operator's to fix), except a backend that rejected the request as malformed or too long,
     which is the client's request: 400 with the backend's own message. A request the
-    backend's API cannot express is 400 too. ``attempts`` and ``rules``: what the request did
-    before it failed (see :class:`ProxyHTTPError`).
+    backend's API cannot express is 400 too. ``attempts``, ``rules`` and ``repetition_stops``:
+    what the request did before it failed (see :class:`ProxyHTTPError`).
     """
     error_response = _error_response(error)
     error_response.attempts = attempts
     error_response.rules = dict(rules or {})
+    error_response.repetition_stops = repetition_stops
     return error_response
 
 

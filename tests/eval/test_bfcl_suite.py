@@ -537,3 +537,26 @@ async def test_a_record_counts_the_rules_that_decided_its_replies(tmp_path: Path
     (record,) = read_records(out)
     assert record.correct
     assert record.rules == {"prose_answers": 1}
+
+
+async def test_a_record_counts_the_replies_stopped_for_repeating_themselves(
+    tmp_path: Path,
+) -> None:
+    """A reply the proxy cut off because it repeated itself is counted in the case's record
+    (``x-forge-repetition-stops``), as the runtime's records count it; here the cut-off text
+    was sent back and the next reply is the answer."""
+    cases = [
+        c for c in sample_cases(SINGLE_TURN, 2, split="dev", seed=1) if c.check == "irrelevance"
+    ]
+    out = tmp_path / "bfcl.jsonl"
+    plan = BfclPlan(
+        backend="sim", model="sim", cases=cases[:1], ablations=["full"], runs=1, out=out
+    )
+    looping = " ".join(["No tool here answers that. The lamps of Vell stay lit."] * 40)
+    with trio.fail_after(60):
+        script = {_first_user_text(cases[0]): [SimReply(text=looping), SimReply(text=DECLINE)]}
+        async with SimBackend.serve(SimConfig(script=script)) as sim:
+            await run_bfcl(plan, BackendConfig(url=sim.url, kind="llamaserver"))
+    (record,) = read_records(out)
+    assert (record.repetition_stops, record.inferences) == (1, 2)
+    assert record.correct

@@ -485,7 +485,7 @@ async def test_by_default_a_constrained_reply_is_a_list_of_one_tool_s_calls() ->
 async def test_a_looping_answer_is_stopped_for_a_client_that_does_not_stream() -> None:
     """The proxy reads the backend's stream even when the client asked for one whole reply, so
     a respond message that writes the same sentences over and over is stopped there and
-    answered once, not run to the token cap and sent back."""
+    answered once, not run to the token cap and sent back; the answer says it was stopped."""
     once = "The ferry to Orl left at nine. It came back empty."
     oracle = Recorder(SimToolCall(name="respond", arguments={"message": " ".join([once] * 40)}))
     with trio.fail_after(20):
@@ -498,3 +498,4 @@ async def test_a_looping_answer_is_stopped_for_a_client_that_does_not_stream() -
     assert streamed == [True]
     assert response.json()["choices"][0]["message"]["content"] == once
     assert response.headers["x-forge-attempts"] == "1"
+    assert response.headers["x-forge-repetition-stops"] == "1"

@@ -30,9 +30,9 @@ class Reply(msgspec.Struct, frozen=True, kw_only=True):
 
     ``content``: the text; ``calls``: the tool calls under their BFCL names (a name the case
     does not define is kept as the model wrote it); ``message``: the answer's message object as
-    sent (the raw reply a client sees); ``attempts``, ``rescued`` and ``rules``: the proxy's
-    ``x-forge-attempts``, ``x-forge-rescued`` and ``x-forge-rules`` headers; the tokens: the answer's ``usage``
-    (every attempt's, as the proxy counts them).
+    sent (the raw reply a client sees); ``attempts``, ``rescued``, ``rules`` and
+    ``repetition_stops``: the proxy's ``x-forge-*`` headers of those names; the tokens: the
+    answer's ``usage`` (every attempt's, as the proxy counts them).
     """
 
     content: str
@@ -41,6 +41,7 @@ class Reply(msgspec.Struct, frozen=True, kw_only=True):
     attempts: int = 1
     rescued: tuple[str, ...] = ()
     rules: dict[str, int] = msgspec.field(default_factory=dict)
+    repetition_stops: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
@@ -98,6 +99,7 @@ async def ask(
         attempts=int(response.headers.get("x-forge-attempts", "1")),
         rescued=tuple(r for r in rescued.split(",") if r),
         rules=rule_counts(response.headers.get("x-forge-rules", "")),
+        repetition_stops=int(response.headers.get("x-forge-repetition-stops", "0")),
         prompt_tokens=int(usage.get("prompt_tokens") or 0),
         completion_tokens=int(usage.get("completion_tokens") or 0),
     )

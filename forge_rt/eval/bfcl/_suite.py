@@ -234,6 +234,7 @@ async def run_case(
         # audit pairs a rule on the cases it fired in, failed ones included.
         record.inferences = int(exc.response.headers.get("x-forge-attempts", "0"))
         record.rules = rule_counts(exc.response.headers.get("x-forge-rules", ""))
+        record.repetition_stops = int(exc.response.headers.get("x-forge-repetition-stops", "0"))
         verdict = CheckVerdict(
             valid=False, error_type="forge_rt:no_answer", errors=(record.error_type,)
         )
@@ -244,6 +245,7 @@ async def run_case(
         record.inferences = sum(r.attempts for r in replies)
         record.prompt_tokens = sum(r.prompt_tokens for r in replies)
         record.completion_tokens = sum(r.completion_tokens for r in replies)
+        record.repetition_stops += sum(r.repetition_stops for r in replies)
         record.rescued = {}
         for r in replies:
             for dialect in r.rescued:

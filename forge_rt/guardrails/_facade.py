@@ -290,6 +290,7 @@ class Guardrails:
         self._results_fired: list[str] = []  # results rules that added to this batch's messages
         self._pins: dict[str, dict[str, Any]] = {}  # tool -> values its next call must carry
         self._unrelated_out: frozenset[str] = frozenset()  # tools sent back as unrelated
+        self._alone = False  # a list of one call was drawn again, as one call (lone_calls)
         self._markup_answered = False  # this turn's answer was tool-result markup
         self._told_this_turn = False  # a non-terminal synthetic respond ran: not offered again
         # The texts the next answers are held to (see :attr:`answer_choices`); empty: the
@@ -322,8 +323,12 @@ class Guardrails:
         )
 
     def call_shape(self, *, parallel: bool = True) -> CallShape:
-        """The shape of this run's constrained replies: the options' (see
-        :meth:`GuardrailOptions.call_shape`), a fan-out list of one call for the tools that write."""
+        """The shape of this run's next constrained reply: the options' (see
+        :meth:`GuardrailOptions.call_shape`), a fan-out list of one call for the tools that write;
+        after the rule ``lone_calls`` drew a list of one call again, one call alone for the rest
+        of the turn."""
+        if self._alone:
+            return self.options.call_shape(parallel=False)
         return self.options.call_shape(parallel=parallel, writes=self._writes)
 
     def is_synthetic_respond(self, call: ToolCall) -> bool:
@@ -406,6 +411,7 @@ class Guardrails:
         self._selection.reset(request or "")
         self._pins = {}
         self._unrelated_out = frozenset()
+        self._alone = False
         self._covering = False
         self._covered = ()
         self._finding = None
@@ -645,8 +651,8 @@ class Guardrails:
         for name, judge in self._pipeline:
             if refused and name in _WHOLE_REPLY:
                 continue  # judged only when every call of the reply may run
-            if last_chance and name in _ANSWER_RULES:
-                continue  # no iteration is left to answer a correction
+            if last_chance and name in _NOT_LAST:
+                continue  # no iteration is left to answer a correction or draw again
             verdict = judge(runnable, reply)
             if isinstance(verdict, _Redraw):
                 return ToolErrors(
@@ -677,6 +683,7 @@ class Guardrails:
     def _judges(self) -> tuple[tuple[str, _Judge], ...]:
         """The ``calls`` and ``answer`` rules that are on, in the registry's order, with judges."""
         judges: dict[str, _Judge] = {
+            "lone_calls": self._lone_call,
             "answered_calls": self._answered_again,
             "unrelated_tools": self._unrelated,
             "unfounded_calls": self._from_nowhere,
@@ -713,6 +720,18 @@ class Guardrails:
             text=result.text,
             rule="placeholders" if result.placeholders else SCHEMA_RULE,
         )
+
+    def _lone_call(self, runnable: Sequence[ToolCall], reply: _Reply) -> _Redraw | None:
+        """The rule ``lone_calls``: a reply written as a list that holds one call is drawn again,
+        once a turn, under a single call's shape (see :meth:`call_shape`); no note is shown."""
+        listed = self.options.call_list or self.options.fan_out
+        if self._alone or not listed or len(runnable) != 1:
+            return None
+        if not reply.raw.lstrip().startswith("["):
+            return None  # not written as a list: decoded freely, or the backend parsed it
+        self._alone = True
+        log.info("guardrails.lone_call", tool=runnable[0].tool)
+        return _Redraw(nudges=())
 
     def _answered_again(
         self, runnable: Sequence[ToolCall], reply: _Reply
@@ -1311,7 +1330,8 @@ _Judge = Callable[
 """A ``calls`` or ``answer`` rule: the corrections of the reply (empty: no objection), or the
 loop guard's block."""
 
-_ANSWER_RULES = frozenset(r.name for r in RULES if r.stage == "answer")
+# Not judged on a turn's last iteration: the answer rules, and a redraw of a list of one call.
+_NOT_LAST = frozenset(r.name for r in RULES if r.stage == "answer") | {"lone_calls"}
 
 # The rules judged only when every call of a reply may run: with one refused by the steps,
 # that refusal is the correction, and the rest runs.

@@ -499,3 +499,42 @@ async def test_a_looping_answer_is_stopped_for_a_client_that_does_not_stream() -
     assert response.json()["choices"][0]["message"]["content"] == once
     assert response.headers["x-forge-attempts"] == "1"
     assert response.headers["x-forge-repetition-stops"] == "1"
+
+
+async def test_a_list_of_one_call_is_drawn_again_as_one_call_alone() -> None:
+    """With ``lone_calls`` on, a reply written as a list that holds one call is drawn again on
+    the same history under a grammar of single calls, and that call is the answer; a list of
+    several calls is not drawn again."""
+    lone = [{"name": "get_weather", "arguments": {"city": "Vesk"}}]
+    alone = {"name": "get_weather", "arguments": {"city": "Vesk Harbour"}}
+    oracle = Recorder(json.dumps(lone), json.dumps(alone))
+    ask = [{"role": "user", "content": "Weather in Vesk Harbour?"}]
+    body = {"model": "m", "messages": ask, "tools": [WEATHER_TOOL]}
+    with trio.fail_after(20):
+        async with (
+            sim_proxy(SimConfig(oracle=oracle), rules_on=("lone_calls",)) as (_sim, url),
+            httpx.AsyncClient(base_url=url) as http,
+        ):
+            response = await http.post(CHAT, json=body)
+    calls = response.json()["choices"][0]["message"]["tool_calls"]
+    assert [json.loads(c["function"]["arguments"]) for c in calls] == [{"city": "Vesk Harbour"}]
+    assert response.headers["x-forge-rules"] == "lone_calls=1"
+    first, second = oracle.views
+    assert second.messages == first.messages
+    assert first.grammar is not None
+    assert second.grammar is not None
+    assert Gbnf(first.grammar).accepts(json.dumps(lone))
+    assert not Gbnf(second.grammar).accepts(json.dumps(lone))
+    assert Gbnf(second.grammar).accepts(json.dumps(alone))
+
+    several = [{"name": "get_weather", "arguments": {"city": c}} for c in ("Vesk", "Orl")]
+    oracle = Recorder(json.dumps(several))
+    with trio.fail_after(20):
+        async with (
+            sim_proxy(SimConfig(oracle=oracle), rules_on=("lone_calls",)) as (_sim, url),
+            httpx.AsyncClient(base_url=url) as http,
+        ):
+            response = await http.post(CHAT, json=body)
+    assert len(response.json()["choices"][0]["message"]["tool_calls"]) == 2
+    assert len(oracle.views) == 1
+    assert "x-forge-rules" not in response.headers

@@ -619,7 +619,12 @@ class Guardrails:
             refused = ordered or []
         refused_ids = {r.call.call_id for r in refused}
         runnable = [c for c in result.calls if c.call_id not in refused_ids]
-        reply = _Reply(raw=_last_raw(result), text=result.text, text_offered=text_offered)
+        reply = _Reply(
+            raw=_last_raw(result),
+            text=result.text,
+            text_offered=text_offered,
+            constrained=constrained,
+        )
         judged = self._judge(result, runnable, refused, reply, last_chance=last_chance)
         if not isinstance(judged, _Passed):
             return judged
@@ -725,10 +730,11 @@ class Guardrails:
         """The rule ``lone_calls``: a reply written as a list that holds one call is drawn again,
         once a turn, under a single call's shape (see :meth:`call_shape`); no note is shown."""
         listed = self.options.call_list or self.options.fan_out
-        if self._alone or not listed or len(runnable) != 1:
+        written = reply.constrained or reply.text_offered  # under a constraint, text or not
+        if self._alone or not listed or not written or len(runnable) != 1:
             return None
         if not reply.raw.lstrip().startswith("["):
-            return None  # not written as a list: decoded freely, or the backend parsed it
+            return None  # a native call the backend parsed, not a list the constraint wrote
         self._alone = True
         log.info("guardrails.lone_call", tool=runnable[0].tool)
         return _Redraw(nudges=())
@@ -1297,11 +1303,12 @@ class Guardrails:
 
 class _Reply(msgspec.Struct, frozen=True, kw_only=True):
     """What a judge reads of a parsed reply besides its runnable calls: the reply as sent, its
-    prose, and whether the constraint offered text."""
+    prose, whether the constraint offered text, and whether there was a constraint."""
 
     raw: str
     text: str
     text_offered: bool
+    constrained: bool = False
 
 
 class _Redraw(msgspec.Struct, frozen=True, kw_only=True):

@@ -733,8 +733,8 @@ class Guardrails:
         written = reply.constrained or reply.text_offered  # under a constraint, text or not
         if self._alone or not listed or not written or len(runnable) != 1:
             return None
-        if not reply.raw.lstrip().startswith("["):
-            return None  # a native call the backend parsed, not a list the constraint wrote
+        if next((c for c in reply.raw if c in "[{"), "") != "[":
+            return None  # one call alone (bare or fenced), or a native call the backend parsed
         self._alone = True
         log.info("guardrails.lone_call", tool=runnable[0].tool)
         return _Redraw(nudges=())

@@ -225,7 +225,8 @@ def test_a_narrowed_schema_stays_a_list() -> None:
 def test_lone_calls_draws_a_list_of_one_call_again_as_one_call_once_a_turn() -> None:
     """A constrained list holding one call is drawn again (no note) under a single call's
     shape; the next reply runs even if written the same way, and a new turn starts over. A
-    list of several calls, and a call not written as a list, pass."""
+    list in a code fence is a list; a list of several calls, and a call not written as a list,
+    pass."""
     options = GuardrailOptions(fan_out=True, lone_calls=True)
     guard = Guardrails([LAMP, TIMER], options=options)
     guard.new_turn("Switch the kitchen lamp on.")
@@ -245,6 +246,10 @@ def test_lone_calls_draws_a_list_of_one_call_again_as_one_call_once_a_turn() -> 
     assert isinstance(several, Execute)
     alone = guard.check(json.dumps(KITCHEN), constrained=True)
     assert isinstance(alone, Execute)
+    guard.new_turn("Switch the porch lamp off.")
+    fenced = guard.check(f"```json\n{json.dumps([PORCH])}\n```", constrained=True)
+    assert isinstance(fenced, ToolErrors)
+    assert fenced.rule == "lone_calls"
     off = Guardrails([LAMP, TIMER], options=GuardrailOptions(fan_out=True))
     off.new_turn("Switch the kitchen lamp on.")
     assert isinstance(off.check(lone, constrained=True), Execute)

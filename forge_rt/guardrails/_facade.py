@@ -290,7 +290,6 @@ class Guardrails:
         self._results_fired: list[str] = []  # results rules that added to this batch's messages
         self._pins: dict[str, dict[str, Any]] = {}  # tool -> values its next call must carry
         self._unrelated_out: frozenset[str] = frozenset()  # tools sent back as unrelated
-        self._alone = False  # a list of one call was drawn again, as one call (lone_calls)
         self._markup_answered = False  # this turn's answer was tool-result markup
         self._told_this_turn = False  # a non-terminal synthetic respond ran: not offered again
         # The texts the next answers are held to (see :attr:`answer_choices`); empty: the
@@ -323,12 +322,8 @@ class Guardrails:
         )
 
     def call_shape(self, *, parallel: bool = True) -> CallShape:
-        """The shape of this run's next constrained reply: the options' (see
-        :meth:`GuardrailOptions.call_shape`), a fan-out list of one call for the tools that write;
-        after the rule ``lone_calls`` drew a list of one call again, one call alone for the rest
-        of the turn."""
-        if self._alone:
-            return self.options.call_shape(parallel=False)
+        """The shape of this run's constrained replies: the options' (see
+        :meth:`GuardrailOptions.call_shape`), a fan-out list of one call for the tools that write."""
         return self.options.call_shape(parallel=parallel, writes=self._writes)
 
     def is_synthetic_respond(self, call: ToolCall) -> bool:
@@ -411,7 +406,6 @@ class Guardrails:
         self._selection.reset(request or "")
         self._pins = {}
         self._unrelated_out = frozenset()
-        self._alone = False
         self._covering = False
         self._covered = ()
         self._finding = None
@@ -619,12 +613,7 @@ class Guardrails:
             refused = ordered or []
         refused_ids = {r.call.call_id for r in refused}
         runnable = [c for c in result.calls if c.call_id not in refused_ids]
-        reply = _Reply(
-            raw=_last_raw(result),
-            text=result.text,
-            text_offered=text_offered,
-            constrained=constrained,
-        )
+        reply = _Reply(raw=_last_raw(result), text=result.text, text_offered=text_offered)
         judged = self._judge(result, runnable, refused, reply, last_chance=last_chance)
         if not isinstance(judged, _Passed):
             return judged
@@ -656,8 +645,8 @@ class Guardrails:
         for name, judge in self._pipeline:
             if refused and name in _WHOLE_REPLY:
                 continue  # judged only when every call of the reply may run
-            if last_chance and name in _NOT_LAST:
-                continue  # no iteration is left to answer a correction or draw again
+            if last_chance and name in _ANSWER_RULES:
+                continue  # no iteration is left to answer a correction
             verdict = judge(runnable, reply)
             if isinstance(verdict, _Redraw):
                 return ToolErrors(
@@ -688,7 +677,6 @@ class Guardrails:
     def _judges(self) -> tuple[tuple[str, _Judge], ...]:
         """The ``calls`` and ``answer`` rules that are on, in the registry's order, with judges."""
         judges: dict[str, _Judge] = {
-            "lone_calls": self._lone_call,
             "answered_calls": self._answered_again,
             "unrelated_tools": self._unrelated,
             "unfounded_calls": self._from_nowhere,
@@ -725,19 +713,6 @@ class Guardrails:
             text=result.text,
             rule="placeholders" if result.placeholders else SCHEMA_RULE,
         )
-
-    def _lone_call(self, runnable: Sequence[ToolCall], reply: _Reply) -> _Redraw | None:
-        """The rule ``lone_calls``: a reply written as a list that holds one call is drawn again,
-        once a turn, under a single call's shape (see :meth:`call_shape`); no note is shown."""
-        listed = self.options.call_list or self.options.fan_out
-        written = reply.constrained or reply.text_offered  # under a constraint, text or not
-        if self._alone or not listed or not written or len(runnable) != 1:
-            return None
-        if next((c for c in reply.raw if c in "[{"), "") != "[":
-            return None  # one call alone (bare or fenced), or a native call the backend parsed
-        self._alone = True
-        log.info("guardrails.lone_call", tool=runnable[0].tool)
-        return _Redraw(nudges=())
 
     def _answered_again(
         self, runnable: Sequence[ToolCall], reply: _Reply
@@ -1303,12 +1278,11 @@ class Guardrails:
 
 class _Reply(msgspec.Struct, frozen=True, kw_only=True):
     """What a judge reads of a parsed reply besides its runnable calls: the reply as sent, its
-    prose, whether the constraint offered text, and whether there was a constraint."""
+    prose, and whether the constraint offered text."""
 
     raw: str
     text: str
     text_offered: bool
-    constrained: bool = False
 
 
 class _Redraw(msgspec.Struct, frozen=True, kw_only=True):
@@ -1337,8 +1311,7 @@ _Judge = Callable[
 """A ``calls`` or ``answer`` rule: the corrections of the reply (empty: no objection), or the
 loop guard's block."""
 
-# Not judged on a turn's last iteration: the answer rules, and a redraw of a list of one call.
-_NOT_LAST = frozenset(r.name for r in RULES if r.stage == "answer") | {"lone_calls"}
+_ANSWER_RULES = frozenset(r.name for r in RULES if r.stage == "answer")
 
 # The rules judged only when every call of a reply may run: with one refused by the steps,
 # that refusal is the correction, and the rest runs.

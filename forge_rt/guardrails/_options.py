@@ -44,7 +44,6 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     retry_nudges: bool = True
     # calls
     steps: bool = True
-    lone_calls: bool = False
     answered_calls: bool = True
     unrelated_tools: bool = True
     unfounded_calls: bool = False

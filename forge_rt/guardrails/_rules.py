@@ -103,15 +103,6 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
-        name="lone_calls",
-        stage="calls",
-        reads="a constrained reply written as a list (call_list, fan_out) that holds one call",
-        does=(
-            "draws it again, once a turn, under the shape of a single call: the list is for "
-            "several calls, and a model writes one call inside a list otherwise than alone"
-        ),
-    ),
-    Rule(
         name="answered_calls",
         stage="calls",
         reads=(

@@ -47,7 +47,6 @@ from forge_rt.core import (
 from forge_rt.errors import BudgetExhaustedError, ForgeError, ToolSchemaError
 from forge_rt.guardrails import (
     REPETITION_FINISH_REASON,
-    CallShape,
     Execute,
     GuardrailOptions,
     Guardrails,
@@ -240,16 +239,17 @@ class InferenceEngine:
         self,
         request: InferenceRequest,
         tools: Sequence[ToolSpec],
-        shape: CallShape,
+        options: GuardrailOptions,
         capabilities: ClientCapabilities,
+        *,
+        parallel: bool,
     ) -> OutputConstraint | None:
-        """The output constraint for a reply of ``shape`` that may call ``tools``, on a backend
-        of ``capabilities``.
+        """The output constraint for a reply that may call ``tools``, on a backend of
+        ``capabilities``.
 
         The one place the proxy builds a tool-call constraint (the first one of a request and
-        each narrowing of it), so the reply's shape (``Guardrails.call_shape``: whether the
-        client allows several calls in one reply, and how they are written) reaches the schema
-        from here.
+        each narrowing of it), so ``parallel`` -- whether the client allows several calls in one
+        reply -- and the request's reply shape (``options``) reach the schema from here.
         """
         if request.constraint is not None:
             return request.constraint  # the client asked for its own output format
@@ -258,7 +258,7 @@ class InferenceEngine:
                 self._constrain,
                 capabilities,
                 tools,
-                shape=shape,
+                shape=options.call_shape(parallel=parallel),
             ).constraint
         except ToolSchemaError as exc:
             # A client's schema the constraint cannot express (a keyword validation ignores may
@@ -383,11 +383,12 @@ class InferenceEngine:
         history = list(request.messages)
         parallel = plan.parallel_tool_calls
         capabilities = self._slot.client_for(request.model).capabilities
-        shape = guard.call_shape(parallel=parallel)
         base = msgspec.structs.replace(
             request,
             tools=guard.tools,
-            constraint=self._constraint(request, guard.tools, shape, capabilities),
+            constraint=self._constraint(
+                request, guard.tools, guard.options, capabilities, parallel=parallel
+            ),
         )
         stats = RunStats()
 
@@ -396,11 +397,14 @@ class InferenceEngine:
         answered: tuple[str, ...] = ()
         pinned: tuple[ToolCall, ...] = ()
         narrowing = NarrowedConstraint(
-            base.constraint, guard.tools, shape=shape, grammar=capabilities.grammar
+            base.constraint,
+            guard.tools,
+            shape=guard.options.call_shape(parallel=parallel),
+            grammar=capabilities.grammar,
         )
 
         async def prepare() -> InferenceRequest:
-            nonlocal base, avoided, excluded, answered, pinned, shape, narrowing
+            nonlocal base, avoided, excluded, answered, pinned
             gate.new_attempt()
             repeated = guard.left_out_tools
             allowed = [t for t in guard.tools if t.name not in repeated]
@@ -408,16 +412,6 @@ class InferenceEngine:
             answers = guard.answer_choices
             pins = guard.pinned_calls
             changed = (repeated, blocked, answers, pins) != (avoided, excluded, answered, pinned)
-            reshaped = guard.call_shape(parallel=parallel)
-            if reshaped != shape and base.constraint is not None and request.constraint is None:
-                # A list of one call drawn again as one call (the rule ``lone_calls``).
-                shape, changed = reshaped, True
-                narrowing = NarrowedConstraint(
-                    self._constraint(request, guard.tools, shape, capabilities),
-                    guard.tools,
-                    shape=shape,
-                    grammar=capabilities.grammar,
-                )
             if changed and base.constraint is not None and request.constraint is None:
                 # A tool the loop guard warned about is left out of the constraint (the prompt
                 # keeps offering it, so the backend's cached prompt stays valid); where none

@@ -65,7 +65,6 @@ from forge_rt.core import (
 from forge_rt.errors import SlotQueueFullError, ToolSchemaError
 from forge_rt.guardrails import (
     REPETITION_FINISH_REASON,
-    CallShape,
     Execute,
     Fatal,
     Guardrails,
@@ -210,7 +209,6 @@ class GuardedStep:
         self._escalate = escalate
         self._parallel = parallel
         self._escalation: NarrowedConstraint | None = None
-        self._escalation_shape: CallShape | None = None
 
     async def attempt(self, request: InferenceRequest, call: SlotCall) -> Accepted | Rejected:
         """One bounded inference and its verdict; an exhausted budget raises its typed error."""
@@ -356,11 +354,10 @@ class GuardedStep:
     def _escalation_constraint(
         self, avoid: frozenset[str], capabilities: ClientCapabilities
     ) -> OutputConstraint | None:
-        shape = self.guardrails.call_shape(parallel=self._parallel)
-        if self._escalation is None or shape != self._escalation_shape:
+        if self._escalation is None:
             tools = self.guardrails.tools
             constraint: OutputConstraint | None = None
-            self._escalation_shape = shape  # rebuilt where it changes (the rule lone_calls)
+            shape = self.guardrails.call_shape(parallel=self._parallel)
             try:
                 constraint = choose_constraint("auto", capabilities, tools, shape=shape).constraint
             except ToolSchemaError as exc:

@@ -54,7 +54,6 @@ from forge_rt.errors import (
     WorkflowCancelledError,
 )
 from forge_rt.guardrails import (
-    CallShape,
     GuardrailOptions,
     Guardrails,
     NarrowedConstraint,
@@ -62,8 +61,6 @@ from forge_rt.guardrails import (
     StepBlocked,
     TextAnswer,
     ToolResult,
-    choose_constraint,
-    workflow_tool_specs,
 )
 from forge_rt.runtime._approvals import ApprovalGate
 from forge_rt.runtime._budget import GetBudget, ObservedUsage
@@ -190,12 +187,10 @@ class WorkflowActor(Actor):
             tracker=tracker,
             withheld=approvals.withheld if approvals is not None else None,
         )
-        self._constrained = constraint is not None  # free decoding has no shape to change
-        self._shape = self._guardrails.call_shape()
         self._narrowed = NarrowedConstraint(
             constraint,
             self._guardrails.tools,
-            shape=self._shape,
+            shape=self._guardrails.call_shape(),
             grammar=slot.client_for(model).capabilities.grammar,
         )
         self._avoid: frozenset[str] = frozenset()  # tools a loop nudge just blocked
@@ -537,8 +532,6 @@ class WorkflowActor(Actor):
         avoid, self._avoid = self._avoid, frozenset()
         allowed = self._guardrails.callable_now(avoid)
         guardrails = self._guardrails
-        if guardrails.call_shape() != self._shape and self._constrained:
-            self._reshape(guardrails.call_shape())
         last = self._iteration >= self._max_iterations
         if last and not guardrails.tracker.pending(guardrails.required_steps):
             finishing = tuple(t for t in guardrails.tools if t.name in guardrails.terminal_tools)
@@ -549,25 +542,6 @@ class WorkflowActor(Actor):
             exclude=guardrails.excluded_calls,
             answers=guardrails.answer_choices,
             pins=guardrails.pinned_calls,
-        )
-
-    def _reshape(self, shape: CallShape) -> None:
-        """The constraint rebuilt in the reply shape the guardrails ask for now (a list of one
-        call drawn again as one call alone, the rule ``lone_calls``; a new turn, back)."""
-        client = self._slot.client_for(self._model)
-        decided = choose_constraint(
-            self._workflow.constrain,
-            client.capabilities,
-            workflow_tool_specs(self._workflow),
-            backend=client.model,
-            shape=shape,
-        )
-        self._shape = shape
-        self._narrowed = NarrowedConstraint(
-            decided.constraint,
-            self._guardrails.tools,
-            shape=shape,
-            grammar=client.capabilities.grammar,
         )
 
     async def _execute(

@@ -21,11 +21,9 @@ from forge_rt.core import (
 )
 from forge_rt.guardrails import (
     CallShape,
-    Execute,
     GuardrailOptions,
     Guardrails,
     NarrowedConstraint,
-    ToolErrors,
     choose_constraint,
     respond_spec,
     tool_call_grammar,
@@ -220,36 +218,3 @@ def test_a_narrowed_schema_stays_a_list() -> None:
     assert narrowed.schema["type"] == "array"
     [option] = narrowed.schema["items"]["anyOf"]
     assert option["properties"]["name"]["const"] == "garden_timer"
-
-
-def test_lone_calls_draws_a_list_of_one_call_again_as_one_call_once_a_turn() -> None:
-    """A constrained list holding one call is drawn again (no note) under a single call's
-    shape; the next reply runs even if written the same way, and a new turn starts over. A
-    list in a code fence is a list; a list of several calls, and a call not written as a list,
-    pass."""
-    options = GuardrailOptions(fan_out=True, lone_calls=True)
-    guard = Guardrails([LAMP, TIMER], options=options)
-    guard.new_turn("Switch the kitchen lamp on.")
-    assert guard.call_shape().listed
-    lone = json.dumps([KITCHEN])
-    first = guard.check(lone, constrained=True)
-    assert isinstance(first, ToolErrors)
-    assert (first.rule, first.redraw, first.messages()) == ("lone_calls", True, [])
-    assert guard.call_shape() == GuardrailOptions(fan_out=True).call_shape(parallel=False)
-    again = guard.check(lone, constrained=True)
-    assert isinstance(again, Execute)
-    assert [c.args for c in again.calls] == [KITCHEN["arguments"]]
-
-    guard.new_turn("Switch both lamps.")
-    assert guard.call_shape().listed
-    several = guard.check(json.dumps([KITCHEN, PORCH]), constrained=True)
-    assert isinstance(several, Execute)
-    alone = guard.check(json.dumps(KITCHEN), constrained=True)
-    assert isinstance(alone, Execute)
-    guard.new_turn("Switch the porch lamp off.")
-    fenced = guard.check(f"```json\n{json.dumps([PORCH])}\n```", constrained=True)
-    assert isinstance(fenced, ToolErrors)
-    assert fenced.rule == "lone_calls"
-    off = Guardrails([LAMP, TIMER], options=GuardrailOptions(fan_out=True))
-    off.new_turn("Switch the kitchen lamp on.")
-    assert isinstance(off.check(lone, constrained=True), Execute)

@@ -27,6 +27,7 @@ from forge_rt.proxy._runtime import ProxyRuntime as ProxyRuntime
 from forge_rt.proxy._runtime import open_runtime as open_runtime
 from forge_rt.proxy._serve import hypercorn_config as hypercorn_config
 from forge_rt.proxy._serve import serve_proxy as serve_proxy
+from forge_rt.proxy._work import RequestWork as RequestWork
 
 __all__ = [
     "NAMED_PRIORITIES",
@@ -36,6 +37,7 @@ __all__ = [
     "ProxyConfig",
     "ProxyRuntime",
     "ReasoningReplay",
+    "RequestWork",
     "build_app",
     "hypercorn_config",
     "load_key_file",

@@ -51,7 +51,6 @@ from forge_rt.proxy._errors import (
     ProxyHTTPError,
     from_forge_error,
     redact,
-    run_headers,
 )
 from forge_rt.proxy._limits import BodyTally, check_counts
 from forge_rt.proxy._metrics import CONTENT_TYPE
@@ -520,7 +519,7 @@ class ProxyApp:
             created=created,
             text_with_calls=outcome.text_with_calls,
         )
-        await call.reply.json(200, answer, _forge_headers(outcome))
+        await call.reply.json(200, answer, outcome.work.headers())
 
     async def _messages(self, call: _Call) -> None:
         wire = self._read(call, anthropic_request_from_wire)
@@ -543,7 +542,7 @@ class ProxyApp:
             message_id=message_id,
             text_with_calls=outcome.text_with_calls,
         )
-        await call.reply.json(200, answer, _forge_headers(outcome))
+        await call.reply.json(200, answer, outcome.work.headers())
 
     async def _stream(
         self,
@@ -820,13 +819,6 @@ def _estimate(estimator: TokenEstimator, request: InferenceRequest) -> int:
     )
     messages: tuple[Message, ...] = request.messages
     return estimator.count_prompt(messages) + tools
-
-
-def _forge_headers(outcome: Outcome) -> list[tuple[bytes, bytes]]:
-    out = run_headers(outcome.attempts, outcome.rules, outcome.repetition_stops)
-    if outcome.rescued:
-        out.append((b"x-forge-rescued", ",".join(outcome.rescued).encode()))
-    return out
 
 
 def _openai_model(model: str) -> dict[str, Any]:

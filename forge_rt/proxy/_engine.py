@@ -64,6 +64,7 @@ from forge_rt.proxy._leaks import GUARDRAIL_MARKERS
 from forge_rt.proxy._metrics import ProxyMetrics
 from forge_rt.proxy._policy import withhold
 from forge_rt.proxy._review import without_guardrail_text
+from forge_rt.proxy._work import RequestWork
 from forge_rt.runtime import Accepted, GuardedStep, InferenceSlot, Rejected, RunStats, SlotCall
 
 __all__ = ["InferenceEngine", "Outcome", "RequestPlan", "Sink", "apply_reasoning_replay"]
@@ -97,18 +98,13 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
 
     ``response`` holds a text reply or the tool calls (``respond`` already stripped);
     ``text_with_calls`` is prose that came with tool calls (the wire formats carry both, the
-    ``LLMResponse`` one or the other); ``attempts`` counts inferences, ``rescued`` the dialects
-    calls were recovered from, ``rules`` how often each guardrail rule decided one of the
-    request's replies (see :data:`~forge_rt.guardrails.RULES`), ``repetition_stops`` how many
-    replies were cut off because they repeated themselves.
+    ``LLMResponse`` one or the other); ``work`` is what the guardrails did for the request
+    (its ``x-forge-*`` headers).
     """
 
     response: LLMResponse
     text_with_calls: str = ""
-    attempts: int = 1
-    rescued: tuple[str, ...] = ()
-    rules: dict[str, int] = msgspec.field(default_factory=dict)
-    repetition_stops: int = 0
+    work: RequestWork = msgspec.field(default_factory=RequestWork)
 
 
 def apply_reasoning_replay(
@@ -471,24 +467,17 @@ class InferenceEngine:
                 error=str(exc),
             )
             # What the request did goes with its error, as with an answer (x-forge-rules).
-            raise from_forge_error(
-                exc,
-                attempts=stats.inferences,
-                rules=stats.rules,
-                repetition_stops=stats.repetition_stops,
-            ) from exc
+            raise from_forge_error(exc, work=RequestWork.of(stats)) from exc
         self._observe_stats(stats)
         accepted = without_guardrail_text(accepted, respond=kind == "respond")
         action, response = accepted.action, accepted.response
         if isinstance(action, Execute):
-            outcome = await self._execute(action, response, gate, sink, stats.inferences)
+            outcome = await self._execute(action, response, gate, sink, stats)
         else:
-            outcome = await self._text(action.text, response, gate, sink, stats.inferences)
-        for dialect in outcome.rescued:
+            outcome = await self._text(action.text, response, gate, sink, stats)
+        for dialect in outcome.work.rescued:
             self._metrics.rescues.labels(dialect).inc()
-        return msgspec.structs.replace(
-            outcome, rules=dict(stats.rules), repetition_stops=stats.repetition_stops
-        )
+        return outcome
 
     def _observe_stats(self, stats: RunStats) -> None:
         """One request's inferences and the verdicts of each guardrail rule, into the metrics
@@ -509,7 +498,7 @@ class InferenceEngine:
         response: LLMResponse,
         gate: StreamGate,
         sink: Sink | None,
-        attempts: int,
+        stats: RunStats,
         rescued: tuple[str, ...] = (),
     ) -> Outcome:
         """A text answer; what the gate already released is not sent again."""
@@ -530,7 +519,7 @@ class InferenceEngine:
         final = msgspec.structs.replace(
             response, result=TextResponse(content=text, reasoning=reasoning), finish_reason=finish
         )
-        return Outcome(response=final, attempts=attempts, rescued=rescued)
+        return Outcome(response=final, work=RequestWork.of(stats, rescued=rescued))
 
     async def _execute(
         self,
@@ -538,7 +527,7 @@ class InferenceEngine:
         response: LLMResponse,
         gate: StreamGate,
         sink: Sink | None,
-        attempts: int,
+        stats: RunStats,
     ) -> Outcome:
         rescued = tuple(str(d) for d in action.rescued_dialects)
         message: str | None = None
@@ -547,7 +536,7 @@ class InferenceEngine:
             message, calls = split_respond(action.calls)
         if not calls:
             assert message is not None  # Execute always carries at least one call
-            return await self._text(message, response, gate, sink, attempts, rescued)
+            return await self._text(message, response, gate, sink, stats, rescued)
         # Text that came with the calls: the respond message, else the prose beside native
         # calls. What the gate already streamed of it is not sent again.
         prose = message if message is not None else action.text
@@ -562,7 +551,8 @@ class InferenceEngine:
         if action.reasoning and not isinstance(final.result, TextResponse):
             first = msgspec.structs.replace(final.result[0], reasoning=action.reasoning)
             final = msgspec.structs.replace(final, result=[first, *final.result[1:]])
-        return Outcome(response=final, text_with_calls=prose, attempts=attempts, rescued=rescued)
+        work = RequestWork.of(stats, rescued=rescued)
+        return Outcome(response=final, text_with_calls=prose, work=work)
 
     async def _committed_answer(
         self, rejected: Rejected, gate: StreamGate, sink: Sink | None

@@ -11,7 +11,6 @@ from __future__ import annotations
 import enum
 import math
 import re
-from collections.abc import Mapping
 from typing import Any, Literal
 
 import msgspec
@@ -29,6 +28,7 @@ from forge_rt.errors import (
     ToolLoopError,
     UnsupportedRequestError,
 )
+from forge_rt.proxy._work import RequestWork
 
 __all__ = [
     "ApiShape",
@@ -81,9 +81,8 @@ class ProxyHTTPError(Exception):
     ``code`` and ``param`` fill OpenAI's fields of the same name; ``details`` is a JSON object
     added as ``error.forge`` (attempts, last raw reply, ...); ``retry`` is the
     ``x-should-retry`` header both SDKs obey (``None``: let the SDK decide by status);
-    ``retry_after`` seconds go to a ``retry-after`` header. ``attempts``, ``rules`` and
-    ``repetition_stops``: what a request that failed after inferences did, as the headers of an
-    answer say it (see :func:`run_headers`).
+    ``retry_after`` seconds go to a ``retry-after`` header. ``work``: what a request that
+    failed after inferences did, as the headers of an answer say it.
     """
 
     def __init__(
@@ -96,9 +95,7 @@ class ProxyHTTPError(Exception):
         details: dict[str, Any] | None = None,
         retry: bool | None = None,
         retry_after: int | None = None,
-        attempts: int | None = None,
-        rules: Mapping[str, int] | None = None,
-        repetition_stops: int = 0,
+        work: RequestWork | None = None,
     ) -> None:
         super().__init__(message)
         self.kind = kind
@@ -108,9 +105,7 @@ class ProxyHTTPError(Exception):
         self.details = details
         self.retry = retry
         self.retry_after = retry_after
-        self.attempts = attempts
-        self.rules = dict(rules or {})
-        self.repetition_stops = repetition_stops
+        self.work = work
 
     @property
     def status(self) -> int:
@@ -124,8 +119,8 @@ class ProxyHTTPError(Exception):
             out.append((b"retry-after", str(self.retry_after).encode()))
         if self.kind is ErrorKind.GUARDRAIL:
             out.append((b"x-forge-error", (self.code or "guardrail").encode()))
-        if self.attempts is not None:
-            out += run_headers(self.attempts, self.rules, self.repetition_stops)
+        if self.work is not None:
+            out += self.work.headers()
         return out
 
 
@@ -178,28 +173,7 @@ def _backend_message(body: str | None) -> str | None:
     return _kept(parsed.message)
 
 
-def run_headers(
-    attempts: int, rules: Mapping[str, int], repetition_stops: int = 0
-) -> list[tuple[bytes, bytes]]:
-    """What one request did, as its answer and its error both say it: ``x-forge-attempts`` (the
-    inferences); where a rule decided, ``x-forge-rules`` (``rule=count`` by name); where a reply
-    was cut off because it repeated itself, ``x-forge-repetition-stops`` (how many were)."""
-    out = [(b"x-forge-attempts", str(attempts).encode())]
-    if rules:
-        counts = ",".join(f"{rule}={n}" for rule, n in sorted(rules.items()))
-        out.append((b"x-forge-rules", counts.encode()))
-    if repetition_stops:
-        out.append((b"x-forge-repetition-stops", str(repetition_stops).encode()))
-    return out
-
-
-def from_forge_error(
-    error: ForgeError,
-    *,
-    attempts: int | None = None,
-    rules: Mapping[str, int] | None = None,
-    repetition_stops: int = 0,
-) -> ProxyHTTPError:
+def from_forge_error(error: ForgeError, *, work: RequestWork | None = None) -> ProxyHTTPError:
     """The error response for a failure of the inference behind one request.
 
     Exhausted guardrail budgets are 502 with ``x-should-retry: false`` (the model cannot do
@@ -208,13 +182,10 @@ def from_forge_error(
     Backend faults are 502 (a backend refusing the proxy's own credentials too: that is the
     operator's to fix), except a backend that rejected the request as malformed or too long,
     which is the client's request: 400 with the backend's own message. A request the
-    backend's API cannot express is 400 too. ``attempts``, ``rules`` and ``repetition_stops``:
-    what the request did before it failed (see :class:`ProxyHTTPError`).
+    backend's API cannot express is 400 too. ``work``: what the request did before it failed.
     """
     error_response = _error_response(error)
-    error_response.attempts = attempts
-    error_response.rules = dict(rules or {})
-    error_response.repetition_stops = repetition_stops
+    error_response.work = work
     return error_response
 
 

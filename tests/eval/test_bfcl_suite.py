@@ -20,7 +20,7 @@ import pytest
 import trio
 
 from forge_rt.backends.sim import SimBackend, SimConfig, SimReply, SimToolCall
-from forge_rt.eval import read_records
+from forge_rt.eval import RunRecord, read_records
 from forge_rt.eval._split import split_of
 from forge_rt.eval.bfcl import (
     CATEGORIES,
@@ -305,7 +305,7 @@ async def test_bare_goes_straight_to_the_backend_and_text_is_what_bfcl_decodes(
 
 def test_records_hold_json_the_report_can_read(tmp_path: Path) -> None:
     """A BFCL record's extra fields survive a JSONL round trip."""
-    from forge_rt.eval import RunRecord, append_record
+    from forge_rt.eval import append_record
 
     record = RunRecord(
         scenario="x_1", tags=("simple",), run=0, ablation="full", backend="b", model="m",
@@ -520,9 +520,8 @@ async def test_a_failing_backend_stops_the_run_with_backend_error(tmp_path: Path
     assert list(read_records(out)) == []
 
 
-async def test_a_record_counts_the_rules_that_decided_its_replies(tmp_path: Path) -> None:
-    """The proxy names the rules that decided a request's replies (``x-forge-rules``); the
-    record of the case holds their counts."""
+async def _one_irrelevance_case(tmp_path: Path, replies: list[SimReply]) -> RunRecord:
+    """The record of one dev irrelevance case through the proxy, the model scripted."""
     cases = [
         c for c in sample_cases(SINGLE_TURN, 2, split="dev", seed=1) if c.check == "irrelevance"
     ]
@@ -531,10 +530,17 @@ async def test_a_record_counts_the_rules_that_decided_its_replies(tmp_path: Path
         backend="sim", model="sim", cases=cases[:1], ablations=["full"], runs=1, out=out
     )
     with trio.fail_after(60):
-        script = {_first_user_text(cases[0]): [SimReply(text=DECLINE)]}  # prose, no call
+        script = {_first_user_text(cases[0]): replies}
         async with SimBackend.serve(SimConfig(script=script)) as sim:
             await run_bfcl(plan, BackendConfig(url=sim.url, kind="llamaserver"))
     (record,) = read_records(out)
+    return record
+
+
+async def test_a_record_counts_the_rules_that_decided_its_replies(tmp_path: Path) -> None:
+    """The proxy names the rules that decided a request's replies (``x-forge-rules``); the
+    record of the case holds their counts."""
+    record = await _one_irrelevance_case(tmp_path, [SimReply(text=DECLINE)])  # prose, no call
     assert record.correct
     assert record.rules == {"prose_answers": 1}
 
@@ -545,18 +551,7 @@ async def test_a_record_counts_the_replies_stopped_for_repeating_themselves(
     """A reply the proxy cut off because it repeated itself is counted in the case's record
     (``x-forge-repetition-stops``), as the runtime's records count it; here the cut-off text
     was sent back and the next reply is the answer."""
-    cases = [
-        c for c in sample_cases(SINGLE_TURN, 2, split="dev", seed=1) if c.check == "irrelevance"
-    ]
-    out = tmp_path / "bfcl.jsonl"
-    plan = BfclPlan(
-        backend="sim", model="sim", cases=cases[:1], ablations=["full"], runs=1, out=out
-    )
     looping = " ".join(["No tool here answers that. The lamps of Vell stay lit."] * 40)
-    with trio.fail_after(60):
-        script = {_first_user_text(cases[0]): [SimReply(text=looping), SimReply(text=DECLINE)]}
-        async with SimBackend.serve(SimConfig(script=script)) as sim:
-            await run_bfcl(plan, BackendConfig(url=sim.url, kind="llamaserver"))
-    (record,) = read_records(out)
+    record = await _one_irrelevance_case(tmp_path, [SimReply(text=looping), SimReply(text=DECLINE)])
     assert (record.repetition_stops, record.inferences) == (1, 2)
     assert record.correct

@@ -32,6 +32,7 @@ EXPORTED = [
     "ProxyConfig",
     "ProxyRuntime",
     "ReasoningReplay",
+    "RequestWork",
     "build_app",
     "hypercorn_config",
     "load_key_file",

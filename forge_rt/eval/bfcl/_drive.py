@@ -18,8 +18,9 @@ import msgspec
 
 from forge_rt.eval.bfcl._cases import BfclCase
 from forge_rt.eval.bfcl._check import Call, execute_on_instances
+from forge_rt.proxy import RequestWork
 
-__all__ = ["MAX_STEPS", "Exchange", "Reply", "ask", "rule_counts", "run_multi_turn"]
+__all__ = ["MAX_STEPS", "Exchange", "Reply", "ask", "run_multi_turn"]
 
 MAX_STEPS = 20
 """Answers one user turn may take before the run is cut off (BFCL's own limit)."""
@@ -30,18 +31,15 @@ class Reply(msgspec.Struct, frozen=True, kw_only=True):
 
     ``content``: the text; ``calls``: the tool calls under their BFCL names (a name the case
     does not define is kept as the model wrote it); ``message``: the answer's message object as
-    sent (the raw reply a client sees); ``attempts``, ``rescued``, ``rules`` and
-    ``repetition_stops``: the proxy's ``x-forge-*`` headers of those names; the tokens: the
-    answer's ``usage`` (every attempt's, as the proxy counts them).
+    sent (the raw reply a client sees); ``work``: what the proxy's ``x-forge-*`` headers say
+    its guardrails did (one inference and nothing else where there are none: the backend's own
+    answer); the tokens: the answer's ``usage`` (every attempt's, as the proxy counts them).
     """
 
     content: str
     calls: tuple[Call, ...]
     message: dict[str, Any]
-    attempts: int = 1
-    rescued: tuple[str, ...] = ()
-    rules: dict[str, int] = msgspec.field(default_factory=dict)
-    repetition_stops: int = 0
+    work: RequestWork = msgspec.field(default_factory=RequestWork)
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
@@ -91,28 +89,14 @@ async def ask(
         )
         for c in message.get("tool_calls") or ()
     )
-    rescued = response.headers.get("x-forge-rescued", "")
     return Reply(
         content=message.get("content") or "",
         calls=calls,
         message=message,
-        attempts=int(response.headers.get("x-forge-attempts", "1")),
-        rescued=tuple(r for r in rescued.split(",") if r),
-        rules=rule_counts(response.headers.get("x-forge-rules", "")),
-        repetition_stops=int(response.headers.get("x-forge-repetition-stops", "0")),
+        work=RequestWork.from_headers(response.headers) or RequestWork(),
         prompt_tokens=int(usage.get("prompt_tokens") or 0),
         completion_tokens=int(usage.get("completion_tokens") or 0),
     )
-
-
-def rule_counts(header: str) -> dict[str, int]:
-    """``x-forge-rules`` (``rule=count,...``) as counts by rule."""
-    counts: dict[str, int] = {}
-    for item in header.split(","):
-        if item:
-            rule, _, count = item.partition("=")
-            counts[rule] = int(count)
-    return counts
 
 
 async def run_multi_turn(

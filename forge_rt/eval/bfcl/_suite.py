@@ -41,9 +41,9 @@ from forge_rt.eval.bfcl._check import (
     check_single_turn,
     executed_instances,
 )
-from forge_rt.eval.bfcl._drive import Reply, ask, rule_counts, run_multi_turn
+from forge_rt.eval.bfcl._drive import Reply, ask, run_multi_turn
 from forge_rt.eval.bfcl._runtime import run_in_runtime
-from forge_rt.proxy import BackendConfig, ProxyConfig, serve_proxy
+from forge_rt.proxy import BackendConfig, ProxyConfig, RequestWork, serve_proxy
 
 __all__ = [
     "BARE",
@@ -232,9 +232,10 @@ async def run_case(
         record.replies = [{"error": failure}]
         # What the failed request did (the proxy's headers, as on an answer): the per-rule
         # audit pairs a rule on the cases it fired in, failed ones included.
-        record.inferences = int(exc.response.headers.get("x-forge-attempts", "0"))
-        record.rules = rule_counts(exc.response.headers.get("x-forge-rules", ""))
-        record.repetition_stops = int(exc.response.headers.get("x-forge-repetition-stops", "0"))
+        work = RequestWork.from_headers(exc.response.headers) or RequestWork(inferences=0)
+        record.inferences = work.inferences
+        record.rules = dict(work.rules)
+        record.repetition_stops = work.repetition_stops
         verdict = CheckVerdict(
             valid=False, error_type="forge_rt:no_answer", errors=(record.error_type,)
         )
@@ -242,15 +243,15 @@ async def run_case(
     if replies:
         record.replies = [r.message for r in replies]
         record.output = replies[-1].content[:500]
-        record.inferences = sum(r.attempts for r in replies)
+        record.inferences = sum(r.work.inferences for r in replies)
         record.prompt_tokens = sum(r.prompt_tokens for r in replies)
         record.completion_tokens = sum(r.completion_tokens for r in replies)
-        record.repetition_stops += sum(r.repetition_stops for r in replies)
+        record.repetition_stops += sum(r.work.repetition_stops for r in replies)
         record.rescued = {}
         for r in replies:
-            for dialect in r.rescued:
+            for dialect in r.work.rescued:
                 record.rescued[dialect] = record.rescued.get(dialect, 0) + 1
-            for rule, count in r.rules.items():
+            for rule, count in r.work.rules.items():
                 record.rules[rule] = record.rules.get(rule, 0) + count
     record.tool_calls = sum(len(r.calls) for r in replies)
     return _finish(record, verdict)

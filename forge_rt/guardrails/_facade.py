@@ -1026,6 +1026,8 @@ class Guardrails:
                 log.info("guardrails.prose_answer", chars=len(result.raw))
                 return TextAnswer(text=result.raw, rule="prose_answers")
             cause = RetryCause.ECHO  # text that mostly copies a correction is no answer
+        if text_offered and (cut := self._cut_answer(result)) is not None:
+            return cut
         tier = self._errors.record_retry(result.raw, cause.value)
         nudge = Nudge(
             kind=MessageType.RETRY_NUDGE,
@@ -1035,6 +1037,19 @@ class Guardrails:
         )
         log.info("guardrails.retry", cause=cause.value, tier=nudge.tier)
         return RetryWithNudge(nudge=nudge, raw=result.raw, rule="retry_nudges")
+
+    def _cut_answer(self, result: ValidationResult) -> TextAnswer | None:
+        """The answer a reply stopped before its end was writing, where ``cut_answers`` takes
+        it, as a chat API returns an answer that ran past its length: a retry costs another
+        reply as long, and the answer may run long again (a copy of a correction is no
+        answer)."""
+        so_far = result.answer_so_far
+        if not self.options.cut_answers or so_far is None:
+            return None
+        if self._echoes.copies(normalise(so_far)):
+            return None
+        log.info("guardrails.cut_answer", chars=len(so_far))
+        return TextAnswer(text=so_far, rule="cut_answers")
 
     def next_step(self, avoid: str | None = None) -> str:
         """The call that moves the task on, with an example: a pending required step, else the

@@ -35,6 +35,7 @@ __all__ = [
     "Repetition",
     "RepetitionDetector",
     "before_the_loop",
+    "loop_start",
 ]
 
 REPETITION_FINISH_REASON = "repetition"
@@ -66,6 +67,7 @@ multi-call reply and say nothing about degeneration."""
 
 _SAMPLE_CHARS = 160
 _UNIT_END = re.compile(r"(?<=[.!?]) +|\\n")  # a sentence's end, or a line break in a JSON string
+_PROSE_UNIT_END = re.compile(r"(?<=[.!?]) +|\n+")  # a sentence's end, or line breaks in text
 _ALNUM = re.compile(r"[A-Za-z0-9]")
 _NAMES = "|".join(re.escape(k) for k in NAME_KEYS)
 _NAME_KEY = re.compile(rf"""["'](?:{_NAMES})["']\s*:""")
@@ -310,16 +312,24 @@ def before_the_loop(raw: str) -> str | None:
     value's lines) it went on writing back to back, as the detector found it, with a string
     closed there (the lenient reader closes the brackets): the value the model wrote, once.
     ``None`` where the text does not end in such a loop."""
-    seps = list(_UNIT_END.finditer(raw))
+    end = loop_start(raw, _UNIT_END)
+    return None if end is None else raw[:end] + '"'
+
+
+def loop_start(text: str, units: re.Pattern[str] = _PROSE_UNIT_END) -> int | None:
+    """Where the loop ``text`` ends in begins its second copy: the end of the first copy of the
+    block of units (sentences, or lines: what ``units`` ends) written back to back to the end,
+    three copies or more. ``None`` where the text does not end in such a loop."""
+    seps = list(units.finditer(text))
     starts = [0, *(m.end() for m in seps)]
-    units = [raw[starts[i] : m.start()].strip() for i, m in enumerate(seps)]
+    pieces = [text[starts[i] : m.start()].strip() for i, m in enumerate(seps)]
     for size in range(1, CYCLE_LINES + 1):
-        first = len(units) - size  # walk back while each unit equals the one a block later
-        while first > 0 and units[first - 1] == units[first - 1 + size]:
+        first = len(pieces) - size  # walk back while each unit equals the one a block later
+        while first > 0 and pieces[first - 1] == pieces[first - 1 + size]:
             first -= 1
-        if first > 0 and units[first - 1].endswith(units[first - 1 + size]):
+        if first > 0 and pieces[first - 1].endswith(pieces[first - 1 + size]):
             first -= 1  # the loop's first sentence opens the value: the call's text before it
-        blocks = (len(units) - first) // size
-        if first < len(units) - size and blocks >= _blocks_needed(size, LINE_REPEATS):
-            return raw[: seps[first + size - 1].start()] + '"'
+        blocks = (len(pieces) - first) // size
+        if first < len(pieces) - size and blocks >= _blocks_needed(size, LINE_REPEATS):
+            return seps[first + size - 1].start()
     return None

@@ -88,6 +88,19 @@ RULES: tuple[Rule, ...] = (
         does="takes the text as the answer unless it copies a correction",
     ),
     Rule(
+        name="cut_answers",
+        stage="read",
+        reads=(
+            "a reply stopped at the token limit or for repeating itself, where text was "
+            "offered, that holds no call"
+        ),
+        does=(
+            "takes the answer it was writing -- its prose, or the respond tool's message -- up "
+            "to the cut (a loop written once) as the answer, as a chat API returns one that "
+            "ran long, instead of asking again"
+        ),
+    ),
+    Rule(
         name="retry_nudges",
         stage="read",
         reads="a reply with no usable call",

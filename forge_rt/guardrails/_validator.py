@@ -46,7 +46,11 @@ from forge_rt.guardrails._placeholders import (
     placeholder_errors,
     strip_echo_markup,
 )
-from forge_rt.guardrails._repetition import REPETITION_FINISH_REASON, before_the_loop
+from forge_rt.guardrails._repetition import (
+    REPETITION_FINISH_REASON,
+    before_the_loop,
+    loop_start,
+)
 from forge_rt.guardrails._rescue import rescue
 from forge_rt.guardrails._rescue_args import schema_of, top_field, valid_with
 
@@ -82,7 +86,10 @@ class ValidationResult(msgspec.Struct, frozen=True, kw_only=True):
     for rescued calls, which are re-rendered structurally), ``raw`` the reply as received.
     ``ignored`` maps the id of a call that may run to the arguments dropped from it as not in
     its schema. ``placeholders``: some refused value stood for a value rather than being one
-    (the rule ``placeholders``), not only broke the schema.
+    (the rule ``placeholders``), not only broke the schema. ``answer_so_far``: for a reply
+    stopped before its end that holds no call, the answer it was writing, where it was one --
+    prose, or the message of the synthetic respond tool -- up to the cut (or, stopped for
+    repeating itself, written once); the rule ``cut_answers`` takes it where text is offered.
     """
 
     calls: list[ToolCall]
@@ -98,6 +105,7 @@ class ValidationResult(msgspec.Struct, frozen=True, kw_only=True):
     text: str = ""
     reasoning: str | None = None
     rescued: bool = False
+    answer_so_far: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -341,9 +349,13 @@ class ResponseValidator:
         thought = reasoning if reasoning is not None else found.reasoning
         if not calls:
             fragment = found.malformed[0] if found.malformed else None
-            return self._retry(
+            retry = self._retry(
                 raw, thought, body=found.text, fragment=fragment, cut=cut, echoes=echoes
             )
+            if cut is None:
+                return retry
+            so_far = self._answer_so_far(raw, found.text, cut, constrained=constrained)
+            return msgspec.structs.replace(retry, answer_so_far=so_far)
         return self._check(
             calls,
             raw=raw,
@@ -384,6 +396,26 @@ class ResponseValidator:
             raw=raw,
             reasoning=reasoning,
         )
+
+    def _answer_so_far(
+        self, raw: str, body: str, cut: RetryCause, *, constrained: bool
+    ) -> str | None:
+        """The answer a reply stopped before its end was writing: its prose where no call was
+        begun, else the message of a synthetic respond call whose string the cut left open.
+        Either is written once where the reply was stopped for repeating itself."""
+        text = body.strip()
+        if text and not _CALL_LIKE.search(text):
+            looped = loop_start(text) if cut is RetryCause.REPEATED else None
+            return (text if looped is None else text[:looped]).rstrip() or None
+        if self._answer_tool is None:
+            return None
+        kept = before_the_loop(raw) if cut is RetryCause.REPEATED else None
+        closed = kept if kept is not None else _closed_string(raw)
+        found = rescue(closed, self.tools, constrained=constrained)
+        if len(found.calls) != 1 or found.calls[0].tool != self._answer_tool:
+            return None
+        message = found.calls[0].args.get("message")
+        return message.strip() or None if isinstance(message, str) else None
 
     def _given(
         self, spec: ToolSpec, args: Mapping[str, Any], unusable: Sequence[str]
@@ -535,6 +567,16 @@ def _retry_cause(
     if _CALL_LIKE.search(text):
         return RetryCause.BROKEN_CALL
     return RetryCause.PROSE
+
+
+def _closed_string(raw: str) -> str:
+    """``raw``, cut inside a JSON string, with that string closed (a dangling escape dropped);
+    the lenient reader closes the brackets."""
+    text = raw.rstrip()
+    trailing = len(text) - len(text.rstrip("\\"))
+    if trailing % 2:
+        text = text[:-1]
+    return text + '"'
 
 
 def _salvaged_text(raw: str, cut: RetryCause) -> str | None:

@@ -71,6 +71,10 @@ __all__ = ["InferenceEngine", "Outcome", "RequestPlan", "Sink", "apply_reasoning
 
 log = quiet_logger(__name__)
 
+# The finish reasons of a reply stopped before its end: at the token limit, or by the guarded
+# step for repeating itself (as good as the limit: more of the same would have followed).
+_CUT_SHORT = ("length", "max_tokens", REPETITION_FINISH_REASON)
+
 Sink = Callable[[StreamChunk], Awaitable[None]]
 UsageHook = Callable[[str, int], Awaitable[None]]
 
@@ -514,7 +518,8 @@ class InferenceEngine:
                 final_chars=len(text),
             )
             text = released
-        finish = "length" if response.finish_reason in ("length", "max_tokens") else "stop"
+        # A reply stopped for repeating itself ran long as one cut at the token limit does.
+        finish = "length" if response.finish_reason in _CUT_SHORT else "stop"
         reasoning = _reasoning(response)
         final = msgspec.structs.replace(
             response, result=TextResponse(content=text, reasoning=reasoning), finish_reason=finish
@@ -569,11 +574,7 @@ class InferenceEngine:
             return None
         answer = Accepted(action=TextAnswer(text=gate.attempt_text), response=rejected.response)
         if gate.mode is GateMode.RESPOND:
-            out_of_tokens = rejected.response.finish_reason in (
-                "length",
-                "max_tokens",
-                REPETITION_FINISH_REASON,  # stopped for repeating itself: as good as the cap
-            )
+            out_of_tokens = rejected.response.finish_reason in _CUT_SHORT
             if not gate.message_closed and not out_of_tokens:
                 raise ProxyHTTPError(
                     ErrorKind.GUARDRAIL,

@@ -41,7 +41,7 @@ class GuardrailOptions(msgspec.Struct, frozen=True, kw_only=True):
     placeholders: bool = True
     markup_answers: bool = True
     prose_answers: bool = False
-    cut_answers: bool = False
+    cut_answers: bool = True
     retry_nudges: bool = True
     # calls
     steps: bool = True

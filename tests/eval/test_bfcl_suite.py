@@ -549,9 +549,11 @@ async def test_a_record_counts_the_replies_stopped_for_repeating_themselves(
     tmp_path: Path,
 ) -> None:
     """A reply the proxy cut off because it repeated itself is counted in the case's record
-    (``x-forge-repetition-stops``), as the runtime's records count it; here the cut-off text
-    was sent back and the next reply is the answer."""
+    (``x-forge-repetition-stops``), as the runtime's records count it; here the looping text
+    is the answer, written once (``cut_answers``)."""
     looping = " ".join(["No tool here answers that. The lamps of Vell stay lit."] * 40)
-    record = await _one_irrelevance_case(tmp_path, [SimReply(text=looping), SimReply(text=DECLINE)])
-    assert (record.repetition_stops, record.inferences) == (1, 2)
+    record = await _one_irrelevance_case(tmp_path, [SimReply(text=looping)])
+    assert (record.repetition_stops, record.inferences) == (1, 1)
+    assert record.rules == {"cut_answers": 1}
+    assert record.output == "No tool here answers that. The lamps of Vell stay lit."
     assert record.correct

@@ -504,12 +504,12 @@ async def test_a_looping_answer_is_stopped_for_a_client_that_does_not_stream() -
 RAMBLE = " ".join(["The quays of Orl keep no berth tables I can read."] * 3)
 
 
-async def _cut_at_the_limit(rules_on: tuple[str, ...]) -> tuple[httpx.Response, Recorder]:
+async def _cut_at_the_limit(rules_off: tuple[str, ...]) -> tuple[httpx.Response, Recorder]:
     """A prose answer cut at the client's ``max_tokens``, for a client that does not stream."""
     oracle = Recorder(*[RAMBLE] * 4)
     with trio.fail_after(20):
         async with (
-            sim_proxy(SimConfig(oracle=oracle), prose_answers=True, rules_on=rules_on) as (
+            sim_proxy(SimConfig(oracle=oracle), prose_answers=True, rules_off=rules_off) as (
                 _sim,
                 url,
             ),
@@ -521,7 +521,7 @@ async def _cut_at_the_limit(rules_on: tuple[str, ...]) -> tuple[httpx.Response, 
 async def test_an_answer_cut_at_the_token_limit_is_the_answer_with_cut_answers() -> None:
     """The client gets the text so far with ``finish_reason: length``, as a streaming client
     sees it, after one reply."""
-    response, oracle = await _cut_at_the_limit(("cut_answers",))
+    response, oracle = await _cut_at_the_limit(())
     choice = response.json()["choices"][0]
     assert choice["finish_reason"] == "length"
     assert RAMBLE.startswith(choice["message"]["content"])
@@ -531,6 +531,6 @@ async def test_an_answer_cut_at_the_token_limit_is_the_answer_with_cut_answers()
 
 
 async def test_without_cut_answers_an_answer_cut_at_the_limit_is_asked_for_again() -> None:
-    response, oracle = await _cut_at_the_limit(())
+    response, oracle = await _cut_at_the_limit(("cut_answers",))
     assert len(oracle.views) == 4
     assert response.status_code == 502

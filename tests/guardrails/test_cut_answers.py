@@ -10,8 +10,7 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
-from forge_rt.core import TextResponse, ToolSpec
-from forge_rt.core._inference import LLMResponse
+from forge_rt.core import LLMResponse, TextResponse, ToolSpec
 from forge_rt.guardrails import (
     LINE_REPEATS,
     REPETITION_FINISH_REASON,

@@ -5,6 +5,7 @@ guardrails, context and runtime read."""
 
 from forge_rt.core._capabilities import ALL_CAPABILITIES as ALL_CAPABILITIES
 from forge_rt.core._capabilities import Capability as Capability
+from forge_rt.core._inference import TOKEN_LIMIT_REASONS as TOKEN_LIMIT_REASONS
 from forge_rt.core._inference import BackendChunk as BackendChunk
 from forge_rt.core._inference import ClientCapabilities as ClientCapabilities
 from forge_rt.core._inference import FinalChunk as FinalChunk
@@ -44,6 +45,7 @@ from forge_rt.core._workflow import Workflow as Workflow
 __all__ = [
     "ALL_CAPABILITIES",
     "RESPOND_TOOL_NAME",
+    "TOKEN_LIMIT_REASONS",
     "ArgumentError",
     "BackendChunk",
     "Capability",

@@ -22,6 +22,7 @@ from forge_rt.core._messages import Message, TextResponse, ToolCall
 from forge_rt.core._tools import ToolSpec
 
 __all__ = [
+    "TOKEN_LIMIT_REASONS",
     "ClientCapabilities",
     "FinalChunk",
     "GrammarConstraint",
@@ -130,6 +131,12 @@ class Timings(msgspec.Struct, frozen=True, kw_only=True):
 
     total_s: float
     first_token_s: float | None = None
+
+
+TOKEN_LIMIT_REASONS = frozenset({"length", "max_tokens"})
+"""The finish reasons of a reply stopped at its token limit: ``length`` from OpenAI-shaped
+backends (llama-server, vLLM, Ollama), ``max_tokens`` from Anthropic-shaped ones, whose
+``stop_reason`` reaches :attr:`LLMResponse.finish_reason` as it came."""
 
 
 class LLMResponse(msgspec.Struct, frozen=True, kw_only=True):

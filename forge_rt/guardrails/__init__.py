@@ -77,6 +77,7 @@ from forge_rt.guardrails._steps import StepEnforcer as StepEnforcer
 from forge_rt.guardrails._validator import ResponseValidator as ResponseValidator
 from forge_rt.guardrails._validator import ValidationResult as ValidationResult
 from forge_rt.guardrails._validator import collapse_calls as collapse_calls
+from forge_rt.guardrails._validator import cut_cause as cut_cause
 
 # --- end validation block ---
 
@@ -178,6 +179,7 @@ __all__: list[str] = [  # noqa: RUF022 -- grouped by owning block (see above), e
     "ValidationResult",
     "bad_args_nudge",
     "collapse_calls",
+    "cut_cause",
     "describe_field",
     "example_call",
     "held_back_nudge",

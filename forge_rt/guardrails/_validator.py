@@ -20,6 +20,7 @@ import pydantic
 
 from actors import quiet_logger
 from forge_rt.core import (
+    TOKEN_LIMIT_REASONS,
     ArgumentError,
     LLMResponse,
     TextResponse,
@@ -61,16 +62,25 @@ __all__ = [
     "argument_errors",
     "call_key",
     "collapse_calls",
+    "cut_cause",
 ]
-
-# A reply stopped before its end, by the finish reason it was stopped with: at the token limit
-# (small models repeat a call until they hit it), or on the stream for repeating itself.
-_CUT_CAUSES = {"length": RetryCause.TRUNCATED, REPETITION_FINISH_REASON: RetryCause.REPEATED}
 
 
 log = quiet_logger(__name__)
 
 Reply = LLMResponse | list[ToolCall] | TextResponse | str
+
+
+def cut_cause(finish_reason: str | None) -> RetryCause | None:
+    """Why a reply with ``finish_reason`` was stopped before its end, or None if it was not: at
+    the token limit (small models repeat a call until they hit it), or by the guarded step for
+    repeating itself (as good as the limit: more of the same would have followed)."""
+    if finish_reason in TOKEN_LIMIT_REASONS:
+        return RetryCause.TRUNCATED
+    if finish_reason == REPETITION_FINISH_REASON:
+        return RetryCause.REPEATED
+    return None
+
 
 # Text that opens a call: a brace or bracket, then a call's key.
 _CALL_LIKE = re.compile(r"[{\[]\s*\"?(name|tool|function|arguments)\"?\s*:", re.IGNORECASE)
@@ -315,7 +325,7 @@ class ResponseValidator:
         raw, reasoning, native = _unpack(response)
         # Why the reply was stopped before its end, if it was.
         finish = response.finish_reason if isinstance(response, LLMResponse) else None
-        cut = _CUT_CAUSES.get(finish or "")
+        cut = cut_cause(finish)
         if native:
             return self._check(
                 native,
@@ -377,7 +387,7 @@ class ResponseValidator:
         echoes: EchoCorpus | None = None,
     ) -> ValidationResult:
         """No call in the reply; ``body`` is its text without reasoning blocks; ``cut``: why
-        the reply was stopped before its end, if it was (see ``_CUT_CAUSES``); ``echoes``: the
+        the reply was stopped before its end, if it was (see :func:`cut_cause`); ``echoes``: the
         corrections the model was shown, which text that copies them is an echo of."""
         text = (raw if body is None else body).strip()
         if cut is not None and text:

@@ -46,7 +46,6 @@ from forge_rt.core import (
 )
 from forge_rt.errors import BudgetExhaustedError, ForgeError, ToolSchemaError
 from forge_rt.guardrails import (
-    REPETITION_FINISH_REASON,
     Execute,
     GuardrailOptions,
     Guardrails,
@@ -55,6 +54,7 @@ from forge_rt.guardrails import (
     RetryReason,
     TextAnswer,
     choose_constraint,
+    cut_cause,
     split_respond,
 )
 from forge_rt.proxy._config import ReasoningReplay
@@ -70,10 +70,6 @@ from forge_rt.runtime import Accepted, GuardedStep, InferenceSlot, Rejected, Run
 __all__ = ["InferenceEngine", "Outcome", "RequestPlan", "Sink", "apply_reasoning_replay"]
 
 log = quiet_logger(__name__)
-
-# The finish reasons of a reply stopped before its end: at the token limit, or by the guarded
-# step for repeating itself (as good as the limit: more of the same would have followed).
-_CUT_SHORT = ("length", "max_tokens", REPETITION_FINISH_REASON)
 
 Sink = Callable[[StreamChunk], Awaitable[None]]
 UsageHook = Callable[[str, int], Awaitable[None]]
@@ -519,7 +515,7 @@ class InferenceEngine:
             )
             text = released
         # A reply stopped for repeating itself ran long as one cut at the token limit does.
-        finish = "length" if response.finish_reason in _CUT_SHORT else "stop"
+        finish = "length" if cut_cause(response.finish_reason) is not None else "stop"
         reasoning = _reasoning(response)
         final = msgspec.structs.replace(
             response, result=TextResponse(content=text, reasoning=reasoning), finish_reason=finish
@@ -574,7 +570,7 @@ class InferenceEngine:
             return None
         answer = Accepted(action=TextAnswer(text=gate.attempt_text), response=rejected.response)
         if gate.mode is GateMode.RESPOND:
-            out_of_tokens = rejected.response.finish_reason in _CUT_SHORT
+            out_of_tokens = cut_cause(rejected.response.finish_reason) is not None
             if not gate.message_closed and not out_of_tokens:
                 raise ProxyHTTPError(
                     ErrorKind.GUARDRAIL,

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from forge_rt.core import LLMResponse, TextResponse, Timings, ToolCall, Usage
+from forge_rt.core import TOKEN_LIMIT_REASONS, LLMResponse, TextResponse, Timings, ToolCall, Usage
 from forge_rt.errors import BackendError
 from forge_rt.wire._faults import in_band_error, malformed_error
 from forge_rt.wire._reply import NO_TIMINGS, RawCall, reply_result, result_reasoning
@@ -155,7 +155,7 @@ def stop_reason(response: LLMResponse) -> str:
     """The ``stop_reason`` a client is told."""
     if response.tool_calls:
         return "tool_use"
-    if response.finish_reason in ("length", "max_tokens"):
+    if response.finish_reason in TOKEN_LIMIT_REASONS:
         return "max_tokens"
     if response.finish_reason == "stop_sequence":
         return "stop_sequence"

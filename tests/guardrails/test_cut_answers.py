@@ -10,14 +10,16 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
-from forge_rt.core import LLMResponse, TextResponse, ToolSpec
+from forge_rt.core import TOKEN_LIMIT_REASONS, LLMResponse, TextResponse, ToolSpec
 from forge_rt.guardrails import (
     LINE_REPEATS,
     REPETITION_FINISH_REASON,
     GuardrailOptions,
     Guardrails,
+    RetryCause,
     RetryWithNudge,
     TextAnswer,
+    cut_cause,
 )
 
 
@@ -44,9 +46,28 @@ def _cut(text: str, finish: str = "length") -> LLMResponse:
     return LLMResponse(result=TextResponse(content=text), raw_text=text, finish_reason=finish)
 
 
-def test_prose_cut_at_the_token_limit_is_the_answer_so_far() -> None:
-    action = _guard().check(_cut(RAMBLE), text_offered=True)
+@pytest.mark.parametrize("finish", sorted(TOKEN_LIMIT_REASONS))
+def test_prose_cut_at_the_token_limit_is_the_answer_so_far(finish: str) -> None:
+    """Either backend shape's limit reason: OpenAI's ``length``, Anthropic's ``max_tokens``."""
+    action = _guard().check(_cut(RAMBLE, finish), text_offered=True)
     assert action == TextAnswer(text=RAMBLE, rule="cut_answers")
+
+
+@pytest.mark.parametrize(
+    ("finish", "cause"),
+    [
+        ("length", RetryCause.TRUNCATED),
+        ("max_tokens", RetryCause.TRUNCATED),
+        (REPETITION_FINISH_REASON, RetryCause.REPEATED),
+        ("stop", None),
+        ("tool_calls", None),
+        (None, None),
+    ],
+)
+def test_cut_cause_names_why_a_reply_stopped_early(
+    finish: str | None, cause: RetryCause | None
+) -> None:
+    assert cut_cause(finish) is cause
 
 
 def test_prose_stopped_for_repeating_itself_is_the_answer_written_once() -> None:

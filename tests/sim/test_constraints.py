@@ -87,6 +87,17 @@ async def test_union_schema_picks_the_branch_naming_the_intended_tool(
     assert value == {"call": {"name": "get_weather", "arguments": {"city": "example city"}}}
 
 
+async def test_a_union_of_call_lists_picks_the_list_of_the_intended_tool(
+    http: httpx.AsyncClient,
+) -> None:
+    """A union whose branches are lists of one tool's calls (each item itself a union) is
+    chosen by the tool its items name, whatever branch comes first."""
+    branches = UNION_SCHEMA["properties"]["call"]["anyOf"]
+    lists = {"anyOf": [{"type": "array", "items": {"anyOf": [b]}} for b in branches]}
+    value = await _content(http, json_schema=lists)
+    assert value == [{"name": "get_weather", "arguments": {"city": "example city"}}]
+
+
 async def test_grammar_constraint_yields_the_call_as_bare_json(
     sim: SimBackend, http: httpx.AsyncClient
 ) -> None:

@@ -276,8 +276,14 @@ _TEXT_KEYS = ("message", "text", "content", "answer", "response")
 
 
 def _mentions(schema: dict[str, Any], root: dict[str, Any], name: str) -> bool:
-    """Whether ``schema`` pins a property to the tool name ``name`` (a tool-call branch)."""
+    """Whether ``schema`` pins a property to the tool name ``name`` (a tool-call branch, a union
+    holding one, or a list of such calls)."""
     schema = deref(schema, root)
+    if schema.get("type") == "array" and "items" in schema:
+        return _mentions(schema["items"], root, name)
+    for key in ("anyOf", "oneOf"):
+        if any(_mentions(branch, root, name) for branch in schema.get(key, ())):
+            return True
     for key in NAME_KEYS:
         sub = deref(schema.get("properties", {}).get(key, {}), root)
         if sub.get("const") == name or name in sub.get("enum", ()):

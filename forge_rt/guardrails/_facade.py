@@ -202,7 +202,8 @@ class Guardrails:
     """Validation, rescue, nudges, step and prerequisite enforcement, budgets and the loop guard.
 
     ``options`` says which guardrails are on and their budgets (see :class:`GuardrailOptions`).
-    ``respond_tool=True`` adds the synthetic ``respond`` tool -- unless ``tools`` has a tool of
+    ``respond_tool=True`` adds the synthetic ``respond`` tool ahead of ``tools`` (see
+    :func:`~forge_rt.guardrails.with_respond`) -- unless ``tools`` has a tool of
     that name, which stays the caller's own (see :meth:`is_synthetic_respond`); when no
     ``terminal_tools`` are given, ``respond`` is the terminal tool. ``tracker``: resume with
     steps already done. ``withheld`` maps the tools a policy denies (left out of ``tools``) to
@@ -227,11 +228,10 @@ class Guardrails:
         markers: Sequence[str] = (),
         writes: Iterable[str] = (),
     ) -> None:
-        specs = list(tools)
         terminal = frozenset(terminal_tools)
-        self._synthetic_respond = respond_tool and all(t.name != RESPOND_TOOL_NAME for t in specs)
+        self._synthetic_respond = respond_tool and all(t.name != RESPOND_TOOL_NAME for t in tools)
+        specs = [respond_spec(), *tools] if self._synthetic_respond else list(tools)
         if self._synthetic_respond:
-            specs.append(respond_spec())
             # A caller's own ``respond`` tool that a policy withholds gives way to the
             # synthetic one: answering the user is never withheld.
             withheld = {k: v for k, v in (withheld or {}).items() if k != RESPOND_TOOL_NAME}

@@ -59,11 +59,16 @@ def respond_spec() -> ToolSpec:
 
 
 def with_respond(tools: Sequence[ToolSpec], *, enabled: bool = True) -> tuple[ToolSpec, ...]:
-    """``tools`` plus ``respond`` when there are tools and ``enabled``; else ``tools`` unchanged
-    (a request without tools is plain chat; a tool already named ``respond`` is kept)."""
+    """``respond`` followed by ``tools`` when there are tools and ``enabled``; else ``tools``
+    unchanged (a request without tools is plain chat; a tool already named ``respond`` is kept).
+
+    ``respond`` comes first: the tools are written into the prompt in order, so requests whose
+    tools differ still share the prompt's opening up to the end of ``respond``, which a server
+    that caches the previous prompt does not read again.
+    """
     if not enabled or not tools or any(spec.name == RESPOND_TOOL_NAME for spec in tools):
         return tuple(tools)
-    return (*tools, respond_spec())
+    return (respond_spec(), *tools)
 
 
 def workflow_tool_specs(workflow: Workflow) -> tuple[ToolSpec, ...]:

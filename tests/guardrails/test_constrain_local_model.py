@@ -76,7 +76,7 @@ TOOLS = with_respond(
         ),
     ]
 )
-assert TOOLS[-1] == respond_spec()
+assert TOOLS[0] == respond_spec()
 
 SYSTEM = (
     "You are a helpful assistant. Answer with exactly one tool call as JSON "
